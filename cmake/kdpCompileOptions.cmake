@@ -1,0 +1,8 @@
+# Warnings and sanitizers for kdp's own targets (not its dependencies).
+add_library(kdp_warnings INTERFACE)
+target_compile_options(kdp_warnings INTERFACE -Wall -Wextra)
+
+if(KDP_ENABLE_SANITIZERS)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()

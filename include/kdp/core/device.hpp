@@ -1,0 +1,68 @@
+#pragma once
+/// \file
+/// Device: one execution-space instance, its memory, an index and a random
+/// generator. Every kernel kdp launches runs on the instance of the tensor it
+/// writes. Devices come from the Runtime: default_device(), or devices(n) in
+/// kdp/parallel/devices.hpp.
+
+#include <memory>
+#include <string>
+
+#include "kdp/core/generator.hpp"
+#include "kdp/core/kokkos_compat.hpp"
+
+namespace kdp {
+
+namespace detail {
+struct DeviceState;
+}
+
+class Device {
+ public:
+  /// The runtime's default device (the default execution-space instance).
+  Device();
+
+  const ExecSpace& space() const;
+  /// Position of the device in its set: the `d` of "device d".
+  int index() const;
+  /// Devices with the same instance id share one execution-space instance and run
+  /// one after another; distinct ids may run at the same time.
+  int instance_id() const;
+  /// Devices with the same memory id address the same memory.
+  int memory_id() const;
+  /// Number of threads (or the concurrency) the instance runs kernels with.
+  int concurrency() const;
+  /// The device's random generator (used by rand, randn, dropout).
+  Generator& generator() const;
+
+  /// "device 1 (Serial, shared instance 0)".
+  std::string str() const;
+
+  /// Waits until the work queued on this device's instance is done.
+  void fence(const char* label) const;
+
+  bool operator==(const Device& other) const { return state_ == other.state_; }
+  bool operator!=(const Device& other) const { return state_ != other.state_; }
+
+  /// For the Runtime, which creates every device.
+  explicit Device(std::shared_ptr<detail::DeviceState> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<detail::DeviceState> state_;
+};
+
+namespace detail {
+struct DeviceState {
+  ExecSpace space;
+  int index = 0;
+  int instance_id = 0;
+  int memory_id = 0;
+  std::string description;
+  Generator generator;
+};
+}  // namespace detail
+
+/// The runtime's default device.
+const Device& default_device();
+
+}  // namespace kdp

@@ -1,0 +1,70 @@
+#pragma once
+/// \file
+/// Generator: a counter-based random number generator (seed, offset), one per
+/// device instance. Kernels draw the numbers for element i from hash(seed,
+/// offset + i), so results do not depend on thread counts or backends, and the
+/// whole state fits in two integers that a checkpoint can save.
+
+#include "kdp/core/kokkos_compat.hpp"
+
+#include <atomic>
+#include <cstdint>
+
+namespace kdp {
+
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0) : seed_(seed), offset_(0) {}
+
+  /// Restarts the stream of numbers from `seed`.
+  void manual_seed(uint64_t seed) {
+    seed_.store(seed);
+    offset_.store(0);
+  }
+  uint64_t seed() const { return seed_.load(); }
+  uint64_t offset() const { return offset_.load(); }
+  /// Restores a state saved from seed() and offset().
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_.store(seed);
+    offset_.store(offset);
+  }
+  /// Claims `count` counters; returns the first.
+  uint64_t reserve(uint64_t count) { return offset_.fetch_add(count); }
+
+ private:
+  std::atomic<uint64_t> seed_;
+  std::atomic<uint64_t> offset_;
+};
+
+namespace random {
+
+/// SplitMix64 finaliser: a bijective 64-bit mix with good avalanche.
+KOKKOS_INLINE_FUNCTION uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// 64 random bits for counter `counter` of the stream `seed`.
+KOKKOS_INLINE_FUNCTION uint64_t bits(uint64_t seed, uint64_t counter) {
+  return mix64(mix64(seed) ^ mix64(counter + 0x632BE59BD9B4E019ull));
+}
+
+/// A float uniform in [0, 1) with 24 random bits.
+KOKKOS_INLINE_FUNCTION float uniform(uint64_t seed, uint64_t counter) {
+  return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
+}
+
+/// A standard normal sample (Box-Muller on two 32-bit halves of one draw).
+KOKKOS_INLINE_FUNCTION float normal(uint64_t seed, uint64_t counter) {
+  const uint64_t b = bits(seed, counter);
+  // u1 in (0, 1] so that log(u1) is finite; u2 in [0, 1).
+  const double u1 = (static_cast<double>(b >> 32) + 1.0) * (1.0 / 4294967296.0);
+  const double u2 = static_cast<double>(b & 0xFFFFFFFFull) * (1.0 / 4294967296.0);
+  const double r = compat::math::sqrt(-2.0 * compat::math::log(u1));
+  return static_cast<float>(r * compat::math::cos(6.283185307179586 * u2));
+}
+
+}  // namespace random
+}  // namespace kdp

@@ -1,0 +1,131 @@
+#pragma once
+/// \file
+/// The one place that knows which Kokkos and Kokkos Kernels version kdp is built
+/// against (Debian's 3.4 or a standalone 4.x). Everything else calls these.
+
+#include <KokkosKernels_config.h>
+#include <KokkosBlas3_gemm.hpp>
+#include <Kokkos_Core.hpp>
+
+#include <string>
+#include <vector>
+
+namespace kdp {
+
+/// The execution space every kdp kernel runs in, and its memory space.
+using ExecSpace = Kokkos::DefaultExecutionSpace;
+using MemSpace = ExecSpace::memory_space;
+using HostMirrorSpace = Kokkos::HostSpace;
+
+namespace compat {
+
+#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 30600
+inline constexpr bool kGemmTakesSpace = true;
+#else
+inline constexpr bool kGemmTakesSpace = false;
+#endif
+
+/// Math functions usable in kernels: Kokkos::Experimental:: in 3.x, Kokkos:: from 3.7.
+#if KOKKOS_VERSION >= 30700
+namespace math = ::Kokkos;
+#else
+namespace math = ::Kokkos::Experimental;
+#endif
+
+/// Waits for the work queued on `space`; labelled where Kokkos can (3.5+).
+inline void fence(const ExecSpace& space, const char* label) {
+#if KOKKOS_VERSION >= 30500
+  space.fence(label);
+#else
+  (void)label;
+  space.fence();
+#endif
+}
+
+/// C = alpha op(A) op(B) + beta C on `space`. Kokkos Kernels before 3.6 has no
+/// execution-space argument; there the call runs on the default instance, which
+/// is the only one such a build has.
+template <class AView, class BView, class CView>
+void gemm(const ExecSpace& space, const char* trans_a, const char* trans_b, float alpha,
+          const AView& a, const BView& b, float beta, const CView& c) {
+#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 30600
+  KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
+#else
+  (void)space;
+  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+/// Whether `partition(space, n)` can give instances that run at the same time
+/// when launched from different host threads.
+constexpr bool instances_can_be_concurrent() {
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL)
+  return KOKKOS_VERSION >= 30500;
+#elif defined(KOKKOS_ENABLE_OPENMP)
+  return KOKKOS_VERSION >= 40000;
+#elif defined(KOKKOS_ENABLE_SERIAL)
+  return KOKKOS_VERSION >= 40200;
+#else
+  return false;
+#endif
+}
+
+/// The number of threads (or the concurrency) of one instance.
+inline int concurrency(const ExecSpace& space) {
+#if KOKKOS_VERSION >= 40000
+  return space.concurrency();
+#else
+  (void)space;
+  return ExecSpace::concurrency();
+#endif
+}
+
+/// How many distinct concurrent instances `space` can be split into (0: none).
+inline int max_partitions(const ExecSpace& space) {
+  if constexpr (!instances_can_be_concurrent()) {
+    (void)space;
+    return 0;
+  } else {
+#if defined(KOKKOS_ENABLE_OPENMP) && !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP)
+    return concurrency(space);  // each OpenMP partition needs a thread of its own
+#else
+    (void)space;
+    return 1 << 16;
+#endif
+  }
+}
+
+/// Splits `space` into `n` instances with equal weights. Only call when
+/// instances_can_be_concurrent() and n <= max_partitions(space).
+inline std::vector<ExecSpace> partition(const ExecSpace& space, int n) {
+#if KOKKOS_VERSION >= 30500
+  return Kokkos::Experimental::partition_space(space, std::vector<int>(static_cast<size_t>(n), 1));
+#else
+  return std::vector<ExecSpace>(static_cast<size_t>(n), space);
+#endif
+}
+
+/// The Kokkos version as "3.4.1".
+inline std::string kokkos_version_string() {
+  return std::to_string(KOKKOS_VERSION / 10000) + "." + std::to_string(KOKKOS_VERSION / 100 % 100) +
+         "." + std::to_string(KOKKOS_VERSION % 100);
+}
+
+/// Whether kernels on `ExecSpace` finish before the launching call returns
+/// (host backends), so no fence is needed to hand their results to another instance.
+constexpr bool launches_are_synchronous() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
+}
+
+}  // namespace compat
+
+/// Marks a region for Kokkos Tools (pushRegion/popRegion exist in 3.4 and 4.x).
+class ProfilingRegion {
+ public:
+  explicit ProfilingRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ProfilingRegion() { Kokkos::Profiling::popRegion(); }
+  ProfilingRegion(const ProfilingRegion&) = delete;
+  ProfilingRegion& operator=(const ProfilingRegion&) = delete;
+};
+
+}  // namespace kdp

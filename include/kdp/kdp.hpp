@@ -1,0 +1,24 @@
+#pragma once
+/// \file
+/// The umbrella header: everything kdp offers.
+
+#include "kdp/config.hpp"
+#include "kdp/version.hpp"
+
+#include "kdp/core/binding.hpp"
+#include "kdp/core/caching_allocator.hpp"
+#include "kdp/core/device.hpp"
+#include "kdp/core/error.hpp"
+#include "kdp/core/runtime.hpp"
+#include "kdp/core/shape.hpp"
+#include "kdp/core/tensor.hpp"
+
+#include "kdp/autograd/engine.hpp"
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/autograd/node.hpp"
+
+#include "kdp/ops/activation.hpp"
+#include "kdp/ops/elementwise.hpp"
+#include "kdp/ops/linear.hpp"
+#include "kdp/ops/loss.hpp"
+#include "kdp/ops/reduction.hpp"

@@ -1,0 +1,21 @@
+#pragma once
+/// \file
+/// Reductions: over all elements, or along one dimension (keepdim keeps it with
+/// size 1). sum, mean and max are differentiable; argmax is not.
+
+#include "kdp/core/tensor.hpp"
+
+namespace kdp {
+
+/// Sum of all elements (a scalar).
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, int dim, bool keepdim = false);
+/// Mean of all elements (a scalar).
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int dim, bool keepdim = false);
+/// Largest value along `dim`; the gradient goes to the first largest element.
+Tensor max(const Tensor& x, int dim, bool keepdim = false);
+/// Index (as a float) of the first largest value along `dim`.
+Tensor argmax(const Tensor& x, int dim, bool keepdim = false);
+
+}  // namespace kdp

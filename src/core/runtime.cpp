@@ -1,0 +1,178 @@
+#include "kdp/core/runtime.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+
+#include "kdp/config.hpp"
+#include "kdp/core/error.hpp"
+
+#if KDP_ENABLE_MPI
+#include <mpi.h>
+#endif
+
+namespace kdp {
+
+namespace {
+std::atomic<Runtime*> current_runtime{nullptr};
+std::atomic<bool> runtime_created{false};
+
+// Seeds of devices in a set differ so that dropout masks differ between replicas.
+uint64_t device_seed(uint64_t seed, int index) {
+  return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index);
+}
+}  // namespace
+
+Runtime::Runtime(int& argc, char**& argv, RuntimeOptions options) {
+  start(&argc, &argv, options);
+}
+
+Runtime::Runtime(RuntimeOptions options) {
+  start(nullptr, nullptr, options);
+}
+
+void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
+  if (runtime_created.exchange(true)) {
+    throw StateError(
+        "kdp::Runtime: a Runtime was already created in this process; create exactly one, "
+        "first thing in main() (Kokkos cannot be initialised twice)");
+  }
+  seed_ = options.seed;
+
+#if KDP_ENABLE_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    mpi_initialized_ = true;
+  } else if (options.init_mpi) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    mpi_initialized_ = true;
+    mpi_owned_ = true;
+  }
+  if (mpi_initialized_) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+  }
+#endif
+
+  if (!Kokkos::is_initialized()) {
+    if (argc != nullptr) {
+      Kokkos::initialize(*argc, *argv);
+    } else {
+      Kokkos::initialize();
+    }
+    kokkos_owned_ = true;
+  }
+
+  auto state = std::make_shared<detail::DeviceState>();
+  state->space = ExecSpace();
+  state->index = 0;
+  state->instance_id = 0;
+  state->description = fmt::format("{}, default instance", ExecSpace::name());
+  state->generator.manual_seed(device_seed(seed_, 0));
+  all_states_.push_back(state);
+  default_device_ = Device(state);
+  logical_devices_.push_back(default_device_);
+  current_runtime.store(this);
+}
+
+Runtime::~Runtime() {
+  current_runtime.store(nullptr);
+  device_threads_.shutdown();
+  device_sets_.clear();
+  logical_devices_.clear();
+  all_states_.clear();
+  default_device_ = Device(std::shared_ptr<detail::DeviceState>());
+  allocator_.empty_cache();
+  if (kokkos_owned_) Kokkos::finalize();
+#if KDP_ENABLE_MPI
+  if (mpi_owned_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+#endif
+}
+
+bool Runtime::active() {
+  return current_runtime.load() != nullptr;
+}
+
+Runtime& Runtime::get() {
+  Runtime* rt = current_runtime.load();
+  if (rt == nullptr) {
+    throw StateError(
+        "kdp: no kdp::Runtime is active; create one at the start of main() "
+        "(kdp::Runtime runtime(argc, argv);)");
+  }
+  return *rt;
+}
+
+bool Runtime::devices_concurrent(int n) {
+  return n > 1 && compat::instances_can_be_concurrent() &&
+         compat::max_partitions(default_device_.space()) >= 2;
+}
+
+std::vector<Device> Runtime::devices(int n) {
+  if (n < 1)
+    throw ValueError(fmt::format("kdp::devices: asked for {} devices; need at least 1", n));
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  auto found = device_sets_.find(n);
+  if (found != device_sets_.end()) return found->second;
+
+  std::vector<Device> set;
+  set.reserve(static_cast<size_t>(n));
+  if (n == 1) {
+    set.push_back(default_device_);
+  } else if (devices_concurrent(n)) {
+    // Real instances: as many as the backend can split into; devices beyond that
+    // share instances round-robin (and run one after another on them).
+    const int parts = std::min(n, compat::max_partitions(default_device_.space()));
+    const std::vector<ExecSpace> spaces = compat::partition(default_device_.space(), parts);
+    const int first_instance = static_cast<int>(all_states_.size()) + 1000 * n;
+    for (int d = 0; d < n; ++d) {
+      auto state = std::make_shared<detail::DeviceState>();
+      const int part = d % parts;
+      state->space = spaces[static_cast<size_t>(part)];
+      state->index = d;
+      state->instance_id = first_instance + part;
+      state->description = fmt::format("{}, partition {} of {}, {} thread(s)", ExecSpace::name(),
+                                       part, parts, compat::concurrency(state->space));
+      state->generator.manual_seed(device_seed(seed_, d));
+      all_states_.push_back(state);
+      set.emplace_back(state);
+    }
+  } else {
+    // Logical devices on the default instance, one after another. Device d is
+    // the same in every set (device 0 is the default device itself), so tensors
+    // move freely between devices(2)[1] and devices(4)[1].
+    while (logical_devices_.size() < static_cast<size_t>(n)) {
+      const int d = static_cast<int>(logical_devices_.size());
+      auto state = std::make_shared<detail::DeviceState>();
+      state->space = default_device_.space();
+      state->index = d;
+      state->instance_id = 0;
+      state->description =
+          fmt::format("{}, logical device on the default instance", ExecSpace::name());
+      state->generator.manual_seed(device_seed(seed_, d));
+      all_states_.push_back(state);
+      logical_devices_.emplace_back(state);
+    }
+    set.assign(logical_devices_.begin(), logical_devices_.begin() + n);
+  }
+  device_sets_[n] = set;
+  return set;
+}
+
+void Runtime::manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(devices_mutex_);
+  seed_ = seed;
+  for (auto& state : all_states_) state->generator.manual_seed(device_seed(seed, state->index));
+}
+
+void manual_seed(uint64_t seed) {
+  Runtime::get().manual_seed(seed);
+}
+
+}  // namespace kdp

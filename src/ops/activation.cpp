@@ -1,0 +1,199 @@
+#include "kdp/ops/activation.hpp"
+
+#include "unary.hpp"
+
+namespace kdp {
+
+namespace ops_detail {
+
+namespace math = compat::math;
+
+struct ReluF {
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const { return x > 0.0f ? g : 0.0f; }
+};
+struct LeakyReluF {
+  float slope;
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x > 0.0f ? x : slope * x; }
+  KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const {
+    return x > 0.0f ? g : slope * g;
+  }
+};
+struct SigmoidF {
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return 1.0f / (1.0f + math::exp(-x)); }
+  KOKKOS_INLINE_FUNCTION float grad(float, float y, float g) const { return g * y * (1.0f - y); }
+};
+struct TanhF {
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return math::tanh(x); }
+  KOKKOS_INLINE_FUNCTION float grad(float, float y, float g) const { return g * (1.0f - y * y); }
+};
+struct GeluF {
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const {
+    return 0.5f * x * (1.0f + math::erf(x * 0.70710678118654752f));
+  }
+  KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const {
+    const float cdf = 0.5f * (1.0f + math::erf(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * math::exp(-0.5f * x * x);
+    return g * (cdf + x * pdf);
+  }
+};
+
+// Softmax family along the middle of [outer, size, inner]; one work item per
+// (outer, inner) pair.
+void softmax_kernel(const Device& device, View1 out, ConstView1 x, DimSplit s, bool log) {
+  Kokkos::parallel_for(
+      log ? "kdp::log_softmax" : "kdp::softmax", kdp::detail::range(device, s.outer * s.inner),
+      KOKKOS_LAMBDA(const int64_t j) {
+        const int64_t base = (j / s.inner) * s.size * s.inner + j % s.inner;
+        float m = x(base);
+        for (int64_t d = 1; d < s.size; ++d)
+          m = x(base + d * s.inner) > m ? x(base + d * s.inner) : m;
+        float total = 0.0f;
+        for (int64_t d = 0; d < s.size; ++d) total += math::exp(x(base + d * s.inner) - m);
+        if (log) {
+          const float lse = m + math::log(total);
+          for (int64_t d = 0; d < s.size; ++d)
+            out(base + d * s.inner) = x(base + d * s.inner) - lse;
+        } else {
+          const float inv = 1.0f / total;
+          for (int64_t d = 0; d < s.size; ++d) {
+            out(base + d * s.inner) = math::exp(x(base + d * s.inner) - m) * inv;
+          }
+        }
+      });
+}
+
+// softmax: gx = y * (g - sum(g * y)); log_softmax: gx = g - exp(y) * sum(g).
+void softmax_backward_kernel(const Device& device, View1 gx, ConstView1 g, ConstView1 y, DimSplit s,
+                             bool log) {
+  Kokkos::parallel_for(
+      log ? "kdp::log_softmax backward" : "kdp::softmax backward",
+      kdp::detail::range(device, s.outer * s.inner), KOKKOS_LAMBDA(const int64_t j) {
+        const int64_t base = (j / s.inner) * s.size * s.inner + j % s.inner;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < s.size; ++d) {
+          const int64_t k = base + d * s.inner;
+          dot += log ? g(k) : g(k) * y(k);
+        }
+        for (int64_t d = 0; d < s.size; ++d) {
+          const int64_t k = base + d * s.inner;
+          gx(k) = log ? g(k) - math::exp(y(k)) * dot : y(k) * (g(k) - dot);
+        }
+      });
+}
+
+class SoftmaxNode : public autograd::Node {
+ public:
+  SoftmaxNode(const Tensor& y, DimSplit split, bool log)
+      : Node(y.device()), y_(y), split_(split), log_(log) {}
+  const char* name() const override { return log_ ? "kdp::log_softmax" : "kdp::softmax"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& y = y_.get(*this);
+    Tensor gx = Tensor::empty(y.shape(), device());
+    softmax_backward_kernel(device(), gx.flat(), grads[0].cflat(), y.cflat(), split_, log_);
+    return {gx};
+  }
+  void release_saved() override { y_.reset(); }
+
+ private:
+  autograd::SavedTensor y_;
+  DimSplit split_;
+  bool log_;
+};
+
+Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
+  const Tensor& x = resolve(x_in);
+  check_defined(name, x, "input");
+  int d = 0;
+  try {
+    d = x.shape().normalize_dim(dim);
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("{}: {}", name, e.what()));
+  }
+  const DimSplit split = split_at(x.shape(), d);
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  if (split.size > 0) softmax_kernel(x.device(), out.flat(), x.cflat(), split, log);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SoftmaxNode>(out, split, log);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+// Dropout keeps element i when uniform(seed, base + i) >= p.
+void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
+                    uint64_t base) {
+  const float scale = 1.0f / (1.0f - p);
+  Kokkos::parallel_for(
+      "kdp::dropout", kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i) {
+        out(i) = random::uniform(seed, base + static_cast<uint64_t>(i)) >= p ? in(i)*scale : 0.0f;
+      });
+}
+
+class DropoutNode : public autograd::Node {
+ public:
+  DropoutNode(const Device& device, float p, uint64_t seed, uint64_t base)
+      : Node(device), p_(p), seed_(seed), base_(base) {}
+  const char* name() const override { return "kdp::dropout"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    Tensor gx = Tensor::empty(g.shape(), device());
+    dropout_kernel(device(), gx.flat(), g.cflat(), p_, seed_, base_);
+    return {gx};
+  }
+
+ private:
+  float p_;
+  uint64_t seed_;
+  uint64_t base_;
+};
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor relu(const Tensor& x) {
+  return unary("kdp::relu", x, ReluF{});
+}
+Tensor leaky_relu(const Tensor& x, float negative_slope) {
+  return unary("kdp::leaky_relu", x, LeakyReluF{negative_slope});
+}
+Tensor sigmoid(const Tensor& x) {
+  return unary("kdp::sigmoid", x, SigmoidF{});
+}
+Tensor tanh(const Tensor& x) {
+  return unary("kdp::tanh", x, TanhF{});
+}
+Tensor gelu(const Tensor& x) {
+  return unary("kdp::gelu", x, GeluF{});
+}
+Tensor softmax(const Tensor& x, int dim) {
+  return softmax_impl("kdp::softmax", x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int dim) {
+  return softmax_impl("kdp::log_softmax", x, dim, true);
+}
+
+Tensor dropout(const Tensor& x_in, float p, bool training) {
+  const Tensor& x = resolve(x_in);
+  check_defined("kdp::dropout", x, "input");
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    throw ValueError(fmt::format("kdp::dropout: probability {} is not in [0, 1]", p));
+  }
+  if (!training || p == 0.0f) return x;
+  Generator& gen = x.device().generator();
+  const uint64_t seed = gen.seed();
+  const uint64_t base = gen.reserve(static_cast<uint64_t>(x.numel()));
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  dropout_kernel(x.device(), out.flat(), x.cflat(), p, seed, base);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<DropoutNode>(x.device(), p, seed, base);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace kdp

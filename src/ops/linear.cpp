@@ -1,0 +1,186 @@
+#include "kdp/ops/linear.hpp"
+
+#include "kdp/core/kernels.hpp"
+#include "op_util.hpp"
+
+namespace kdp {
+
+namespace ops_detail {
+
+// C = alpha op(A) op(B) + beta C. Kokkos Kernels leaves C untouched when the
+// inner dimension is 0, so that case is written here.
+void gemm(const Device& device, const char* ta, const char* tb, float alpha, ConstView2 a,
+          ConstView2 b, float beta, View2 c) {
+  const size_t inner = (ta[0] == 'N') ? a.extent(1) : a.extent(0);
+  if (c.extent(0) == 0 || c.extent(1) == 0) return;
+  if (inner == 0) {
+    View1 flat(c.data(), c.extent(0) * c.extent(1));
+    if (beta == 0.0f) {
+      kdp::detail::fill(device, flat, 0.0f);
+    } else {
+      kdp::detail::scale(device, flat, beta);
+    }
+    return;
+  }
+  compat::gemm(device.space(), ta, tb, alpha, a, b, beta, c);
+}
+
+void fill_rows(const Device& device, View2 out, ConstView1 row) {
+  const auto cols = static_cast<int64_t>(out.extent(1));
+  Kokkos::parallel_for(
+      "kdp::linear bias", kdp::detail::range(device, static_cast<int64_t>(out.extent(0)) * cols),
+      KOKKOS_LAMBDA(const int64_t i) { out(i / cols, i % cols) = row(i % cols); });
+}
+
+class LinearNode : public autograd::Node {
+ public:
+  LinearNode(const Tensor& x, const Tensor& weight, bool has_bias)
+      : Node(x.device()),
+        x_shape_(x.shape()),
+        x_(weight.requires_grad() ? autograd::SavedTensor(x) : autograd::SavedTensor()),
+        weight_(x.requires_grad() ? autograd::SavedTensor(weight) : autograd::SavedTensor()),
+        has_bias_(has_bias) {}
+  const char* name() const override { return "kdp::linear"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    const auto& edges = next_edges();
+    const int64_t out_f = g.shape()[g.dim() - 1];
+    const int64_t rows = out_f == 0 ? 0 : g.numel() / out_f;
+    ConstView2 gm = g.cmatrix(rows, out_f);
+    Tensor gx, gw, gb;
+    if (edges[0].valid()) {
+      const Tensor& w = weight_.get(*this);
+      gx = Tensor::empty(x_shape_, device());
+      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
+    }
+    if (edges[1].valid()) {
+      const Tensor& x = x_.get(*this);
+      const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
+      gw = Tensor::empty(Shape{out_f, in_f}, device());
+      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
+    }
+    if (has_bias_ && edges[2].valid()) {
+      gb = Tensor::empty(Shape{out_f}, device());
+      sum_dim_kernel(device(), gb.flat(), g.cflat(), DimSplit{1, rows, out_f}, 1.0f);
+    }
+    if (has_bias_) return {gx, gw, gb};
+    return {gx, gw};
+  }
+  void release_saved() override {
+    x_.reset();
+    weight_.reset();
+  }
+
+ private:
+  Shape x_shape_;
+  autograd::SavedTensor x_;
+  autograd::SavedTensor weight_;
+  bool has_bias_;
+};
+
+class MatmulNode : public autograd::Node {
+ public:
+  MatmulNode(const Tensor& a, const Tensor& b)
+      : Node(a.device()),
+        a_(b.requires_grad() ? autograd::SavedTensor(a) : autograd::SavedTensor()),
+        b_(a.requires_grad() ? autograd::SavedTensor(b) : autograd::SavedTensor()),
+        a_shape_(a.shape()),
+        b_shape_(b.shape()) {}
+  const char* name() const override { return "kdp::matmul"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    Tensor ga, gb;
+    if (next_edges()[0].valid()) {
+      ga = Tensor::empty(a_shape_, device());
+      gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f, ga.matrix());
+    }
+    if (next_edges()[1].valid()) {
+      gb = Tensor::empty(b_shape_, device());
+      gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f, gb.matrix());
+    }
+    return {ga, gb};
+  }
+  void release_saved() override {
+    a_.reset();
+    b_.reset();
+  }
+
+ private:
+  autograd::SavedTensor a_, b_;
+  Shape a_shape_, b_shape_;
+};
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  const Tensor& a = resolve(a_in);
+  const Tensor& b = resolve(b_in);
+  check_defined("kdp::matmul", a, "a");
+  check_defined("kdp::matmul", b, "b");
+  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0)) {
+    throw ShapeError(fmt::format("kdp::matmul: needs a [n, k] and b [k, m]; got a {} and b {}",
+                                 a.shape().str(), b.shape().str()));
+  }
+  check_same_device("kdp::matmul", a, "a", b, "b");
+  Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
+  gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<MatmulNode>(a, b);
+    node->set_next_edges({&a, &b});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const Tensor& x = resolve(x_in);
+  const Tensor& w = resolve(w_in);
+  const Tensor& b = resolve(b_in);
+  check_defined("kdp::linear", x, "input");
+  check_defined("kdp::linear", w, "weight");
+  if (w.dim() != 2) {
+    throw ShapeError(
+        fmt::format("kdp::linear: weight {} must be [out_features, in_features]", w.describe()));
+  }
+  const int64_t out_f = w.size(0);
+  const int64_t in_f = w.size(1);
+  if (x.dim() == 0 || x.size(-1) != in_f) {
+    throw ShapeError(fmt::format(
+        "kdp::linear: input {} has {} features in its last dimension but weight {} expects {}",
+        x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
+  }
+  if (b.defined() && (b.dim() != 1 || b.size(0) != out_f)) {
+    throw ShapeError(fmt::format("kdp::linear: bias {} does not match weight {} (needs [{}])",
+                                 b.shape().str(), w.shape().str(), out_f));
+  }
+  check_same_device("kdp::linear", x, "input", w, "weight");
+  if (b.defined()) check_same_device("kdp::linear", x, "input", b, "bias");
+
+  const int64_t rows = in_f == 0 ? x.numel() : x.numel() / in_f;
+  Shape out_shape = x.shape().with(-1, out_f);
+  Tensor out = Tensor::empty(out_shape, x.device());
+  View2 y = out.matrix(rows, out_f);
+  float beta = 0.0f;
+  if (b.defined()) {
+    fill_rows(x.device(), y, b.cflat());
+    beta = 1.0f;
+  }
+  gemm(x.device(), "N", "T", 1.0f, x.cmatrix(rows, in_f), w.cmatrix(), beta, y);
+
+  if (autograd::needs_grad({&x, &w, &b})) {
+    auto node = std::make_shared<LinearNode>(x, w, b.defined());
+    if (b.defined()) {
+      node->set_next_edges({&x, &w, &b});
+    } else {
+      node->set_next_edges({&x, &w});
+    }
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace kdp

@@ -1,0 +1,302 @@
+#include "kdp/ops/loss.hpp"
+
+#include "kdp/core/kernels.hpp"
+#include "op_util.hpp"
+
+namespace kdp {
+
+namespace ops_detail {
+
+namespace math = compat::math;
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::None:
+      return "none";
+    case Reduction::Mean:
+      return "mean";
+    case Reduction::Sum:
+      return "sum";
+  }
+  return "?";
+}
+
+// Every target must be an integer in [0, classes). Reports the first that is not.
+void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes) {
+  if (target.dim() != 1 || target.size(0) != batch) {
+    throw ShapeError(fmt::format("{}: target {} must be [{}] (one class index per row of input)",
+                                 op, target.shape().str(), batch));
+  }
+  ConstView1 t = target.cflat();
+  const float c = static_cast<float>(classes);
+  int64_t first_bad = batch;
+  Kokkos::parallel_reduce(
+      "kdp::check_class_targets", kdp::detail::range(target.device(), batch),
+      KOKKOS_LAMBDA(const int64_t i, int64_t& first) {
+        const float v = t(i);
+        const bool ok = v >= 0.0f && v < c && v == math::floor(v);
+        if (!ok && i < first) first = i;
+      },
+      Kokkos::Min<int64_t>(first_bad));
+  if (first_bad < batch) {
+    const float v = target.to_vector()[static_cast<size_t>(first_bad)];
+    throw ValueError(fmt::format("{}: target[{}] = {} is not a class index in [0, {})", op,
+                                 first_bad, v, classes));
+  }
+}
+
+void check_logits(const char* op, const Tensor& x, const Tensor& target, const char* what) {
+  check_defined(op, x, what);
+  check_defined(op, target, "target");
+  if (x.dim() != 2) {
+    throw ShapeError(fmt::format("{}: {} {} must be [batch, classes]", op, what, x.shape().str()));
+  }
+  check_same_device(op, x, what, target, "target");
+  check_class_targets(op, target, x.size(0), x.size(1));
+}
+
+// Per-row loss and log-sum-exp of the logits.
+void cross_entropy_kernel(const Device& device, View1 loss, View1 lse, ConstView2 x, ConstView1 t) {
+  const auto classes = static_cast<int64_t>(x.extent(1));
+  Kokkos::parallel_for(
+      "kdp::cross_entropy", kdp::detail::range(device, static_cast<int64_t>(x.extent(0))),
+      KOKKOS_LAMBDA(const int64_t b) {
+        float m = x(b, 0);
+        for (int64_t c = 1; c < classes; ++c) m = x(b, c) > m ? x(b, c) : m;
+        float s = 0.0f;
+        for (int64_t c = 0; c < classes; ++c) s += math::exp(x(b, c) - m);
+        const float l = m + math::log(s);
+        lse(b) = l;
+        loss(b) = l - x(b, static_cast<int64_t>(t(b)));
+      });
+}
+
+// gx[b, c] = gscale_b * (softmax(x)[b, c] - [c == t_b])
+void cross_entropy_backward_kernel(const Device& device, View2 gx, ConstView2 x, ConstView1 lse,
+                                   ConstView1 t, ConstView1 g, bool per_row, float scale) {
+  const auto classes = static_cast<int64_t>(x.extent(1));
+  Kokkos::parallel_for(
+      "kdp::cross_entropy backward",
+      kdp::detail::range(device, static_cast<int64_t>(x.extent(0)) * classes),
+      KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t b = i / classes;
+        const int64_t c = i % classes;
+        const float gs = (per_row ? g(b) : g(0)) * scale;
+        const float p = math::exp(x(b, c) - lse(b));
+        gx(b, c) = gs * (p - (c == static_cast<int64_t>(t(b)) ? 1.0f : 0.0f));
+      });
+}
+
+void nll_kernel(const Device& device, View1 loss, ConstView2 lp, ConstView1 t) {
+  Kokkos::parallel_for(
+      "kdp::nll_loss", kdp::detail::range(device, static_cast<int64_t>(lp.extent(0))),
+      KOKKOS_LAMBDA(const int64_t b) { loss(b) = -lp(b, static_cast<int64_t>(t(b))); });
+}
+
+void nll_backward_kernel(const Device& device, View2 gx, ConstView1 t, ConstView1 g, bool per_row,
+                         float scale) {
+  const auto classes = static_cast<int64_t>(gx.extent(1));
+  Kokkos::parallel_for(
+      "kdp::nll_loss backward",
+      kdp::detail::range(device, static_cast<int64_t>(gx.extent(0)) * classes),
+      KOKKOS_LAMBDA(const int64_t i) {
+        const int64_t b = i / classes;
+        const int64_t c = i % classes;
+        const float gs = (per_row ? g(b) : g(0)) * scale;
+        gx(b, c) = c == static_cast<int64_t>(t(b)) ? -gs : 0.0f;
+      });
+}
+
+Tensor reduce_rows(const Tensor& per_row, Reduction reduction) {
+  if (reduction == Reduction::None) return per_row;
+  Tensor out = Tensor::empty(Shape{}, per_row.device());
+  const double scale =
+      reduction == Reduction::Mean ? 1.0 / static_cast<double>(per_row.numel()) : 1.0;
+  sum_all_kernel(per_row.device(), out.flat(), per_row.cflat(), scale);
+  return out;
+}
+
+float row_scale(Reduction reduction, int64_t rows) {
+  return reduction == Reduction::Mean ? 1.0f / static_cast<float>(rows) : 1.0f;
+}
+
+class CrossEntropyNode : public autograd::Node {
+ public:
+  CrossEntropyNode(const Tensor& x, const Tensor& t, const Tensor& lse, Reduction r)
+      : Node(x.device()), x_(x), t_(t), lse_(lse), reduction_(r) {}
+  const char* name() const override { return "kdp::cross_entropy"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& x = x_.get(*this);
+    Tensor gx = Tensor::empty(x.shape(), device());
+    cross_entropy_backward_kernel(device(), gx.matrix(), x.cmatrix(), lse_.get(*this).cflat(),
+                                  t_.get(*this).cflat(), grads[0].cflat(),
+                                  reduction_ == Reduction::None, row_scale(reduction_, x.size(0)));
+    return {gx, Tensor()};
+  }
+  void release_saved() override {
+    x_.reset();
+    t_.reset();
+    lse_.reset();
+  }
+
+ private:
+  autograd::SavedTensor x_, t_, lse_;
+  Reduction reduction_;
+};
+
+class NllNode : public autograd::Node {
+ public:
+  NllNode(const Tensor& lp, const Tensor& t, Reduction r)
+      : Node(lp.device()), shape_(lp.shape()), t_(t), reduction_(r) {}
+  const char* name() const override { return "kdp::nll_loss"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor gx = Tensor::empty(shape_, device());
+    nll_backward_kernel(device(), gx.matrix(), t_.get(*this).cflat(), grads[0].cflat(),
+                        reduction_ == Reduction::None, row_scale(reduction_, shape_[0]));
+    return {gx, Tensor()};
+  }
+  void release_saved() override { t_.reset(); }
+
+ private:
+  Shape shape_;
+  autograd::SavedTensor t_;
+  Reduction reduction_;
+};
+
+void mse_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b) {
+  Kokkos::parallel_for(
+      "kdp::mse_loss", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i) {
+        const float d = a(i) - b(i);
+        out(i) = d * d;
+      });
+}
+
+void mse_sum_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b, double scale) {
+  double total = 0.0;
+  Kokkos::parallel_reduce(
+      "kdp::mse_loss", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i, double& acc) {
+        const double d = static_cast<double>(a(i)) - static_cast<double>(b(i));
+        acc += d * d;
+      },
+      total);
+  kdp::detail::fill(device, out, static_cast<float>(total * scale));
+}
+
+// ga = gs * 2 (a - b), gb = -ga
+void mse_backward_kernel(const Device& device, View1 ga, View1 gb, ConstView1 a, ConstView1 b,
+                         ConstView1 g, bool per_element, float scale, bool want_a, bool want_b) {
+  Kokkos::parallel_for(
+      "kdp::mse_loss backward", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i) {
+        const float gs = (per_element ? g(i) : g(0)) * scale;
+        const float v = 2.0f * gs * (a(i) - b(i));
+        if (want_a) ga(i) = v;
+        if (want_b) gb(i) = -v;
+      });
+}
+
+class MseNode : public autograd::Node {
+ public:
+  MseNode(const Tensor& a, const Tensor& b, Reduction r)
+      : Node(a.device()), a_(a), b_(b), reduction_(r) {}
+  const char* name() const override { return "kdp::mse_loss"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& a = a_.get(*this);
+    const Tensor& b = b_.get(*this);
+    const bool want_a = next_edges()[0].valid();
+    const bool want_b = next_edges()[1].valid();
+    Tensor ga = want_a ? Tensor::empty(a.shape(), device()) : Tensor();
+    Tensor gb = want_b ? Tensor::empty(b.shape(), device()) : Tensor();
+    const float scale = reduction_ == Reduction::Mean ? 1.0f / static_cast<float>(a.numel()) : 1.0f;
+    mse_backward_kernel(device(), want_a ? ga.flat() : View1(), want_b ? gb.flat() : View1(),
+                        a.cflat(), b.cflat(), grads[0].cflat(), reduction_ == Reduction::None,
+                        scale, want_a, want_b);
+    return {ga, gb};
+  }
+  void release_saved() override {
+    a_.reset();
+    b_.reset();
+  }
+
+ private:
+  autograd::SavedTensor a_, b_;
+  Reduction reduction_;
+};
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction) {
+  const Tensor& x = resolve(x_in);
+  const Tensor& t = resolve(t_in);
+  check_logits("kdp::cross_entropy", x, t, "logits");
+  if (x.size(1) == 0) {
+    throw ShapeError(fmt::format("kdp::cross_entropy: logits {} have no classes", x.shape().str()));
+  }
+  if (x.size(0) == 0 && reduction == Reduction::Mean) {
+    throw ShapeError("kdp::cross_entropy: mean over an empty batch");
+  }
+  Tensor per_row = Tensor::empty(Shape{x.size(0)}, x.device());
+  Tensor lse = Tensor::empty(Shape{x.size(0)}, x.device());
+  cross_entropy_kernel(x.device(), per_row.flat(), lse.flat(), x.cmatrix(), t.cflat());
+  Tensor out = reduce_rows(per_row, reduction);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<CrossEntropyNode>(x, t, lse, reduction);
+    node->set_next_edges({&x, &t});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
+  const Tensor& lp = resolve(lp_in);
+  const Tensor& t = resolve(t_in);
+  check_logits("kdp::nll_loss", lp, t, "log_probs");
+  if (lp.size(0) == 0 && reduction == Reduction::Mean) {
+    throw ShapeError("kdp::nll_loss: mean over an empty batch");
+  }
+  Tensor per_row = Tensor::empty(Shape{lp.size(0)}, lp.device());
+  nll_kernel(lp.device(), per_row.flat(), lp.cmatrix(), t.cflat());
+  Tensor out = reduce_rows(per_row, reduction);
+  if (autograd::needs_grad({&lp})) {
+    auto node = std::make_shared<NllNode>(lp, t, reduction);
+    node->set_next_edges({&lp, &t});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
+  const Tensor& a = resolve(a_in);
+  const Tensor& b = resolve(b_in);
+  check_defined("kdp::mse_loss", a, "input");
+  check_defined("kdp::mse_loss", b, "target");
+  if (a.shape() != b.shape()) {
+    throw ShapeError(fmt::format("kdp::mse_loss: input {} and target {} must have one shape",
+                                 a.shape().str(), b.shape().str()));
+  }
+  check_same_device("kdp::mse_loss", a, "input", b, "target");
+  if (a.numel() == 0 && reduction == Reduction::Mean) {
+    throw ShapeError("kdp::mse_loss: mean over an empty tensor");
+  }
+  Tensor out;
+  if (reduction == Reduction::None) {
+    out = Tensor::empty(a.shape(), a.device());
+    mse_kernel(a.device(), out.flat(), a.cflat(), b.cflat());
+  } else {
+    out = Tensor::empty(Shape{}, a.device());
+    const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(a.numel()) : 1.0;
+    mse_sum_kernel(a.device(), out.flat(), a.cflat(), b.cflat(), scale);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<MseNode>(a, b, reduction);
+    node->set_next_edges({&a, &b});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace kdp

@@ -1,0 +1,340 @@
+// Tensor methods that move or cut data (reshape, slice, chunk, cat, to, clone),
+// with their backward. They live in ops because they record autograd nodes.
+
+#include <numeric>
+
+#include "kdp/core/kernels.hpp"
+#include "op_util.hpp"
+
+namespace kdp {
+
+namespace ops_detail {
+
+// out[o, d, i] = x[o, start + d, i] for out's [outer, size, inner].
+void slice_copy_kernel(const Device& device, View1 out, ConstView1 x, DimSplit xs, int64_t start,
+                       int64_t size) {
+  const int64_t n = xs.outer * size * xs.inner;
+  Kokkos::parallel_for(
+      "kdp::slice", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t j) {
+        const int64_t i = j % xs.inner;
+        const int64_t d = (j / xs.inner) % size;
+        const int64_t o = j / (xs.inner * size);
+        out(j) = x((o * xs.size + start + d) * xs.inner + i);
+      });
+}
+
+// out[o, start + d, i] = x[o, d, i] (the inverse placement).
+void place_kernel(const Device& device, View1 out, DimSplit os, ConstView1 x, int64_t start,
+                  int64_t size) {
+  const int64_t n = os.outer * size * os.inner;
+  Kokkos::parallel_for(
+      "kdp::place", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t j) {
+        const int64_t i = j % os.inner;
+        const int64_t d = (j / os.inner) % size;
+        const int64_t o = j / (os.inner * size);
+        out((o * os.size + start + d) * os.inner + i) = x(j);
+      });
+}
+
+// Rows [start, start + size) of `x` along `dim`, without recording: an alias when
+// the rows are contiguous in memory, a copy otherwise.
+Tensor slice_raw(const Tensor& x, int dim, int64_t start, int64_t size) {
+  const DimSplit s = split_at(x.shape(), dim);
+  const Shape shape = x.shape().with(dim, size);
+  if (s.outer == 1 || size == s.size) {
+    if (size == s.size && start == 0) return alias(x, 0, shape, x.device());
+    if (s.outer == 1) return alias(x, start * s.inner, shape, x.device());
+  }
+  Tensor out = Tensor::empty(shape, x.device());
+  slice_copy_kernel(x.device(), out.flat(), x.cflat(), s, start, size);
+  return out;
+}
+
+// Gradient of pieces of one tensor along `dim`: their concatenation, with zeros
+// for pieces that got no gradient.
+Tensor join_pieces(const Device& device, const Shape& full, int dim,
+                   const std::vector<int64_t>& sizes, std::vector<Tensor>& grads) {
+  const DimSplit s = split_at(full, dim);
+  Tensor out = Tensor::empty(full, device);
+  int64_t start = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const int64_t size = sizes[k];
+    Tensor g = grads[k];
+    if (!g.defined()) {
+      g = Tensor::zeros(full.with(dim, size), device);
+    } else if (g.device() != device) {
+      g = g.to(device);
+    }
+    place_kernel(device, out.flat(), s, g.cflat(), start, size);
+    start += size;
+  }
+  return out;
+}
+
+class ReshapeNode : public autograd::Node {
+ public:
+  ReshapeNode(const Tensor& x) : Node(x.device()), shape_(x.shape()) {}
+  const char* name() const override { return "kdp::reshape"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    return {alias(grads[0], 0, shape_, grads[0].device())};
+  }
+
+ private:
+  Shape shape_;
+};
+
+class SliceNode : public autograd::Node {
+ public:
+  SliceNode(const Tensor& x, int dim, int64_t start, int64_t size)
+      : Node(x.device()), shape_(x.shape()), dim_(dim), start_(start), size_(size) {}
+  const char* name() const override { return "kdp::slice"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor gx = Tensor::zeros(shape_, device());
+    place_kernel(device(), gx.flat(), split_at(shape_, dim_), grads[0].cflat(), start_, size_);
+    return {gx};
+  }
+
+ private:
+  Shape shape_;
+  int dim_;
+  int64_t start_, size_;
+};
+
+// Pieces of one tensor (chunk): one node with an output per piece.
+class SplitNode : public autograd::Node {
+ public:
+  SplitNode(const Tensor& x, int dim, std::vector<int64_t> sizes)
+      : Node(x.device(), static_cast<int>(sizes.size())),
+        shape_(x.shape()),
+        dim_(dim),
+        sizes_(std::move(sizes)) {}
+  const char* name() const override { return "kdp::chunk"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    return {join_pieces(device(), shape_, dim_, sizes_, grads)};
+  }
+
+ private:
+  Shape shape_;
+  int dim_;
+  std::vector<int64_t> sizes_;
+};
+
+class CatNode : public autograd::Node {
+ public:
+  CatNode(const Device& device, int dim, std::vector<int64_t> sizes)
+      : Node(device), dim_(dim), sizes_(std::move(sizes)) {}
+  const char* name() const override { return "kdp::cat"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    std::vector<Tensor> out;
+    out.reserve(sizes_.size());
+    int64_t start = 0;
+    for (int64_t size : sizes_) {
+      out.push_back(slice_raw(g, dim_, start, size));
+      start += size;
+    }
+    return out;
+  }
+
+ private:
+  int dim_;
+  std::vector<int64_t> sizes_;
+};
+
+class ToDeviceNode : public autograd::Node {
+ public:
+  ToDeviceNode(const Device& target, const Device& source) : Node(target), source_(source) {}
+  const char* name() const override { return "kdp::to"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {grads[0].to(source_)}; }
+
+ private:
+  Device source_;
+};
+
+class CloneNode : public autograd::Node {
+ public:
+  explicit CloneNode(const Device& device) : Node(device) {}
+  const char* name() const override { return "kdp::clone"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override { return {grads[0]}; }
+};
+
+int checked_dim(const char* op, const Shape& shape, int dim) {
+  try {
+    if (shape.rank() == 0) throw ShapeError("a scalar has no dimensions");
+    return shape.normalize_dim(dim);
+  } catch (const ShapeError& e) {
+    throw ShapeError(fmt::format("{}: {}", op, e.what()));
+  }
+}
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
+  const Tensor& x = resolve(*this);
+  ops_detail::check_defined("kdp::reshape", x, "input");
+  std::vector<int64_t> shape = dims;
+  int infer = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw ShapeError("kdp::reshape: only one dimension can be -1");
+      infer = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  auto describe_target = [&] { return fmt::format("[{}]", fmt::join(dims, ", ")); };
+  if (infer >= 0) {
+    if (known == 0 || x.numel() % known != 0) {
+      throw ShapeError(fmt::format("kdp::reshape: cannot view {} ({} elements) as {}",
+                                   x.shape().str(), x.numel(), describe_target()));
+    }
+    shape[static_cast<size_t>(infer)] = x.numel() / known;
+  }
+  const Shape target(shape);
+  if (target.numel() != x.numel()) {
+    throw ShapeError(fmt::format("kdp::reshape: cannot view {} ({} elements) as {}",
+                                 x.shape().str(), x.numel(), describe_target()));
+  }
+  Tensor out = alias(x, 0, target, x.device());
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<ReshapeNode>(x);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
+  const Tensor& x = resolve(*this);
+  ops_detail::check_defined("kdp::slice", x, "input");
+  const int d = checked_dim("kdp::slice", x.shape(), dim);
+  if (start < 0 || end < start || end > x.size(d)) {
+    throw ShapeError(fmt::format("kdp::slice: [{}, {}) is not a range of dimension {} of {}", start,
+                                 end, d, x.shape().str()));
+  }
+  Tensor out = slice_raw(x, d, start, end - start);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SliceNode>(x, d, start, end - start);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+std::vector<Tensor> Tensor::chunk(int chunks, int dim) const {
+  const Tensor& x = resolve(*this);
+  ops_detail::check_defined("kdp::chunk", x, "input");
+  if (chunks < 1) {
+    throw ValueError(fmt::format("kdp::chunk: needs at least one chunk, got {}", chunks));
+  }
+  const int d = checked_dim("kdp::chunk", x.shape(), dim);
+  const int64_t size = x.size(d);
+  const int64_t step = std::max<int64_t>(1, (size + chunks - 1) / chunks);
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < size; start += step)
+    sizes.push_back(std::min(step, size - start));
+  if (sizes.empty()) sizes.push_back(0);
+
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    pieces.push_back(slice_raw(x, d, start, s));
+    start += s;
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<SplitNode>(x, d, sizes);
+    node->set_next_edges({&x});
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      autograd::set_history(pieces[k], node, static_cast<int>(k));
+    }
+  }
+  return pieces;
+}
+
+Tensor Tensor::clone() const {
+  const Tensor& x = resolve(*this);
+  ops_detail::check_defined("kdp::clone", x, "input");
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  detail::copy(x.device(), out.flat(), x.cflat());
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<CloneNode>(x.device());
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor Tensor::to(const Device& device) const {
+  const Tensor& x = resolve(*this);
+  ops_detail::check_defined("kdp::to", x, "input");
+  if (x.device() == device) return x;
+  // Work queued on the source instance must be done before another instance reads.
+  x.device().fence("kdp::Tensor::to");
+  Tensor out;
+  if (x.device().memory_id() == device.memory_id()) {
+    out = alias(x, 0, x.shape(), device);
+  } else {
+    out = Tensor::empty(x.shape(), device);
+    Kokkos::deep_copy(device.space(), out.flat(), x.cflat());
+  }
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<ToDeviceNode>(device, x.device());
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& inputs, int dim) {
+  if (inputs.empty()) throw ValueError("kdp::cat: needs at least one tensor");
+  std::vector<Tensor> xs;
+  xs.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    xs.push_back(resolve(inputs[k]));
+    if (!xs.back().defined()) throw StateError(fmt::format("kdp::cat: tensor {} is undefined", k));
+  }
+  const Tensor& first = xs[0];
+  const int d = checked_dim("kdp::cat", first.shape(), dim);
+  int64_t total = 0;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const Tensor& x = xs[k];
+    if (x.dim() != first.dim()) {
+      throw ShapeError(fmt::format("kdp::cat: tensor {} {} has rank {}, tensor 0 {} has rank {}", k,
+                                   x.shape().str(), x.dim(), first.shape().str(), first.dim()));
+    }
+    for (int i = 0; i < x.dim(); ++i) {
+      if (i != d && x.size(i) != first.size(i)) {
+        throw ShapeError(fmt::format(
+            "kdp::cat: tensor {} {} differs from tensor 0 {} in dimension {} (only dimension {} "
+            "may differ)",
+            k, x.shape().str(), first.shape().str(), i, d));
+      }
+    }
+    if (x.device() != first.device()) {
+      throw DeviceError(fmt::format("kdp::cat: tensor {} is on {}, tensor 0 on {}", k,
+                                    x.device().str(), first.device().str()));
+    }
+    sizes.push_back(x.size(d));
+    total += x.size(d);
+  }
+  const Shape shape = first.shape().with(d, total);
+  Tensor out = Tensor::empty(shape, first.device());
+  const DimSplit os = split_at(shape, d);
+  int64_t start = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    place_kernel(first.device(), out.flat(), os, xs[k].cflat(), start, sizes[k]);
+    start += sizes[k];
+  }
+  if (autograd::needs_grad(xs)) {
+    auto node = std::make_shared<CatNode>(first.device(), d, sizes);
+    node->set_next_edges(xs);
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace kdp

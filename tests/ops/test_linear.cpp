@@ -1,0 +1,106 @@
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::check_gradients;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+// y[r][o] = sum_i x[r][i] * w[o][i] + b[o], in double.
+std::vector<float> naive_linear(const std::vector<float>& x, const std::vector<float>& w,
+                                const std::vector<float>& b, int64_t rows, int64_t in,
+                                int64_t out) {
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = b.empty() ? 0.0 : b[static_cast<size_t>(o)];
+      for (int64_t i = 0; i < in; ++i) {
+        acc += static_cast<double>(x[static_cast<size_t>(r * in + i)]) *
+               w[static_cast<size_t>(o * in + i)];
+      }
+      y[static_cast<size_t>(r * out + o)] = static_cast<float>(acc);
+    }
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST(Linear, ForwardAndBackwardMatchTripleLoops) {
+  struct Case {
+    int64_t rows, in, out;
+  };
+  uint64_t seed = 1;
+  for (const Case c : {Case{1, 3, 2}, Case{7, 5, 3}, Case{4, 10, 100}, Case{64, 10, 1}}) {
+    Tensor x = leaf(random_tensor({c.rows, c.in}, seed++));
+    Tensor w = leaf(random_tensor({c.out, c.in}, seed++));
+    Tensor b = leaf(random_tensor({c.out}, seed++));
+    Tensor y = linear(x, w, b);
+    ASSERT_EQ(y.shape(), Shape({c.rows, c.out}));
+    const auto xv = x.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+    // float32 GEMM vs double reference: error grows with the inner dimension (<= 10 here).
+    test::expect_close(y.to_vector(), naive_linear(xv, wv, bv, c.rows, c.in, c.out), 1e-5, 1e-5,
+                       "forward");
+
+    const std::vector<float> g = test::random_values(c.rows * c.out, seed++);
+    y.backward(Tensor::from_host(g, y.shape()));
+    // dx = g w, dw = g^T x, db = column sums of g.
+    std::vector<float> dx(static_cast<size_t>(c.rows * c.in), 0.0f);
+    std::vector<float> dw(static_cast<size_t>(c.out * c.in), 0.0f);
+    std::vector<float> db(static_cast<size_t>(c.out), 0.0f);
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t o = 0; o < c.out; ++o) {
+        const float go = g[static_cast<size_t>(r * c.out + o)];
+        db[static_cast<size_t>(o)] += go;
+        for (int64_t i = 0; i < c.in; ++i) {
+          dx[static_cast<size_t>(r * c.in + i)] += go * wv[static_cast<size_t>(o * c.in + i)];
+          dw[static_cast<size_t>(o * c.in + i)] += go * xv[static_cast<size_t>(r * c.in + i)];
+        }
+      }
+    }
+    test::expect_close(x.grad().to_vector(), dx, 1e-4, 1e-4, "dx");
+    test::expect_close(w.grad().to_vector(), dw, 1e-4, 1e-4, "dw");
+    test::expect_close(b.grad().to_vector(), db, 1e-4, 1e-4, "db");
+  }
+}
+
+TEST(Linear, GradientsMatchFiniteDifferences) {
+  Tensor x = leaf(random_tensor({3, 4}, 1));
+  Tensor w = leaf(random_tensor({5, 4}, 2));
+  Tensor b = leaf(random_tensor({5}, 3));
+  check_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                  {x, w, b}, {}, "linear");
+  check_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1]); }, {x, w}, {},
+                  "linear without bias");
+  // Inputs of rank 3 are batches of rows.
+  Tensor x3 = leaf(random_tensor({2, 3, 4}, 4));
+  check_gradients([](const std::vector<Tensor>& in) { return linear(in[0], in[1], in[2]); },
+                  {x3, w, b}, {}, "linear rank 3");
+}
+
+TEST(Linear, MatmulGradientsMatchFiniteDifferences) {
+  Tensor a = leaf(random_tensor({3, 4}, 5));
+  Tensor b = leaf(random_tensor({4, 2}, 6));
+  check_gradients([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {a, b}, {},
+                  "matmul");
+  EXPECT_THROW(matmul(a, a), ShapeError);
+}
+
+TEST(Linear, MismatchedShapesNameTheShapes) {
+  Tensor x = Tensor::zeros({64, 12});
+  Tensor w = Tensor::zeros({100, 10});
+  try {
+    linear(x, w);
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("kdp::linear"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[64, 12]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[100, 10]"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(linear(Tensor::zeros({4, 10}), w, Tensor::zeros({99})), ShapeError);
+  EXPECT_THROW(linear(Tensor::zeros({4, 10}), Tensor::zeros({10})), ShapeError);
+}
