@@ -12,6 +12,7 @@
 #include "kdp/core/runtime.hpp"
 #include "kdp/core/shape.hpp"
 #include "kdp/core/tensor.hpp"
+#include "kdp/core/threads.hpp"
 
 #include "kdp/autograd/engine.hpp"
 #include "kdp/autograd/grad_mode.hpp"
@@ -22,3 +23,15 @@
 #include "kdp/ops/linear.hpp"
 #include "kdp/ops/loss.hpp"
 #include "kdp/ops/reduction.hpp"
+
+#include "kdp/nn/activation.hpp"
+#include "kdp/nn/init.hpp"
+#include "kdp/nn/linear.hpp"
+#include "kdp/nn/loss.hpp"
+#include "kdp/nn/module.hpp"
+#include "kdp/nn/sequential.hpp"
+
+#include "kdp/optim/adam.hpp"
+#include "kdp/optim/lr_scheduler.hpp"
+#include "kdp/optim/optimizer.hpp"
+#include "kdp/optim/sgd.hpp"

@@ -48,6 +48,11 @@ void CachingAllocator::release(Block&& block, int instance_id) {
   free_[{instance_id, rounded}].push_back(std::move(block));
 }
 
+void CachingAllocator::note_dedicated_allocation() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.dedicated_allocations++;
+}
+
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

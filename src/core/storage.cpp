@@ -13,7 +13,9 @@ Storage::Storage(size_t count, const Device& device, const std::string& label)
     : view_(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), count == 0 ? 1 : count),
       count_(count),
       instance_id_(device.instance_id()),
-      cached_(false) {}
+      cached_(false) {
+  Runtime::get().allocator().note_dedicated_allocation();
+}
 
 Storage::~Storage() {
   // After the Runtime is gone there is no cache to return to; the View frees itself.

@@ -97,8 +97,10 @@ void binary_kernel(const std::string& label, const Device& device, const Tensor&
           label, policy, KOKKOS_LAMBDA(const int64_t i) { out(i) = f(av(0), bv(i)); });
       break;
     case BroadcastMode::BRow:
-      Kokkos::parallel_for(
-          label, policy, KOKKOS_LAMBDA(const int64_t i) { out(i) = f(av(i), bv(i % cols)); });
+      kdp::detail::for_each_2d(
+          label, device, n / cols, cols, KOKKOS_LAMBDA(const int64_t r, const int64_t c) {
+            out(r * cols + c) = f(av(r * cols + c), bv(c));
+          });
       break;
     case BroadcastMode::General: {
       const BroadcastIndex ia(a.shape(), os);

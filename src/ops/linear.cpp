@@ -26,10 +26,10 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
 }
 
 void fill_rows(const Device& device, View2 out, ConstView1 row) {
-  const auto cols = static_cast<int64_t>(out.extent(1));
-  Kokkos::parallel_for(
-      "kdp::linear bias", kdp::detail::range(device, static_cast<int64_t>(out.extent(0)) * cols),
-      KOKKOS_LAMBDA(const int64_t i) { out(i / cols, i % cols) = row(i % cols); });
+  kdp::detail::for_each_2d(
+      "kdp::linear bias", device, static_cast<int64_t>(out.extent(0)),
+      static_cast<int64_t>(out.extent(1)),
+      KOKKOS_LAMBDA(const int64_t r, const int64_t c) { out(r, c) = row(c); });
 }
 
 class LinearNode : public autograd::Node {

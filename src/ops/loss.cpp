@@ -55,8 +55,10 @@ void check_logits(const char* op, const Tensor& x, const Tensor& target, const c
   check_class_targets(op, target, x.size(0), x.size(1));
 }
 
-// Per-row loss and log-sum-exp of the logits.
-void cross_entropy_kernel(const Device& device, View1 loss, View1 lse, ConstView2 x, ConstView1 t) {
+// Per-row loss and the softmax of the logits (kept for backward, which then
+// needs no exponentials).
+void cross_entropy_kernel(const Device& device, View1 loss, View2 prob, ConstView2 x,
+                          ConstView1 t) {
   const auto classes = static_cast<int64_t>(x.extent(1));
   Kokkos::parallel_for(
       "kdp::cross_entropy", kdp::detail::range(device, static_cast<int64_t>(x.extent(0))),
@@ -64,26 +66,25 @@ void cross_entropy_kernel(const Device& device, View1 loss, View1 lse, ConstView
         float m = x(b, 0);
         for (int64_t c = 1; c < classes; ++c) m = x(b, c) > m ? x(b, c) : m;
         float s = 0.0f;
-        for (int64_t c = 0; c < classes; ++c) s += math::exp(x(b, c) - m);
-        const float l = m + math::log(s);
-        lse(b) = l;
-        loss(b) = l - x(b, static_cast<int64_t>(t(b)));
+        for (int64_t c = 0; c < classes; ++c) {
+          const float e = math::exp(x(b, c) - m);
+          prob(b, c) = e;
+          s += e;
+        }
+        const float inv = 1.0f / s;
+        for (int64_t c = 0; c < classes; ++c) prob(b, c) *= inv;
+        loss(b) = m + math::log(s) - x(b, static_cast<int64_t>(t(b)));
       });
 }
 
 // gx[b, c] = gscale_b * (softmax(x)[b, c] - [c == t_b])
-void cross_entropy_backward_kernel(const Device& device, View2 gx, ConstView2 x, ConstView1 lse,
-                                   ConstView1 t, ConstView1 g, bool per_row, float scale) {
-  const auto classes = static_cast<int64_t>(x.extent(1));
-  Kokkos::parallel_for(
-      "kdp::cross_entropy backward",
-      kdp::detail::range(device, static_cast<int64_t>(x.extent(0)) * classes),
-      KOKKOS_LAMBDA(const int64_t i) {
-        const int64_t b = i / classes;
-        const int64_t c = i % classes;
+void cross_entropy_backward_kernel(const Device& device, View2 gx, ConstView2 prob, ConstView1 t,
+                                   ConstView1 g, bool per_row, float scale) {
+  kdp::detail::for_each_2d(
+      "kdp::cross_entropy backward", device, static_cast<int64_t>(prob.extent(0)),
+      static_cast<int64_t>(prob.extent(1)), KOKKOS_LAMBDA(const int64_t b, const int64_t c) {
         const float gs = (per_row ? g(b) : g(0)) * scale;
-        const float p = math::exp(x(b, c) - lse(b));
-        gx(b, c) = gs * (p - (c == static_cast<int64_t>(t(b)) ? 1.0f : 0.0f));
+        gx(b, c) = gs * (prob(b, c) - (c == static_cast<int64_t>(t(b)) ? 1.0f : 0.0f));
       });
 }
 
@@ -95,13 +96,9 @@ void nll_kernel(const Device& device, View1 loss, ConstView2 lp, ConstView1 t) {
 
 void nll_backward_kernel(const Device& device, View2 gx, ConstView1 t, ConstView1 g, bool per_row,
                          float scale) {
-  const auto classes = static_cast<int64_t>(gx.extent(1));
-  Kokkos::parallel_for(
-      "kdp::nll_loss backward",
-      kdp::detail::range(device, static_cast<int64_t>(gx.extent(0)) * classes),
-      KOKKOS_LAMBDA(const int64_t i) {
-        const int64_t b = i / classes;
-        const int64_t c = i % classes;
+  kdp::detail::for_each_2d(
+      "kdp::nll_loss backward", device, static_cast<int64_t>(gx.extent(0)),
+      static_cast<int64_t>(gx.extent(1)), KOKKOS_LAMBDA(const int64_t b, const int64_t c) {
         const float gs = (per_row ? g(b) : g(0)) * scale;
         gx(b, c) = c == static_cast<int64_t>(t(b)) ? -gs : 0.0f;
       });
@@ -122,25 +119,24 @@ float row_scale(Reduction reduction, int64_t rows) {
 
 class CrossEntropyNode : public autograd::Node {
  public:
-  CrossEntropyNode(const Tensor& x, const Tensor& t, const Tensor& lse, Reduction r)
-      : Node(x.device()), x_(x), t_(t), lse_(lse), reduction_(r) {}
+  CrossEntropyNode(const Tensor& prob, const Tensor& t, Reduction r)
+      : Node(prob.device()), prob_(prob), t_(t), reduction_(r) {}
   const char* name() const override { return "kdp::cross_entropy"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    const Tensor& x = x_.get(*this);
-    Tensor gx = Tensor::empty(x.shape(), device());
-    cross_entropy_backward_kernel(device(), gx.matrix(), x.cmatrix(), lse_.get(*this).cflat(),
-                                  t_.get(*this).cflat(), grads[0].cflat(),
-                                  reduction_ == Reduction::None, row_scale(reduction_, x.size(0)));
+    const Tensor& prob = prob_.get(*this);
+    Tensor gx = Tensor::empty(prob.shape(), device());
+    cross_entropy_backward_kernel(device(), gx.matrix(), prob.cmatrix(), t_.get(*this).cflat(),
+                                  grads[0].cflat(), reduction_ == Reduction::None,
+                                  row_scale(reduction_, prob.size(0)));
     return {gx, Tensor()};
   }
   void release_saved() override {
-    x_.reset();
+    prob_.reset();
     t_.reset();
-    lse_.reset();
   }
 
  private:
-  autograd::SavedTensor x_, t_, lse_;
+  autograd::SavedTensor prob_, t_;
   Reduction reduction_;
 };
 
@@ -240,11 +236,11 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction
     throw ShapeError("kdp::cross_entropy: mean over an empty batch");
   }
   Tensor per_row = Tensor::empty(Shape{x.size(0)}, x.device());
-  Tensor lse = Tensor::empty(Shape{x.size(0)}, x.device());
-  cross_entropy_kernel(x.device(), per_row.flat(), lse.flat(), x.cmatrix(), t.cflat());
+  Tensor prob = Tensor::empty(x.shape(), x.device());
+  cross_entropy_kernel(x.device(), per_row.flat(), prob.matrix(), x.cmatrix(), t.cflat());
   Tensor out = reduce_rows(per_row, reduction);
   if (autograd::needs_grad({&x})) {
-    auto node = std::make_shared<CrossEntropyNode>(x, t, lse, reduction);
+    auto node = std::make_shared<CrossEntropyNode>(prob, t, reduction);
     node->set_next_edges({&x, &t});
     autograd::set_history(out, node);
   }

@@ -50,12 +50,10 @@ void sum_dim_kernel(const Device& device, View1 out, ConstView1 x, DimSplit s, f
 
 // gx[o, d, i] = scale * g[o, i]
 void expand_dim_kernel(const Device& device, View1 gx, ConstView1 g, DimSplit s, float scale) {
-  Kokkos::parallel_for(
-      "kdp::sum_dim backward", kdp::detail::range(device, static_cast<int64_t>(gx.extent(0))),
-      KOKKOS_LAMBDA(const int64_t j) {
-        const int64_t i = j % s.inner;
-        const int64_t o = j / (s.inner * s.size);
-        gx(j) = scale * g(o * s.inner + i);
+  kdp::detail::for_each_2d(
+      "kdp::sum_dim backward", device, s.outer * s.size, s.inner,
+      KOKKOS_LAMBDA(const int64_t r, const int64_t i) {
+        gx(r * s.inner + i) = scale * g((r / s.size) * s.inner + i);
       });
 }
 

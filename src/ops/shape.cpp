@@ -13,26 +13,24 @@ namespace ops_detail {
 // out[o, d, i] = x[o, start + d, i] for out's [outer, size, inner].
 void slice_copy_kernel(const Device& device, View1 out, ConstView1 x, DimSplit xs, int64_t start,
                        int64_t size) {
-  const int64_t n = xs.outer * size * xs.inner;
-  Kokkos::parallel_for(
-      "kdp::slice", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t j) {
-        const int64_t i = j % xs.inner;
-        const int64_t d = (j / xs.inner) % size;
-        const int64_t o = j / (xs.inner * size);
-        out(j) = x((o * xs.size + start + d) * xs.inner + i);
+  kdp::detail::for_each_2d(
+      "kdp::slice", device, xs.outer * size, xs.inner,
+      KOKKOS_LAMBDA(const int64_t r, const int64_t i) {
+        const int64_t o = r / size;
+        const int64_t d = r % size;
+        out(r * xs.inner + i) = x((o * xs.size + start + d) * xs.inner + i);
       });
 }
 
 // out[o, start + d, i] = x[o, d, i] (the inverse placement).
 void place_kernel(const Device& device, View1 out, DimSplit os, ConstView1 x, int64_t start,
                   int64_t size) {
-  const int64_t n = os.outer * size * os.inner;
-  Kokkos::parallel_for(
-      "kdp::place", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t j) {
-        const int64_t i = j % os.inner;
-        const int64_t d = (j / os.inner) % size;
-        const int64_t o = j / (os.inner * size);
-        out((o * os.size + start + d) * os.inner + i) = x(j);
+  kdp::detail::for_each_2d(
+      "kdp::place", device, os.outer * size, os.inner,
+      KOKKOS_LAMBDA(const int64_t r, const int64_t i) {
+        const int64_t o = r / size;
+        const int64_t d = r % size;
+        out((o * os.size + start + d) * os.inner + i) = x(r * os.inner + i);
       });
 }
 

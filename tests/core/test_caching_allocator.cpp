@@ -44,4 +44,5 @@ TEST(CachingAllocator, LabelledTensorsBypassTheCache) {
   const AllocatorStats after = alloc.stats();
   EXPECT_EQ(after.allocations, before.allocations);
   EXPECT_EQ(after.cache_hits, before.cache_hits);
+  EXPECT_EQ(after.dedicated_allocations, before.dedicated_allocations + 1);
 }

@@ -23,6 +23,8 @@ struct AllocatorStats {
   uint64_t allocations = 0;
   uint64_t cache_hits = 0;
   uint64_t releases = 0;
+  /// Dedicated (labelled, uncached) allocations, such as parameters.
+  uint64_t dedicated_allocations = 0;
   size_t bytes_in_use = 0;
   size_t bytes_cached = 0;
   size_t peak_bytes_in_use = 0;
@@ -43,6 +45,9 @@ class CachingAllocator {
   Block allocate(size_t count, int instance_id);
   /// Returns a block obtained from allocate() to the free lists.
   void release(Block&& block, int instance_id);
+
+  /// Counts a dedicated allocation made outside the cache (see Storage).
+  void note_dedicated_allocation();
 
   AllocatorStats stats() const;
   /// Gives every cached block back to the memory space.

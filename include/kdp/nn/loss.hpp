@@ -1,0 +1,47 @@
+#pragma once
+/// \file
+/// Loss modules. A loss is anything callable as loss(output, target) -> scalar
+/// Tensor: these modules, or a user function built from ops (its gradient comes
+/// from autograd with no extra code), held as a LossFunction.
+
+#include <functional>
+
+#include "kdp/nn/module.hpp"
+#include "kdp/ops/loss.hpp"
+
+namespace kdp::nn {
+
+using LossFunction = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+
+/// Base of loss modules: forward(output, target).
+class Loss : public Module {
+ public:
+  explicit Loss(std::string type_name, Reduction reduction = Reduction::Mean)
+      : Module(std::move(type_name)), reduction_(reduction) {}
+  virtual Tensor forward(const Tensor& output, const Tensor& target) = 0;
+  Tensor forward(const TensorList& inputs) override;
+  using Module::forward;
+  Tensor operator()(const Tensor& output, const Tensor& target) { return forward(output, target); }
+  Reduction reduction() const { return reduction_; }
+
+ private:
+  Reduction reduction_;
+};
+
+class MSELoss : public Loss {
+ public:
+  explicit MSELoss(Reduction reduction = Reduction::Mean) : Loss("MSELoss", reduction) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+};
+
+/// Cross entropy of logits [B, C] against class indices [B].
+class CrossEntropyLoss : public Loss {
+ public:
+  explicit CrossEntropyLoss(Reduction reduction = Reduction::Mean)
+      : Loss("CrossEntropyLoss", reduction) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+};
+
+}  // namespace kdp::nn

@@ -1,0 +1,108 @@
+#pragma once
+/// \file
+/// Module: the base of every layer and model. Named parameters, buffers and
+/// children with PyTorch's dotted names ("fc1.weight", "0.bias"), train/eval,
+/// zero_grad, to(Device), clone and state dicts. A model is a subclass that
+/// registers its pieces in its constructor and overrides forward.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kdp/core/tensor.hpp"
+
+namespace kdp::nn {
+
+using TensorList = std::vector<Tensor>;
+/// Name -> tensor pairs in registration order (PyTorch's state_dict order).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using StateDict = NamedTensors;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module");
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The computation of a one-input module.
+  virtual Tensor forward(const Tensor& input);
+  /// The computation of a module of several inputs; by default the one-input
+  /// forward for a single input.
+  virtual Tensor forward(const TensorList& inputs);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+  Tensor operator()(const TensorList& inputs) { return forward(inputs); }
+
+  /// Registers a parameter (a leaf that requires grad when `requires_grad`).
+  Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  /// Registers a buffer: state saved in the state dict that is not trained.
+  Tensor register_buffer(const std::string& name, Tensor value);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  /// This module ("") and every descendant, with dotted names.
+  std::vector<std::pair<std::string, std::shared_ptr<const Module>>> named_modules() const;
+  /// The number of trainable elements.
+  int64_t num_parameters() const;
+
+  /// Training mode for this module and its children (dropout is active in it).
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Drops every parameter's gradient (or zeroes it in place).
+  void zero_grad(bool set_to_none = true);
+
+  /// A deep copy with its own parameters and buffers of the same values. Built-in
+  /// modules copy themselves; for a user module the copy runs the original's
+  /// forward with the copy's parameters bound in place of the original's.
+  virtual std::shared_ptr<Module> clone() const;
+
+  /// Moves parameters, buffers and gradients to `device`, in place (the same
+  /// Tensor handles now live there).
+  void to(const Device& device);
+  /// The device of the first parameter (or buffer), else the default device.
+  Device device() const;
+
+  /// Parameters and buffers by dotted name.
+  StateDict state_dict() const;
+  /// Copies values from `dict` into this module's parameters and buffers. With
+  /// `strict`, every missing key, unexpected key and shape mismatch is reported
+  /// in one ShapeError; otherwise missing and unexpected keys are skipped.
+  void load_state_dict(const StateDict& dict, bool strict = true);
+
+  const std::string& type_name() const { return type_name_; }
+  /// "Sequential(\n  (0): Linear(in_features=10, out_features=100, bias=true)\n ...)".
+  std::string to_string() const;
+  /// The part inside the parentheses of to_string(), for leaf modules.
+  virtual std::string extra_repr() const { return ""; }
+
+ protected:
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Values of this module's own parameters and buffers copied into `other`
+  /// (same names and shapes), used by clone().
+  void copy_state_into(Module& other) const;
+
+ private:
+  void collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const;
+  void to_string_into(std::string& out, int indent) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+/// Looks up `name` in a state dict; null when absent.
+const Tensor* find(const NamedTensors& tensors, const std::string& name);
+
+}  // namespace kdp::nn

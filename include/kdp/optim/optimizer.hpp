@@ -1,0 +1,76 @@
+#pragma once
+/// \file
+/// Optimizer: updates named parameters from their gradients. State (momentum
+/// buffers, Adam moments, step counts) is kept per parameter name, so a
+/// checkpoint stores it by the same keys as the model's state dict.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kdp/core/tensor.hpp"
+
+namespace kdp::optim {
+
+using NamedParameters = std::vector<std::pair<std::string, Tensor>>;
+
+/// Everything an optimizer needs to continue exactly where it stopped.
+struct OptimizerState {
+  std::string type;                                              // "SGD", "Adam", "AdamW"
+  std::map<std::string, double> hyperparameters;                 // lr, momentum, betas, ...
+  std::map<std::string, std::map<std::string, Tensor>> tensors;  // param -> "exp_avg" -> t
+  std::map<std::string, std::map<std::string, double>> scalars;  // param -> "step" -> n
+};
+
+class Optimizer {
+ public:
+  Optimizer(std::string type, NamedParameters params, double lr);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter that has a gradient.
+  void step();
+  /// Drops (or zeroes) every parameter's gradient.
+  void zero_grad(bool set_to_none = true);
+
+  double lr() const { return lr_; }
+  void set_lr(double lr);
+  const std::string& type() const { return type_; }
+  const NamedParameters& parameters() const { return params_; }
+
+  /// Runs before every step (DistributedDataParallel waits for its reductions
+  /// here); returns an id for remove_pre_step_hook.
+  uint64_t add_pre_step_hook(std::function<void()> hook);
+  void remove_pre_step_hook(uint64_t id);
+
+  /// A snapshot (copies) of the optimizer's state.
+  OptimizerState state_dict() const;
+  /// Restores a state from state_dict(); throws ValueError naming what does not
+  /// match (type, parameter names, shapes).
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  /// Updates one parameter; `grad` is defined.
+  virtual void update(const std::string& name, Tensor& param, const Tensor& grad) = 0;
+  virtual std::map<std::string, double> hyperparameters() const = 0;
+  virtual void set_hyperparameters(const std::map<std::string, double>& values) = 0;
+
+  /// Per-parameter state, created on first use.
+  std::map<std::string, std::map<std::string, Tensor>> tensor_state_;
+  std::map<std::string, std::map<std::string, double>> scalar_state_;
+
+ private:
+  std::string type_;
+  NamedParameters params_;
+  double lr_;
+  std::vector<std::pair<uint64_t, std::function<void()>>> pre_step_hooks_;
+  uint64_t next_hook_id_ = 1;
+};
+
+/// Names "0", "1", ... for plain parameter lists.
+NamedParameters name_parameters(const std::vector<Tensor>& params);
+
+}  // namespace kdp::optim

@@ -1,0 +1,35 @@
+#pragma once
+/// \file
+/// SGD with PyTorch's update (torch.optim.SGD):
+///   g = grad + weight_decay * p
+///   b = g on the first step, else momentum * b + (1 - dampening) * g
+///   g = g + momentum * b (Nesterov) or b (momentum != 0)
+///   p = p - lr * g
+
+#include "kdp/optim/optimizer.hpp"
+
+namespace kdp::optim {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(NamedParameters params, SGDOptions options);
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update(const std::string& name, Tensor& param, const Tensor& grad) override;
+  std::map<std::string, double> hyperparameters() const override;
+  void set_hyperparameters(const std::map<std::string, double>& values) override;
+
+ private:
+  SGDOptions options_;
+};
+
+}  // namespace kdp::optim

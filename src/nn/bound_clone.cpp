@@ -1,0 +1,71 @@
+#include "bound_clone.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+namespace kdp::nn {
+
+namespace {
+
+// A copy with its own storage, holding no history.
+Tensor copy_of(const Tensor& t) {
+  Tensor c = Tensor::empty_labeled(t.shape(), t.device(), "kdp::nn::clone::" + t.name());
+  c.copy_(t.detach());
+  return c;
+}
+
+}  // namespace
+
+BoundClone::BoundClone(const Module& original)
+    : Module(original.type_name()),
+      original_(std::const_pointer_cast<Module>(original.shared_from_this())) {
+  // Shadow modules mirror the original's tree so that the copies carry the
+  // original's dotted names ("fc1.weight") in named_parameters and state_dict.
+  std::map<std::string, Module*> shadows{{"", this}};
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> pending;
+  for (const auto& [path, m] : original.named_modules()) {
+    Module* shadow = this;
+    if (!path.empty()) {
+      auto node = std::make_shared<Module>(m->type_name());
+      shadow = node.get();
+      pending.emplace_back(path, node);
+      shadows[path] = shadow;
+    }
+    for (const auto& [name, p] : m->named_parameters(false)) {
+      bindings_.bind(p, shadow->register_parameter(name, copy_of(p), p.requires_grad()));
+    }
+    for (const auto& [name, b] : m->named_buffers(false)) {
+      bindings_.bind(b, shadow->register_buffer(name, copy_of(b)));
+    }
+  }
+  // Attach children deepest first, so that each is complete when attached, and
+  // siblings in their original order.
+  auto depth = [](const std::string& path) { return std::count(path.begin(), path.end(), '.'); };
+  std::stable_sort(pending.begin(), pending.end(),
+                   [&](const auto& a, const auto& b) { return depth(a.first) > depth(b.first); });
+  for (const auto& [path, node] : pending) {
+    const size_t dot = path.rfind('.');
+    Module* parent = shadows[dot == std::string::npos ? "" : path.substr(0, dot)];
+    parent->register_module(dot == std::string::npos ? path : path.substr(dot + 1), node);
+  }
+  train(original.is_training());
+}
+
+Tensor BoundClone::forward(const Tensor& input) {
+  BindingScope scope(&bindings_);
+  return original_->forward(input);
+}
+
+Tensor BoundClone::forward(const TensorList& inputs) {
+  BindingScope scope(&bindings_);
+  return original_->forward(inputs);
+}
+
+std::shared_ptr<Module> BoundClone::clone() const {
+  auto copy = std::make_shared<BoundClone>(*original_);
+  copy->load_state_dict(state_dict());
+  return copy;
+}
+
+}  // namespace kdp::nn

@@ -1,0 +1,25 @@
+#include "kdp/nn/loss.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::nn {
+
+Tensor Loss::forward(const TensorList& inputs) {
+  if (inputs.size() != 2) {
+    throw ValueError(
+        fmt::format("{}: takes (output, target), got {} tensors", type_name(), inputs.size()));
+  }
+  return forward(inputs[0], inputs[1]);
+}
+
+Tensor MSELoss::forward(const Tensor& output, const Tensor& target) {
+  return mse_loss(output, target, reduction());
+}
+
+Tensor CrossEntropyLoss::forward(const Tensor& output, const Tensor& target) {
+  return cross_entropy(output, target, reduction());
+}
+
+}  // namespace kdp::nn

@@ -1,0 +1,257 @@
+#include "kdp/nn/module.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "bound_clone.hpp"
+#include "kdp/core/error.hpp"
+
+namespace kdp::nn {
+
+namespace {
+
+void check_name(const char* what, const std::string& name, const std::string& owner) {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    throw ValueError(
+        fmt::format("kdp::nn::Module::{}: name '{}' in {} must be non-empty and "
+                    "without '.'",
+                    what, name, owner));
+  }
+}
+
+// Moves one tensor's memory to `device` in place: every handle to it follows.
+void move_tensor(const Tensor& t, const Device& device) {
+  if (!t.defined() || t.device() == device) return;
+  TensorImpl& impl = *t.impl();
+  impl.device.fence("kdp::nn::Module::to");
+  if (impl.device.memory_id() == device.memory_id()) {
+    impl.device = device;
+  } else {
+    Tensor copy = Tensor::empty(t.shape(), device);
+    Kokkos::deep_copy(device.space(), copy.flat(), t.cflat());
+    impl.storage = copy.impl()->storage;
+    impl.offset = 0;
+    impl.device = device;
+  }
+}
+
+}  // namespace
+
+Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
+
+Tensor Module::forward(const Tensor&) {
+  throw StateError(
+      fmt::format("{}: forward(Tensor) is not implemented; override forward", type_name_));
+}
+
+Tensor Module::forward(const TensorList& inputs) {
+  if (inputs.size() == 1) return forward(inputs[0]);
+  throw StateError(
+      fmt::format("{}: forward of {} inputs is not implemented; override "
+                  "forward(const TensorList&)",
+                  type_name_, inputs.size()));
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
+  check_name("register_parameter", name, type_name_);
+  if (!value.defined()) {
+    throw StateError(fmt::format("{}: parameter '{}' is undefined", type_name_, name));
+  }
+  if (find(parameters_, name) != nullptr) {
+    throw ValueError(fmt::format("{}: parameter '{}' is already registered", type_name_, name));
+  }
+  value.requires_grad_(requires_grad);
+  value.set_name(name);
+  parameters_.emplace_back(name, value);
+  return value;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor value) {
+  check_name("register_buffer", name, type_name_);
+  if (find(buffers_, name) != nullptr) {
+    throw ValueError(fmt::format("{}: buffer '{}' is already registered", type_name_, name));
+  }
+  value.set_name(name);
+  buffers_.emplace_back(name, value);
+  return value;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_name("register_module", name, type_name_);
+  if (!module) throw StateError(fmt::format("{}: child module '{}' is null", type_name_, name));
+  for (const auto& [existing, child] : children_) {
+    if (existing == name) {
+      throw ValueError(
+          fmt::format("{}: child module '{}' is already registered", type_name_, name));
+    }
+  }
+  // Error messages name a parameter by its path from here ("fc1.weight").
+  for (auto& [pname, t] : module->named_parameters()) Tensor(t).set_name(name + "." + pname);
+  for (auto& [bname, t] : module->named_buffers()) Tensor(t).set_name(name + "." + bname);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool buffers,
+                     NamedTensors& out) const {
+  for (const auto& [name, t] : buffers ? buffers_ : parameters_) out.emplace_back(prefix + name, t);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) {
+    child->collect(prefix + name + ".", true, buffers, out);
+  }
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, true, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<const Module>>> out;
+  out.emplace_back("", shared_from_this());
+  for (const auto& [name, child] : children_) {
+    for (auto& [sub, m] : child->named_modules()) {
+      out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+    }
+  }
+  return out;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& [name, t] : named_parameters()) n += t.requires_grad() ? t.numel() : 0;
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& [name, p] : named_parameters()) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      Tensor(p).set_grad(Tensor());
+    } else {
+      g.zero_();
+    }
+  }
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  return std::make_shared<BoundClone>(*this);
+}
+
+void Module::copy_state_into(Module& other) const {
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    other.parameters_[i].second.copy_(parameters_[i].second);
+  }
+  for (size_t i = 0; i < buffers_.size(); ++i) other.buffers_[i].second.copy_(buffers_[i].second);
+  other.training_ = training_;
+}
+
+void Module::to(const Device& device) {
+  for (auto& [name, t] : named_parameters()) {
+    move_tensor(t, device);
+    move_tensor(t.grad(), device);
+  }
+  for (auto& [name, t] : named_buffers()) move_tensor(t, device);
+}
+
+Device Module::device() const {
+  for (auto& [name, t] : named_parameters()) return t.device();
+  for (auto& [name, t] : named_buffers()) return t.device();
+  return default_device();
+}
+
+StateDict Module::state_dict() const {
+  StateDict out = named_parameters();
+  for (auto& entry : named_buffers()) out.push_back(entry);
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& dict, bool strict) {
+  const StateDict own = state_dict();
+  std::vector<std::string> problems;
+  std::set<std::string> known;
+  for (const auto& [name, t] : own) {
+    known.insert(name);
+    const Tensor* src = find(dict, name);
+    if (src == nullptr) {
+      if (strict) problems.push_back(fmt::format("missing key '{}'", name));
+      continue;
+    }
+    if (src->shape() != t.shape()) {
+      problems.push_back(fmt::format("'{}' has shape {} in the dict but {} in the model", name,
+                                     src->shape().str(), t.shape().str()));
+    }
+  }
+  if (strict) {
+    for (const auto& [name, t] : dict) {
+      if (known.count(name) == 0) problems.push_back(fmt::format("unexpected key '{}'", name));
+    }
+  }
+  if (!problems.empty()) {
+    throw ShapeError(fmt::format("{}::load_state_dict: {} problem(s): {}", type_name_,
+                                 problems.size(), fmt::join(problems, "; ")));
+  }
+  for (const auto& [name, t] : own) {
+    const Tensor* src = find(dict, name);
+    if (src == nullptr) continue;
+    Tensor dst = t;
+    if (src->device().memory_id() == dst.device().memory_id()) {
+      if (src->device() != dst.device()) src->device().fence("kdp::nn::Module::load_state_dict");
+      dst.copy_(src->detach());
+    } else {
+      dst.copy_(src->to(dst.device()));
+    }
+  }
+}
+
+std::string Module::to_string() const {
+  std::string out;
+  to_string_into(out, 0);
+  return out;
+}
+
+void Module::to_string_into(std::string& out, int indent) const {
+  out += type_name_ + "(" + extra_repr();
+  if (!children_.empty()) {
+    out += "\n";
+    for (const auto& [name, child] : children_) {
+      out += std::string(static_cast<size_t>(indent + 2), ' ') + "(" + name + "): ";
+      child->to_string_into(out, indent + 2);
+      out += "\n";
+    }
+    out += std::string(static_cast<size_t>(indent), ' ');
+  }
+  out += ")";
+}
+
+const Tensor* find(const NamedTensors& tensors, const std::string& name) {
+  for (const auto& entry : tensors) {
+    if (entry.first == name) return &entry.second;
+  }
+  return nullptr;
+}
+
+}  // namespace kdp::nn

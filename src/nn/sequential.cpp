@@ -1,0 +1,48 @@
+#include "kdp/nn/sequential.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+#include "kdp/nn/activation.hpp"
+#include "kdp/nn/linear.hpp"
+
+namespace kdp::nn {
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
+    : Module("Sequential") {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  register_module(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (auto& m : modules_) x = m->forward(x);
+  return x;
+}
+
+std::shared_ptr<Module> Sequential::clone() const {
+  auto copy = std::make_shared<Sequential>();
+  for (const auto& m : modules_) copy->push_back(m->clone());
+  copy->train(is_training());
+  return copy;
+}
+
+std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::string& activation,
+                                const Device& device) {
+  if (sizes.size() < 2) {
+    throw ValueError(
+        fmt::format("kdp::nn::mlp: needs at least two sizes (in and out), got {}", sizes.size()));
+  }
+  auto net = std::make_shared<Sequential>();
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    net->push_back(std::make_shared<Linear>(sizes[i], sizes[i + 1], true, device));
+    if (i + 2 < sizes.size()) net->push_back(make_activation(activation));
+  }
+  return net;
+}
+
+}  // namespace kdp::nn

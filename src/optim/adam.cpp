@@ -1,0 +1,126 @@
+#include "kdp/optim/adam.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kdp/core/error.hpp"
+#include "kdp/core/parallel_for.hpp"
+
+namespace kdp::optim {
+
+namespace detail {
+
+struct AdamStep {
+  float lr, beta1, beta2, eps, weight_decay;
+  float step_size;   // lr / (1 - beta1^t)
+  float bias2_sqrt;  // sqrt(1 - beta2^t)
+  bool decoupled, amsgrad;
+};
+
+void adam_kernel(const Device& device, View1 p, ConstView1 g, View1 m, View1 v, View1 vmax,
+                 AdamStep s) {
+  Kokkos::parallel_for(
+      "kdp::optim::Adam", kdp::detail::range(device, static_cast<int64_t>(p.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i) {
+        float grad = g(i);
+        float param = p(i);
+        if (s.weight_decay != 0.0f) {
+          if (s.decoupled) {
+            param *= 1.0f - s.lr * s.weight_decay;
+          } else {
+            grad += s.weight_decay * param;
+          }
+        }
+        const float mi = m(i) + (1.0f - s.beta1) * (grad - m(i));  // PyTorch's lerp
+        const float vi = v(i) * s.beta2 + (1.0f - s.beta2) * grad * grad;
+        m(i) = mi;
+        v(i) = vi;
+        float second = vi;
+        if (s.amsgrad) {
+          second = vmax(i) > vi ? vmax(i) : vi;
+          vmax(i) = second;
+        }
+        const float denom = compat::math::sqrt(second) / s.bias2_sqrt + s.eps;
+        p(i) = param - s.step_size * (mi / denom);
+      });
+}
+
+}  // namespace detail
+
+Adam::Adam(NamedParameters params, AdamOptions options)
+    : Adam("Adam", std::move(params), options, false) {}
+
+Adam::Adam(std::string type, NamedParameters params, AdamOptions options, bool decoupled)
+    : Optimizer(std::move(type), std::move(params), options.lr),
+      options_(options),
+      decoupled_(decoupled) {
+  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0 && options.beta2 >= 0.0 &&
+        options.beta2 < 1.0)) {
+    throw ValueError(fmt::format("kdp::optim::{}: betas ({}, {}) must be in [0, 1)", this->type(),
+                                 options.beta1, options.beta2));
+  }
+  if (!(options.eps >= 0.0) || !(options.weight_decay >= 0.0)) {
+    throw ValueError(fmt::format("kdp::optim::{}: eps {} and weight_decay {} must be >= 0",
+                                 this->type(), options.eps, options.weight_decay));
+  }
+}
+
+void Adam::update(const std::string& name, Tensor& param, const Tensor& grad) {
+  auto& st = tensor_state_[name];
+  for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+    if (!options_.amsgrad && key[0] == 'm') continue;
+    if (!st[key].defined()) {
+      st[key] = Tensor::empty_labeled(param.shape(), param.device(),
+                                      "kdp::optim::" + type() + "::" + key);
+      st[key].zero_();
+    }
+  }
+  double& step = scalar_state_[name]["step"];
+  step += 1.0;
+  detail::AdamStep s;
+  s.lr = static_cast<float>(lr());
+  s.beta1 = static_cast<float>(options_.beta1);
+  s.beta2 = static_cast<float>(options_.beta2);
+  s.eps = static_cast<float>(options_.eps);
+  s.weight_decay = static_cast<float>(options_.weight_decay);
+  s.step_size = static_cast<float>(lr() / (1.0 - std::pow(options_.beta1, step)));
+  s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(options_.beta2, step)));
+  s.decoupled = decoupled_;
+  s.amsgrad = options_.amsgrad;
+  detail::adam_kernel(param.device(), param.flat(), grad.cflat(), st["exp_avg"].flat(),
+                      st["exp_avg_sq"].flat(),
+                      options_.amsgrad ? st["max_exp_avg_sq"].flat() : View1(), s);
+}
+
+std::map<std::string, double> Adam::hyperparameters() const {
+  return {{"beta1", options_.beta1},
+          {"beta2", options_.beta2},
+          {"eps", options_.eps},
+          {"weight_decay", options_.weight_decay},
+          {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
+}
+
+void Adam::set_hyperparameters(const std::map<std::string, double>& v) {
+  auto get = [&](const char* key, double fallback) {
+    auto it = v.find(key);
+    return it == v.end() ? fallback : it->second;
+  };
+  options_.lr = lr();
+  options_.beta1 = get("beta1", options_.beta1);
+  options_.beta2 = get("beta2", options_.beta2);
+  options_.eps = get("eps", options_.eps);
+  options_.weight_decay = get("weight_decay", options_.weight_decay);
+  options_.amsgrad = get("amsgrad", options_.amsgrad ? 1.0 : 0.0) != 0.0;
+}
+
+AdamW::AdamW(NamedParameters params, AdamOptions options)
+    : Adam("AdamW", std::move(params), options, true) {}
+
+AdamOptions adamw_defaults() {
+  AdamOptions o;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+}  // namespace kdp::optim

@@ -1,0 +1,76 @@
+#include "kdp/optim/lr_scheduler.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::optim {
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  ++last_epoch_;
+  optimizer_.set_lr(lr_at(last_epoch_));
+}
+
+std::map<std::string, double> LRScheduler::state_dict() const {
+  return {{"last_epoch", static_cast<double>(last_epoch_)}, {"base_lr", base_lr_}};
+}
+
+void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
+  auto e = state.find("last_epoch");
+  auto b = state.find("base_lr");
+  if (e == state.end() || b == state.end()) {
+    throw ValueError("kdp::optim::LRScheduler::load_state_dict: needs last_epoch and base_lr");
+  }
+  last_epoch_ = static_cast<int64_t>(e->second);
+  base_lr_ = b->second;
+  optimizer_.set_lr(lr_at(last_epoch_));
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  if (step_size < 1)
+    throw ValueError(fmt::format("kdp::optim::StepLR: step_size {} < 1", step_size));
+}
+
+double StepLR::lr_at(int64_t epoch) const {
+  return base_lr_ * std::pow(gamma_, static_cast<double>(epoch / step_size_));
+}
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
+    : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
+  if (t_max < 1)
+    throw ValueError(fmt::format("kdp::optim::CosineAnnealingLR: t_max {} < 1", t_max));
+}
+
+double CosineAnnealingLR::lr_at(int64_t epoch) const {
+  const double pi = 3.14159265358979323846;
+  return eta_min_ +
+         (base_lr_ - eta_min_) *
+             (1.0 + std::cos(pi * static_cast<double>(epoch) / static_cast<double>(t_max_))) / 2.0;
+}
+
+LinearWarmup::LinearWarmup(Optimizer& optimizer, int64_t total_iters, double start_factor,
+                           double end_factor)
+    : LRScheduler(optimizer),
+      total_iters_(total_iters),
+      start_factor_(start_factor),
+      end_factor_(end_factor) {
+  if (total_iters < 1 || start_factor <= 0.0 || start_factor > 1.0) {
+    throw ValueError(fmt::format(
+        "kdp::optim::LinearWarmup: needs total_iters >= 1 and 0 < start_factor <= 1, got {} and {}",
+        total_iters, start_factor));
+  }
+  optimizer_.set_lr(lr_at(0));
+}
+
+double LinearWarmup::lr_at(int64_t epoch) const {
+  const double t =
+      static_cast<double>(std::min(epoch, total_iters_)) / static_cast<double>(total_iters_);
+  return base_lr_ * (start_factor_ + (end_factor_ - start_factor_) * t);
+}
+
+}  // namespace kdp::optim

@@ -1,0 +1,137 @@
+#include "kdp/optim/optimizer.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/error.hpp"
+#include "kdp/nn/module.hpp"
+
+namespace kdp::optim {
+
+Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
+    : type_(std::move(type)), params_(std::move(params)), lr_(lr) {
+  if (!(lr >= 0.0))
+    throw ValueError(fmt::format("kdp::optim::{}: learning rate {} < 0", type_, lr));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    if (!p.defined())
+      throw StateError(fmt::format("kdp::optim::{}: parameter '{}' is undefined", type_, name));
+    for (size_t j = 0; j < i; ++j) {
+      if (params_[j].first == name) {
+        throw ValueError(
+            fmt::format("kdp::optim::{}: parameter name '{}' appears twice", type_, name));
+      }
+    }
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  if (!(lr >= 0.0))
+    throw ValueError(fmt::format("kdp::optim::{}: learning rate {} < 0", type_, lr));
+  lr_ = lr;
+}
+
+uint64_t Optimizer::add_pre_step_hook(std::function<void()> hook) {
+  pre_step_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Optimizer::remove_pre_step_hook(uint64_t id) {
+  for (auto it = pre_step_hooks_.begin(); it != pre_step_hooks_.end(); ++it) {
+    if (it->first == id) {
+      pre_step_hooks_.erase(it);
+      return;
+    }
+  }
+}
+
+void Optimizer::step() {
+  for (auto& [id, hook] : pre_step_hooks_) hook();
+  NoGradGuard no_grad;
+  for (auto& [name, p] : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (g.shape() != p.shape()) {
+      throw ShapeError(fmt::format("kdp::optim::{}: gradient {} of parameter '{}' {}", type_,
+                                   g.shape().str(), name, p.shape().str()));
+    }
+    update(name, p, g);
+    p.impl()->storage->bump_version();
+  }
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& [name, p] : params_) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else {
+      g.zero_();
+    }
+  }
+}
+
+OptimizerState Optimizer::state_dict() const {
+  OptimizerState s;
+  s.type = type_;
+  s.hyperparameters = hyperparameters();
+  s.hyperparameters["lr"] = lr_;
+  for (const auto& [name, entries] : tensor_state_) {
+    for (const auto& [key, t] : entries) s.tensors[name][key] = t.detach().clone();
+  }
+  s.scalars = scalar_state_;
+  return s;
+}
+
+void Optimizer::load_state_dict(const OptimizerState& state) {
+  if (state.type != type_) {
+    throw ValueError(fmt::format("kdp::optim::{}::load_state_dict: the state is of a {} optimizer",
+                                 type_, state.type));
+  }
+  std::vector<std::string> problems;
+  for (const auto& [name, entries] : state.tensors) {
+    const Tensor* p = nn::find(params_, name);
+    if (p == nullptr) {
+      problems.push_back(fmt::format("state for unknown parameter '{}'", name));
+      continue;
+    }
+    for (const auto& [key, t] : entries) {
+      if (t.shape() != p->shape()) {
+        problems.push_back(fmt::format("'{}/{}' has shape {} but the parameter has {}", name, key,
+                                       t.shape().str(), p->shape().str()));
+      }
+    }
+  }
+  for (const auto& [name, entries] : state.scalars) {
+    if (nn::find(params_, name) == nullptr) {
+      problems.push_back(fmt::format("state for unknown parameter '{}'", name));
+    }
+  }
+  if (!problems.empty()) {
+    throw ValueError(
+        fmt::format("kdp::optim::{}::load_state_dict: {}", type_, fmt::join(problems, "; ")));
+  }
+  auto lr = state.hyperparameters.find("lr");
+  if (lr != state.hyperparameters.end()) set_lr(lr->second);
+  set_hyperparameters(state.hyperparameters);
+  tensor_state_.clear();
+  for (const auto& [name, entries] : state.tensors) {
+    const Tensor* p = nn::find(params_, name);
+    for (const auto& [key, t] : entries) {
+      Tensor copy =
+          Tensor::empty_labeled(p->shape(), p->device(), "kdp::optim::" + type_ + "::" + key);
+      copy.copy_(t.device() == p->device() ? t : t.to(p->device()));
+      tensor_state_[name][key] = copy;
+    }
+  }
+  scalar_state_ = state.scalars;
+}
+
+NamedParameters name_parameters(const std::vector<Tensor>& params) {
+  NamedParameters out;
+  for (size_t i = 0; i < params.size(); ++i) out.emplace_back(std::to_string(i), params[i]);
+  return out;
+}
+
+}  // namespace kdp::optim

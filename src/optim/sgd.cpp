@@ -1,0 +1,78 @@
+#include "kdp/optim/sgd.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+#include "kdp/core/parallel_for.hpp"
+
+namespace kdp::optim {
+
+namespace detail {
+
+void sgd_kernel(const Device& device, View1 p, ConstView1 g, View1 buf, bool first, float lr,
+                float momentum, float dampening, float weight_decay, bool nesterov) {
+  const bool use_momentum = momentum != 0.0f;
+  Kokkos::parallel_for(
+      "kdp::optim::SGD", kdp::detail::range(device, static_cast<int64_t>(p.extent(0))),
+      KOKKOS_LAMBDA(const int64_t i) {
+        float d = g(i);
+        if (weight_decay != 0.0f) d += weight_decay * p(i);
+        if (use_momentum) {
+          const float b = first ? d : momentum * buf(i) + (1.0f - dampening) * d;
+          buf(i) = b;
+          d = nesterov ? d + momentum * b : b;
+        }
+        p(i) -= lr * d;
+      });
+}
+
+}  // namespace detail
+
+SGD::SGD(NamedParameters params, SGDOptions options)
+    : Optimizer("SGD", std::move(params), options.lr), options_(options) {
+  if (options.momentum < 0.0 || options.weight_decay < 0.0) {
+    throw ValueError(fmt::format("kdp::optim::SGD: momentum {} and weight_decay {} must be >= 0",
+                                 options.momentum, options.weight_decay));
+  }
+  if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
+    throw ValueError("kdp::optim::SGD: Nesterov momentum needs momentum > 0 and dampening = 0");
+  }
+}
+
+void SGD::update(const std::string& name, Tensor& param, const Tensor& grad) {
+  Tensor buf;
+  bool first = false;
+  if (options_.momentum != 0.0) {
+    auto& slot = tensor_state_[name]["momentum_buffer"];
+    if (!slot.defined()) {
+      slot = Tensor::empty_labeled(param.shape(), param.device(), "kdp::optim::SGD::momentum");
+      first = true;
+    }
+    buf = slot;
+  }
+  detail::sgd_kernel(param.device(), param.flat(), grad.cflat(),
+                     buf.defined() ? buf.flat() : View1(), first, static_cast<float>(lr()),
+                     static_cast<float>(options_.momentum), static_cast<float>(options_.dampening),
+                     static_cast<float>(options_.weight_decay), options_.nesterov);
+}
+
+std::map<std::string, double> SGD::hyperparameters() const {
+  return {{"momentum", options_.momentum},
+          {"dampening", options_.dampening},
+          {"weight_decay", options_.weight_decay},
+          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+}
+
+void SGD::set_hyperparameters(const std::map<std::string, double>& v) {
+  auto get = [&](const char* key, double fallback) {
+    auto it = v.find(key);
+    return it == v.end() ? fallback : it->second;
+  };
+  options_.lr = lr();
+  options_.momentum = get("momentum", options_.momentum);
+  options_.dampening = get("dampening", options_.dampening);
+  options_.weight_decay = get("weight_decay", options_.weight_decay);
+  options_.nesterov = get("nesterov", options_.nesterov ? 1.0 : 0.0) != 0.0;
+}
+
+}  // namespace kdp::optim

@@ -1,0 +1,194 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+
+namespace {
+
+// The gradient used at step k for element i: fixed numbers so the expected
+// sequence can be written out by hand below.
+double grad_at(int k, size_t i) {
+  return 0.5 * std::cos(1.0 + k + 2.0 * static_cast<double>(i));
+}
+
+const std::vector<double> kStart = {0.3, -1.2, 2.0};
+
+// Runs `steps` updates with the gradients above and returns the parameters.
+std::vector<float> run(optim::Optimizer& opt, Tensor& p, int steps) {
+  for (int k = 0; k < steps; ++k) {
+    std::vector<float> g(kStart.size());
+    for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(grad_at(k, i));
+    p.set_grad(Tensor::from_host(g, p.shape()));
+    opt.step();
+  }
+  return p.to_vector();
+}
+
+Tensor start() {
+  std::vector<float> v(kStart.begin(), kStart.end());
+  return Tensor::from_host(v, {3}).requires_grad_();
+}
+
+void expect_matches(const std::vector<float>& got, const std::vector<double>& want) {
+  // float32 updates against a double reference: a few ulps per step over 6 steps.
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-5 * (1 + std::fabs(want[i])));
+}
+
+}  // namespace
+
+TEST(SGD, PlainMomentumDampeningNesterovWeightDecay) {
+  struct Case {
+    double lr, momentum, dampening, wd;
+    bool nesterov;
+  };
+  for (const Case c :
+       {Case{0.1, 0, 0, 0, false}, Case{0.1, 0.9, 0, 0, false}, Case{0.05, 0.8, 0.3, 0, false},
+        Case{0.05, 0.9, 0, 0.01, true}, Case{0.2, 0, 0, 0.1, false}}) {
+    Tensor p = start();
+    optim::SGDOptions o{c.lr, c.momentum, c.dampening, c.wd, c.nesterov};
+    optim::SGD opt({{"p", p}}, o);
+    const auto got = run(opt, p, 6);
+
+    std::vector<double> want = kStart, buf(3, 0.0);
+    for (int k = 0; k < 6; ++k) {
+      for (size_t i = 0; i < 3; ++i) {
+        double g = grad_at(k, i) + c.wd * want[i];
+        if (c.momentum != 0) {
+          buf[i] = k == 0 ? g : c.momentum * buf[i] + (1 - c.dampening) * g;
+          g = c.nesterov ? g + c.momentum * buf[i] : buf[i];
+        }
+        want[i] -= c.lr * g;
+      }
+    }
+    expect_matches(got, want);
+  }
+}
+
+TEST(Adam, AdamAdamWAndAmsgradFollowPyTorchsFormulas) {
+  struct Case {
+    bool decoupled, amsgrad;
+    double wd;
+  };
+  for (const Case c : {Case{false, false, 0.0}, Case{false, false, 0.1}, Case{true, false, 0.1},
+                       Case{false, true, 0.0}, Case{true, true, 0.05}}) {
+    Tensor p = start();
+    optim::AdamOptions o;
+    o.lr = 0.01;
+    o.beta1 = 0.8;
+    o.beta2 = 0.95;
+    o.eps = 1e-6;
+    o.weight_decay = c.wd;
+    o.amsgrad = c.amsgrad;
+    std::unique_ptr<optim::Optimizer> opt;
+    if (c.decoupled) {
+      opt = std::make_unique<optim::AdamW>(optim::NamedParameters{{"p", p}}, o);
+    } else {
+      opt = std::make_unique<optim::Adam>(optim::NamedParameters{{"p", p}}, o);
+    }
+    const auto got = run(*opt, p, 6);
+
+    std::vector<double> want = kStart, m(3, 0.0), v(3, 0.0), vmax(3, 0.0);
+    for (int k = 0; k < 6; ++k) {
+      const int t = k + 1;
+      for (size_t i = 0; i < 3; ++i) {
+        double g = grad_at(k, i);
+        if (c.decoupled) {
+          want[i] *= 1 - o.lr * c.wd;
+        } else {
+          g += c.wd * want[i];
+        }
+        m[i] = o.beta1 * m[i] + (1 - o.beta1) * g;
+        v[i] = o.beta2 * v[i] + (1 - o.beta2) * g * g;
+        vmax[i] = std::max(vmax[i], v[i]);
+        const double second = c.amsgrad ? vmax[i] : v[i];
+        const double denom = std::sqrt(second) / std::sqrt(1 - std::pow(o.beta2, t)) + o.eps;
+        want[i] -= o.lr / (1 - std::pow(o.beta1, t)) * m[i] / denom;
+      }
+    }
+    expect_matches(got, want);
+  }
+}
+
+TEST(Optimizer, SkipsParametersWithoutGradient) {
+  Tensor a = start();
+  Tensor b = start();
+  optim::SGD opt({{"a", a}, {"b", b}}, optim::SGDOptions{0.1});
+  a.set_grad(Tensor::ones({3}));
+  opt.step();
+  EXPECT_NE(a.to_vector(), b.to_vector());
+  std::vector<float> s(kStart.begin(), kStart.end());
+  EXPECT_EQ(b.to_vector(), s);
+}
+
+TEST(Optimizer, StateDictRestoresTheTrajectory) {
+  // 3 steps, save, 3 more == 3 steps, restore into a fresh optimizer, 3 more.
+  Tensor p1 = start();
+  optim::Adam a1({{"p", p1}}, optim::AdamOptions{});
+  run(a1, p1, 3);
+  const optim::OptimizerState saved = a1.state_dict();
+  const std::vector<float> mid = p1.to_vector();
+  const auto straight = run(a1, p1, 3);
+
+  Tensor p3 = Tensor::from_host(mid, {3}).requires_grad_();
+  optim::Adam a3({{"p", p3}}, optim::AdamOptions{});
+  a3.load_state_dict(saved);
+  EXPECT_EQ(a3.state_dict().scalars.at("p").at("step"), 3.0);
+  // run() replays gradients 0..2 again, as it did for a1's second half.
+  EXPECT_EQ(run(a3, p3, 3), straight);  // bit-identical continuation
+
+  optim::SGD sgd({{"p", start()}}, optim::SGDOptions{});
+  EXPECT_THROW(sgd.load_state_dict(saved), ValueError);  // an Adam state into SGD
+  optim::Adam other({{"q", start()}}, optim::AdamOptions{});
+  EXPECT_THROW(other.load_state_dict(saved), ValueError);  // unknown parameter name
+}
+
+TEST(Optimizer, RejectsBadOptions) {
+  EXPECT_THROW(optim::SGD({{"p", start()}}, optim::SGDOptions{-1.0}), ValueError);
+  optim::SGDOptions nesterov;
+  nesterov.nesterov = true;
+  EXPECT_THROW(optim::SGD({{"p", start()}}, nesterov), ValueError);
+  optim::AdamOptions bad;
+  bad.beta1 = 1.0;
+  EXPECT_THROW(optim::Adam({{"p", start()}}, bad), ValueError);
+  EXPECT_THROW(optim::SGD({{"p", start()}, {"p", start()}}, optim::SGDOptions{}), ValueError);
+}
+
+TEST(LRScheduler, ClosedFormsMatchPyTorch) {
+  Tensor p = start();
+  optim::SGD opt({{"p", p}}, optim::SGDOptions{0.1});
+  optim::StepLR step(opt, 3, 0.5);
+  std::vector<double> lrs;
+  for (int e = 0; e < 7; ++e) {
+    step.step();
+    lrs.push_back(opt.lr());
+  }
+  EXPECT_EQ(lrs, (std::vector<double>{0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025}));
+
+  optim::SGD opt2({{"p", start()}}, optim::SGDOptions{1.0});
+  optim::CosineAnnealingLR cos(opt2, 4, 0.0);
+  cos.step();
+  EXPECT_NEAR(opt2.lr(), (1 + std::cos(M_PI / 4)) / 2, 1e-12);
+  cos.step();
+  EXPECT_NEAR(opt2.lr(), 0.5, 1e-12);
+  cos.step();
+  cos.step();
+  EXPECT_NEAR(opt2.lr(), 0.0, 1e-12);
+
+  optim::SGD opt3({{"p", start()}}, optim::SGDOptions{1.0});
+  optim::LinearWarmup warm(opt3, 4, 0.2);
+  EXPECT_NEAR(opt3.lr(), 0.2, 1e-12);
+  warm.step();
+  EXPECT_NEAR(opt3.lr(), 0.4, 1e-12);
+  for (int i = 0; i < 5; ++i) warm.step();
+  EXPECT_NEAR(opt3.lr(), 1.0, 1e-12);
+
+  // State round trip.
+  optim::SGD opt4({{"p", start()}}, optim::SGDOptions{0.1});
+  optim::StepLR step4(opt4, 3, 0.5);
+  step4.load_state_dict(step.state_dict());
+  EXPECT_EQ(opt4.lr(), opt.lr());
+}
