@@ -4,7 +4,12 @@
 // (10 -> 100 -> ReLU -> 10, loss mean((output - target)^2)), with its mistakes
 // put right: the batch is kept (no view(-1), which would flatten 100 samples into
 // one vector), and the optimizer is defined and used: zero_grad, backward, step.
+// As in the article, the model is wrapped in DataParallel (over every available
+// device; pass a device count to choose).
+//
+//   02_custom_loss [devices]
 #include <cstdio>
+#include <cstdlib>
 
 #include "kdp/kdp.hpp"
 
@@ -38,7 +43,8 @@ int main(int argc, char** argv) {
   try {
     Runtime runtime(argc, argv);
     manual_seed(0);
-    auto model = std::make_shared<MyModel>();
+    const std::vector<Device> devs = devices(argc > 1 ? std::atoi(argv[1]) : device_count());
+    auto model = std::make_shared<DataParallel>(std::make_shared<MyModel>(), devs);
     MyLoss criterion;
     optim::SGD optimizer(model->named_parameters(), optim::SGDOptions{0.05, 0.9});
 

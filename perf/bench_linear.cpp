@@ -27,7 +27,7 @@ constexpr int64_t kBatch = 256;
 using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace>;
 
 void RawGemm(benchmark::State& state) {
-  const ExecSpace space = default_device().space();
+  const ExecSpace space = get_default_device().space();
   struct Buffers {
     Matrix x, w, y, gy, gx, gw;
   };
@@ -74,7 +74,7 @@ void KdpLinear(benchmark::State& state) {
       Tensor y = linear(l.x, l.w, l.b);
       y.backward(l.gy);
     }
-    default_device().fence("KdpLinear");
+    get_default_device().fence("KdpLinear");
   }
   double flops = 0;
   for (const auto& l : kLarge) flops += 6.0 * static_cast<double>(kBatch * l.in * l.out);

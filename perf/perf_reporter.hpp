@@ -18,7 +18,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       if (r.run_type == Run::RT_Iteration && r.iterations > 0) {
         // Keyed by the registered name, without Google Benchmark's "/real_time".
-        const std::string name = r.run_name.function_name + r.run_name.args;
+        std::string name = r.run_name.function_name;
+        if (!r.run_name.args.empty()) name += "/" + r.run_name.args;
         times_[name] = r.GetAdjustedRealTime();
         units_[name] = benchmark::GetTimeUnitString(r.time_unit);
         for (const auto& [key, counter] : r.counters) counters_[name][key] = counter.value;

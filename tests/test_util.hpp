@@ -25,7 +25,7 @@ inline std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.
 }
 
 inline Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f,
-                            const Device& device = default_device()) {
+                            const Device& device = get_default_device()) {
   return Tensor::from_host(random_values(shape.numel(), seed, lo, hi), shape, device);
 }
 

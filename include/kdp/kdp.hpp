@@ -25,6 +25,7 @@
 #include "kdp/ops/reduction.hpp"
 
 #include "kdp/nn/activation.hpp"
+#include "kdp/nn/bound_module.hpp"
 #include "kdp/nn/init.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/loss.hpp"
@@ -35,3 +36,18 @@
 #include "kdp/optim/lr_scheduler.hpp"
 #include "kdp/optim/optimizer.hpp"
 #include "kdp/optim/sgd.hpp"
+
+#include "kdp/parallel/data_parallel.hpp"
+#include "kdp/parallel/devices.hpp"
+#include "kdp/parallel/gather.hpp"
+#include "kdp/parallel/parallel_apply.hpp"
+#include "kdp/parallel/replicate.hpp"
+#include "kdp/parallel/scatter.hpp"
+
+#include "kdp/dist/communicator.hpp"
+#include "kdp/dist/distributed_data_parallel.hpp"
+#include "kdp/dist/gradient_bucket.hpp"
+#include "kdp/dist/watchdog.hpp"
+
+#include "kdp/data/distributed_sampler.hpp"
+#include "kdp/data/sampler.hpp"

@@ -249,6 +249,33 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
   task.run();
 }
 
+std::vector<std::shared_ptr<TensorImpl>> autograd::reachable_leaves(
+    const std::vector<Tensor>& outputs) {
+  std::vector<std::shared_ptr<TensorImpl>> leaves;
+  std::set<const Node*> seen;
+  std::vector<const Node*> stack;
+  for (const Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    if (!out.grad_fn()) {
+      leaves.push_back(out.impl());
+      continue;
+    }
+    if (seen.insert(out.grad_fn().get()).second) stack.push_back(out.grad_fn().get());
+  }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    if (const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(n)) {
+      leaves.push_back(acc->leaf());
+      continue;
+    }
+    for (const Edge& e : n->next_edges()) {
+      if (e.valid() && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  }
+  return leaves;
+}
+
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   kdp::backward(*this, grad, retain_graph);
 }

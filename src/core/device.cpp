@@ -6,7 +6,7 @@
 
 namespace kdp {
 
-Device::Device() : Device(default_device()) {}
+Device::Device() : Device(get_default_device()) {}
 
 const ExecSpace& Device::space() const {
   return state_->space;
@@ -35,7 +35,7 @@ void Device::fence(const char* label) const {
   compat::fence(state_->space, label);
 }
 
-const Device& default_device() {
+const Device& get_default_device() {
   return Runtime::get().default_device();
 }
 

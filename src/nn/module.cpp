@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "bound_clone.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/nn/bound_module.hpp"
 
 namespace kdp::nn {
 
@@ -61,7 +61,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, bool re
   if (find(parameters_, name) != nullptr) {
     throw ValueError(fmt::format("{}: parameter '{}' is already registered", type_name_, name));
   }
-  value.requires_grad_(requires_grad);
+  // A bound replica's parameter is a view made by an op; it keeps its history.
+  if (value.is_leaf()) value.requires_grad_(requires_grad);
   value.set_name(name);
   parameters_.emplace_back(name, value);
   return value;
@@ -158,7 +159,7 @@ void Module::zero_grad(bool set_to_none) {
 }
 
 std::shared_ptr<Module> Module::clone() const {
-  return std::make_shared<BoundClone>(*this);
+  return std::make_shared<BoundModule>(*this, BoundModule::copies);
 }
 
 void Module::copy_state_into(Module& other) const {
@@ -180,7 +181,7 @@ void Module::to(const Device& device) {
 Device Module::device() const {
   for (auto& [name, t] : named_parameters()) return t.device();
   for (auto& [name, t] : named_buffers()) return t.device();
-  return default_device();
+  return get_default_device();
 }
 
 StateDict Module::state_dict() const {
@@ -189,12 +190,27 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& dict, bool strict) {
+void Module::load_state_dict(const StateDict& dict_in, bool strict) {
   const StateDict own = state_dict();
-  std::vector<std::string> problems;
   std::set<std::string> known;
+  for (const auto& [name, t] : own) known.insert(name);
+  // Keys saved through DataParallel carry a "module." prefix that a bare model's
+  // keys lack, and the other way round: accept both.
+  const std::string prefix = "module.";
+  StateDict dict;
+  for (const auto& [key, t] : dict_in) {
+    std::string k = key;
+    if (known.count(k) == 0) {
+      if (k.rfind(prefix, 0) == 0 && known.count(k.substr(prefix.size())) != 0) {
+        k = k.substr(prefix.size());
+      } else if (known.count(prefix + k) != 0) {
+        k = prefix + k;
+      }
+    }
+    dict.emplace_back(k, t);
+  }
+  std::vector<std::string> problems;
   for (const auto& [name, t] : own) {
-    known.insert(name);
     const Tensor* src = find(dict, name);
     if (src == nullptr) {
       if (strict) problems.push_back(fmt::format("missing key '{}'", name));

@@ -40,7 +40,7 @@ TEST(CachingAllocator, EmptyCacheReturnsMemory) {
 TEST(CachingAllocator, LabelledTensorsBypassTheCache) {
   CachingAllocator& alloc = Runtime::get().allocator();
   const AllocatorStats before = alloc.stats();
-  Tensor w = Tensor::empty_labeled({10, 10}, default_device(), "kdp::test::weight");
+  Tensor w = Tensor::empty_labeled({10, 10}, get_default_device(), "kdp::test::weight");
   const AllocatorStats after = alloc.stats();
   EXPECT_EQ(after.allocations, before.allocations);
   EXPECT_EQ(after.cache_hits, before.cache_hits);

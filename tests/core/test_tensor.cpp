@@ -17,7 +17,7 @@ TEST(Tensor, FactoriesFillValues) {
   Tensor t = Tensor::from_host(v, {2, 3});
   EXPECT_EQ(t.to_vector(), v);
   EXPECT_EQ(t.shape(), Shape({2, 3}));
-  EXPECT_EQ(t.device(), default_device());
+  EXPECT_EQ(t.device(), get_default_device());
 }
 
 TEST(Tensor, FromHostRejectsWrongCount) {
@@ -46,17 +46,17 @@ TEST(Tensor, RandnHasStandardMoments) {
 
 TEST(Tensor, RandIsUniformInRangeAndSeedable) {
   manual_seed(123);
-  const auto a = Tensor::rand({1000}, default_device(), -2.0f, 3.0f).to_vector();
+  const auto a = Tensor::rand({1000}, get_default_device(), -2.0f, 3.0f).to_vector();
   for (float x : a) {
     EXPECT_GE(x, -2.0f);
     EXPECT_LT(x, 3.0f);
   }
   manual_seed(123);
-  const auto b = Tensor::rand({1000}, default_device(), -2.0f, 3.0f).to_vector();
+  const auto b = Tensor::rand({1000}, get_default_device(), -2.0f, 3.0f).to_vector();
   EXPECT_EQ(a, b);  // same seed, same numbers
-  const auto c = Tensor::rand({1000}, default_device(), -2.0f, 3.0f).to_vector();
+  const auto c = Tensor::rand({1000}, get_default_device(), -2.0f, 3.0f).to_vector();
   EXPECT_NE(a, c);  // the generator moved on
-  EXPECT_THROW(Tensor::rand({2}, default_device(), 1.0f, 1.0f), ValueError);
+  EXPECT_THROW(Tensor::rand({2}, get_default_device(), 1.0f, 1.0f), ValueError);
 }
 
 TEST(Tensor, ReshapeSharesMemoryAndInfersOneDimension) {

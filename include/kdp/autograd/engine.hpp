@@ -26,4 +26,10 @@ inline void backward(const Tensor& output, const Tensor& grad = Tensor(),
            grad.defined() ? std::vector<Tensor>{grad} : std::vector<Tensor>{}, retain_graph);
 }
 
+namespace autograd {
+/// The leaves (tensors that require grad and have no grad_fn) whose gradients
+/// a backward from `outputs` would reach.
+std::vector<std::shared_ptr<TensorImpl>> reachable_leaves(const std::vector<Tensor>& outputs);
+}  // namespace autograd
+
 }  // namespace kdp

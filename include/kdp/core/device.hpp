@@ -2,7 +2,7 @@
 /// \file
 /// Device: one execution-space instance, its memory, an index and a random
 /// generator. Every kernel kdp launches runs on the instance of the tensor it
-/// writes. Devices come from the Runtime: default_device(), or devices(n) in
+/// writes. Devices come from the Runtime: get_default_device(), or devices(n) in
 /// kdp/parallel/devices.hpp.
 
 #include <memory>
@@ -63,6 +63,6 @@ struct DeviceState {
 }  // namespace detail
 
 /// The runtime's default device.
-const Device& default_device();
+const Device& get_default_device();
 
 }  // namespace kdp

@@ -64,26 +64,26 @@ class Tensor {
 
   // ---- factories -----------------------------------------------------------
   /// Uninitialised memory from the caching allocator.
-  static Tensor empty(const Shape& shape, const Device& device = default_device());
+  static Tensor empty(const Shape& shape, const Device& device = get_default_device());
   /// Uninitialised memory in a dedicated View labelled `label` (for parameters).
   static Tensor empty_labeled(const Shape& shape, const Device& device, const std::string& label);
-  static Tensor zeros(const Shape& shape, const Device& device = default_device());
-  static Tensor ones(const Shape& shape, const Device& device = default_device());
-  static Tensor full(const Shape& shape, float value, const Device& device = default_device());
+  static Tensor zeros(const Shape& shape, const Device& device = get_default_device());
+  static Tensor ones(const Shape& shape, const Device& device = get_default_device());
+  static Tensor full(const Shape& shape, float value, const Device& device = get_default_device());
   /// Standard normal samples from the device's generator.
-  static Tensor randn(const Shape& shape, const Device& device = default_device());
+  static Tensor randn(const Shape& shape, const Device& device = get_default_device());
   /// Uniform samples in [low, high) from the device's generator.
-  static Tensor rand(const Shape& shape, const Device& device = default_device(), float low = 0.0f,
-                     float high = 1.0f);
+  static Tensor rand(const Shape& shape, const Device& device = get_default_device(),
+                     float low = 0.0f, float high = 1.0f);
   /// 0, 1, ..., n-1.
-  static Tensor arange(int64_t n, const Device& device = default_device());
+  static Tensor arange(int64_t n, const Device& device = get_default_device());
   /// A copy of host memory; `values` must hold shape.numel() floats.
   static Tensor from_host(const std::vector<float>& values, const Shape& shape,
-                          const Device& device = default_device());
+                          const Device& device = get_default_device());
   static Tensor from_host(const float* values, const Shape& shape,
-                          const Device& device = default_device());
+                          const Device& device = get_default_device());
   /// A scalar (rank 0).
-  static Tensor scalar(float value, const Device& device = default_device());
+  static Tensor scalar(float value, const Device& device = get_default_device());
 
   // ---- shape and memory ----------------------------------------------------
   bool defined() const { return impl_ != nullptr; }

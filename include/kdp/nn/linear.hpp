@@ -11,7 +11,7 @@ namespace kdp::nn {
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,
-         const Device& device = default_device());
+         const Device& device = get_default_device());
 
   Tensor forward(const Tensor& input) override;
   using Module::forward;

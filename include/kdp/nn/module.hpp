@@ -74,9 +74,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
   /// Parameters and buffers by dotted name.
   StateDict state_dict() const;
-  /// Copies values from `dict` into this module's parameters and buffers. With
-  /// `strict`, every missing key, unexpected key and shape mismatch is reported
-  /// in one ShapeError; otherwise missing and unexpected keys are skipped.
+  /// Copies values from `dict` into this module's parameters and buffers. Keys
+  /// with or without DataParallel's "module." prefix both match. With `strict`,
+  /// every missing key, unexpected key and shape mismatch is reported in one
+  /// ShapeError; otherwise missing and unexpected keys are skipped.
   void load_state_dict(const StateDict& dict, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }

@@ -31,6 +31,6 @@ class Sequential : public Module {
 /// between them, e.g. mlp({784, 256, 256, 10}) -> 0: Linear, 1: ReLU, 2: Linear, ...
 std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes,
                                 const std::string& activation = "relu",
-                                const Device& device = default_device());
+                                const Device& device = get_default_device());
 
 }  // namespace kdp::nn

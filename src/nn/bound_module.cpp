@@ -1,4 +1,4 @@
-#include "bound_clone.hpp"
+#include "kdp/nn/bound_module.hpp"
 
 #include <algorithm>
 #include <map>
@@ -6,22 +6,11 @@
 
 namespace kdp::nn {
 
-namespace {
-
-// A copy with its own storage, holding no history.
-Tensor copy_of(const Tensor& t) {
-  Tensor c = Tensor::empty_labeled(t.shape(), t.device(), "kdp::nn::clone::" + t.name());
-  c.copy_(t.detach());
-  return c;
-}
-
-}  // namespace
-
-BoundClone::BoundClone(const Module& original)
+BoundModule::BoundModule(const Module& original, const Binder& bind)
     : Module(original.type_name()),
       original_(std::const_pointer_cast<Module>(original.shared_from_this())) {
-  // Shadow modules mirror the original's tree so that the copies carry the
-  // original's dotted names ("fc1.weight") in named_parameters and state_dict.
+  // Shadow modules mirror the original's tree so that the bound tensors carry
+  // the original's dotted names ("fc1.weight") in named_parameters and state_dict.
   std::map<std::string, Module*> shadows{{"", this}};
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> pending;
   for (const auto& [path, m] : original.named_modules()) {
@@ -33,10 +22,10 @@ BoundClone::BoundClone(const Module& original)
       shadows[path] = shadow;
     }
     for (const auto& [name, p] : m->named_parameters(false)) {
-      bindings_.bind(p, shadow->register_parameter(name, copy_of(p), p.requires_grad()));
+      bindings_.bind(p, shadow->register_parameter(name, bind(p, false), p.requires_grad()));
     }
     for (const auto& [name, b] : m->named_buffers(false)) {
-      bindings_.bind(b, shadow->register_buffer(name, copy_of(b)));
+      bindings_.bind(b, shadow->register_buffer(name, bind(b, true)));
     }
   }
   // Attach children deepest first, so that each is complete when attached, and
@@ -52,19 +41,27 @@ BoundClone::BoundClone(const Module& original)
   train(original.is_training());
 }
 
-Tensor BoundClone::forward(const Tensor& input) {
+Tensor BoundModule::copies(const Tensor& original, bool) {
+  Tensor c = Tensor::empty_labeled(original.shape(), original.device(), "kdp::nn::clone");
+  c.copy_(original.detach());
+  return c;
+}
+
+Tensor BoundModule::forward(const Tensor& input) {
   BindingScope scope(&bindings_);
   return original_->forward(input);
 }
 
-Tensor BoundClone::forward(const TensorList& inputs) {
+Tensor BoundModule::forward(const TensorList& inputs) {
   BindingScope scope(&bindings_);
   return original_->forward(inputs);
 }
 
-std::shared_ptr<Module> BoundClone::clone() const {
-  auto copy = std::make_shared<BoundClone>(*original_);
-  copy->load_state_dict(state_dict());
+std::shared_ptr<Module> BoundModule::clone() const {
+  // A copy of this module's current values, bound to the same original.
+  const StateDict values = state_dict();
+  auto copy = std::make_shared<BoundModule>(*original_, copies);
+  copy->load_state_dict(values);
   return copy;
 }
 

@@ -1,0 +1,104 @@
+#pragma once
+/// \file
+/// DistributedDataParallel: one model replica per MPI rank, gradients averaged
+/// across ranks (PyTorch's DistributedDataParallel, Horovod's
+/// DistributedOptimizer).
+///
+/// Construction checks that every rank holds the same parameters (names, shapes,
+/// order) with one allgather of a compact signature; on a mismatch every rank
+/// throws a CommError naming the first differing parameter and the ranks
+/// involved. It then broadcasts rank 0's parameters and buffers.
+///
+/// Gradients live in fused buckets (reverse parameter order; a first bucket of
+/// first_bucket_mb, then bucket_cap_mb each); each parameter's .grad() is a view
+/// into its bucket. The moment the last gradient of a bucket is final, a hook
+/// launches a non-blocking allreduce of the bucket, so communication overlaps
+/// the rest of backward; buckets are launched in the same order on every rank.
+/// When the last bucket is launched the reductions are awaited, so backward()
+/// returns with averaged gradients and the optimizer can step. Inside no_sync()
+/// gradients accumulate locally; the first backward after it reduces the sum.
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kdp/dist/communicator.hpp"
+#include "kdp/dist/gradient_bucket.hpp"
+#include "kdp/nn/module.hpp"
+
+namespace kdp::dist {
+
+struct DDPOptions {
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
+  /// Parameters that took no part in a forward count as ready (their bucket
+  /// slot is reduced as it is). Without it such parameters are an error at
+  /// forward time, naming them, instead of a reduction that never completes.
+  bool find_unused_parameters = false;
+  /// Broadcast rank 0's buffers before every forward.
+  bool broadcast_buffers = true;
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, Communicator comm,
+                          DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  Tensor forward(const Tensor& input) override;
+  Tensor forward(const nn::TensorList& inputs) override;
+
+  /// Waits for the reductions launched so far (backward calls it when the last
+  /// bucket is launched; calling it again is harmless).
+  void finish();
+
+  /// While alive, backward accumulates gradients locally without communication.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  Communicator& communicator() { return comm_; }
+  const DDPOptions& options() const { return options_; }
+  /// The parameter names of each bucket, in launch order.
+  std::vector<std::vector<std::string>> bucket_layout() const;
+  /// Completed gradient reductions (one per synchronised backward).
+  int64_t reductions() const { return reductions_; }
+
+ private:
+  void check_same_model_on_all_ranks();
+  void broadcast_state();
+  void build_buckets();
+  void on_grad_ready(size_t index, Tensor& grad);
+  void mark_ready(size_t index);
+  void launch_ready_buckets();
+  void check_unused(const std::vector<Tensor>& outputs);
+  void reset_pass();
+
+  std::shared_ptr<nn::Module> module_;
+  Communicator comm_;
+  DDPOptions options_;
+  nn::NamedTensors params_;  // those that require grad, in module order
+  std::vector<std::unique_ptr<GradientBucket>> buckets_;
+  std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, slot)
+  std::vector<uint64_t> hook_ids_;
+
+  std::recursive_mutex mutex_;
+  std::vector<bool> ready_;
+  size_t next_bucket_ = 0;
+  int hooks_fired_ = 0;
+  bool sync_ = true;
+  int64_t reductions_ = 0;
+};
+
+}  // namespace kdp::dist

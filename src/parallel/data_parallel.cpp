@@ -1,0 +1,105 @@
+#include "kdp/parallel/data_parallel.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+#include "kdp/parallel/devices.hpp"
+#include "kdp/parallel/gather.hpp"
+#include "kdp/parallel/parallel_apply.hpp"
+#include "kdp/parallel/replicate.hpp"
+#include "kdp/parallel/scatter.hpp"
+
+namespace kdp {
+
+namespace {
+
+void check_module_on(const nn::Module& module, const Device& device) {
+  for (const auto& [name, p] : module.named_parameters()) {
+    if (p.device() != device) {
+      throw DeviceError(fmt::format(
+          "kdp::data_parallel: parameter '{}' is on {} but must be on the first device, {} "
+          "(move the module there with module->to(devices[0]))",
+          name, p.device().str(), device.str()));
+    }
+  }
+}
+
+}  // namespace
+
+Tensor data_parallel(const std::shared_ptr<nn::Module>& module, const nn::TensorList& inputs,
+                     const std::vector<Device>& devices, const Device* output_device, int dim) {
+  if (!module) throw StateError("kdp::data_parallel: the module is null");
+  if (devices.empty()) throw ValueError("kdp::data_parallel: no devices");
+  if (inputs.empty()) throw ValueError("kdp::data_parallel: no inputs");
+  const Device& out_device = output_device != nullptr ? *output_device : devices[0];
+  check_module_on(*module, devices[0]);
+
+  // Split every input; all must give the same number of chunks.
+  std::vector<std::vector<Tensor>> per_input;
+  per_input.reserve(inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    if (!inputs[k].defined())
+      throw StateError(fmt::format("kdp::data_parallel: input {} is undefined", k));
+    if (inputs[k].dim() == 0 || inputs[0].dim() == 0 ||
+        inputs[k].size(dim) != inputs[0].size(dim)) {
+      throw ShapeError(fmt::format(
+          "kdp::data_parallel: input {} {} and input 0 {} must have the same size along the "
+          "split dimension {}",
+          k, inputs[k].shape().str(), inputs[0].shape().str(), dim));
+    }
+    per_input.push_back(scatter(inputs[k], devices, dim));
+  }
+  const size_t chunks = per_input[0].size();
+  std::vector<nn::TensorList> replica_inputs(chunks);
+  for (size_t i = 0; i < chunks; ++i) {
+    for (auto& pieces : per_input) replica_inputs[i].push_back(pieces[i]);
+  }
+  if (chunks == 1) return module->forward(replica_inputs[0]).to(out_device);
+
+  const std::vector<Device> used(devices.begin(), devices.begin() + static_cast<long>(chunks));
+  const auto replicas = replicate(module, used);
+  const std::vector<Tensor> outputs = parallel_apply(replicas, replica_inputs, used);
+  return gather(outputs, out_device, dim);
+}
+
+Tensor data_parallel(const std::shared_ptr<nn::Module>& module, const Tensor& input,
+                     const std::vector<Device>& devices, const Device* output_device, int dim) {
+  return data_parallel(module, nn::TensorList{input}, devices, output_device, dim);
+}
+
+DataParallel::DataParallel(std::shared_ptr<nn::Module> module)
+    : DataParallel(std::move(module), kdp::devices(device_count())) {}
+
+DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> devices, int dim)
+    : DataParallel(std::move(module), devices, devices.empty() ? Device() : devices[0], dim) {}
+
+DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> devices,
+                           Device output_device, int dim)
+    : Module("DataParallel"),
+      module_(std::move(module)),
+      devices_(std::move(devices)),
+      output_device_(std::move(output_device)),
+      dim_(dim) {
+  if (!module_) throw StateError("kdp::DataParallel: the module is null");
+  if (devices_.empty()) throw ValueError("kdp::DataParallel: no devices");
+  module_->to(devices_[0]);
+  register_module("module", module_);
+}
+
+Tensor DataParallel::forward(const Tensor& input) {
+  return data_parallel(module_, nn::TensorList{input}, devices_, &output_device_, dim_);
+}
+
+Tensor DataParallel::forward(const nn::TensorList& inputs) {
+  return data_parallel(module_, inputs, devices_, &output_device_, dim_);
+}
+
+std::shared_ptr<nn::Module> DataParallel::clone() const {
+  return std::make_shared<DataParallel>(module_->clone(), devices_, output_device_, dim_);
+}
+
+std::string DataParallel::extra_repr() const {
+  return fmt::format("devices={}, dim={}", devices_.size(), dim_);
+}
+
+}  // namespace kdp

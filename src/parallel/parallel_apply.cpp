@@ -1,0 +1,78 @@
+#include "kdp/parallel/parallel_apply.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/error.hpp"
+#include "kdp/core/runtime.hpp"
+
+namespace kdp {
+
+namespace {
+
+// Rethrows `error` as the same kind of kdp error with `context` before its message.
+[[noreturn]] void rethrow_in_context(const std::exception_ptr& error, const std::string& context) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ShapeError& e) {
+    throw ShapeError(context + e.what());
+  } catch (const DeviceError& e) {
+    throw DeviceError(context + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(context + e.what());
+  } catch (const StateError& e) {
+    throw StateError(context + e.what());
+  } catch (const IOError& e) {
+    throw IOError(context + e.what());
+  } catch (const CommError& e) {
+    throw CommError(context + e.what());
+  } catch (const NumericalError& e) {
+    throw NumericalError(context + e.what());
+  } catch (const std::exception& e) {
+    throw Error(context + e.what());
+  } catch (...) {
+    throw Error(context + "unknown exception");
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
+                                   const std::vector<nn::TensorList>& inputs,
+                                   const std::vector<Device>& devices) {
+  if (replicas.size() != inputs.size() || replicas.size() > devices.size()) {
+    throw ValueError(fmt::format("kdp::parallel_apply: {} replicas, {} inputs and {} devices",
+                                 replicas.size(), inputs.size(), devices.size()));
+  }
+  const size_t n = replicas.size();
+  std::vector<Tensor> outputs(n);
+  const bool grad = autograd::GradMode::enabled();
+  std::vector<std::function<void()>> tasks;
+  tasks.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    tasks.emplace_back([&, i] {
+      autograd::GradModeGuard mode(grad);
+      outputs[i] = replicas[i]->forward(inputs[i]);
+    });
+  }
+  const std::vector<Device> used(devices.begin(), devices.begin() + static_cast<long>(n));
+  const bool concurrent = Runtime::get().devices_concurrent(static_cast<int>(devices.size()));
+  const auto errors = Runtime::get().device_threads().run(tasks, used, concurrent);
+  for (size_t i = 0; i < n; ++i) {
+    if (errors[i]) {
+      rethrow_in_context(errors[i], fmt::format("in replica {} on {}: ", i, used[i].str()));
+    }
+  }
+  return outputs;
+}
+
+std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<Device>& devices) {
+  std::vector<nn::TensorList> lists;
+  lists.reserve(inputs.size());
+  for (const Tensor& t : inputs) lists.push_back({t});
+  return parallel_apply(replicas, lists, devices);
+}
+
+}  // namespace kdp

@@ -1,0 +1,258 @@
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+
+namespace {
+
+// The explainer's model with the batch kept.
+class MyModel : public nn::Module {
+ public:
+  MyModel() : Module("MyModel") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(10, 100));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(100, 10));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+  using Module::forward;
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
+// Two inputs merged inside: tanh(A a) * (B b) summed over features, plus C.
+class TwoInputs : public nn::Module {
+ public:
+  TwoInputs() : Module("TwoInputs") {
+    a = register_module("a", std::make_shared<nn::Linear>(6, 8));
+    b = register_module("b", std::make_shared<nn::Linear>(3, 8));
+    c = register_module("c", std::make_shared<nn::Linear>(8, 2));
+  }
+  Tensor forward(const nn::TensorList& in) override {
+    return c->forward(kdp::tanh(a->forward(in[0])) * b->forward(in[1]));
+  }
+  using Module::forward;
+  std::shared_ptr<nn::Linear> a, b, c;
+};
+
+// A module that fails on the device with index 2.
+class FailsOnDevice2 : public nn::Module {
+ public:
+  FailsOnDevice2() : Module("FailsOnDevice2") {
+    fc = register_module("fc", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override {
+    if (x.device().index() == 2) throw ValueError("boom in the forward");
+    return fc->forward(x);
+  }
+  using Module::forward;
+  std::shared_ptr<nn::Linear> fc;
+};
+
+struct Result {
+  std::vector<float> output;
+  std::vector<std::vector<float>> grads;
+};
+
+// Output and parameter gradients of sum(out * w) for fixed weights w.
+Result run(const std::shared_ptr<nn::Module>& params_of, const std::function<Tensor()>& forward) {
+  params_of->zero_grad();
+  Tensor out = forward();
+  const auto w = test::random_values(out.numel(), 99);
+  out.backward(Tensor::from_host(w, out.shape(), out.device()));
+  Result r{out.to_vector(), {}};
+  for (auto& [name, p] : params_of->named_parameters()) r.grads.push_back(p.grad().to_vector());
+  return r;
+}
+
+// Splitting the batch changes only the order in which float32 partial sums of
+// the weight gradients are added (over batch chunks instead of rows), so the
+// results agree to float rounding of sums of at most 64 terms: well below 1e-5
+// relative, with an absolute floor for entries that cancel to near zero.
+void expect_same(const Result& a, const Result& b, const std::string& what) {
+  test::expect_close(a.output, b.output, 1e-6, 1e-5, what + " output");
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    test::expect_close(a.grads[i], b.grads[i], 1e-6, 1e-5, what + " grad " + std::to_string(i));
+  }
+}
+
+}  // namespace
+
+TEST(DataParallel, MatchesTheModelOnTheWholeBatch) {
+  for (int n : {1, 2, 3, 4}) {
+    const auto devs = devices(n);
+    for (int64_t batch : {int64_t{1}, int64_t{n - 1}, int64_t{n}, int64_t{7}, int64_t{64}}) {
+      if (batch < 1) continue;
+      const std::string what = "n=" + std::to_string(n) + " batch=" + std::to_string(batch);
+      manual_seed(1);
+      auto model = std::make_shared<MyModel>();
+      model->to(devs[0]);
+      Tensor x = test::random_tensor({batch, 10}, 5, -1.0f, 1.0f, devs[0]);
+      const Result plain = run(model, [&] { return model->forward(x); });
+      auto dp = std::make_shared<DataParallel>(model, devs);
+      const Result parallel = run(model, [&] { return dp->forward(x); });
+      expect_same(parallel, plain, what);
+    }
+  }
+}
+
+TEST(DataParallel, CustomModuleWithTwoInputs) {
+  for (int n : {2, 3, 4}) {
+    const auto devs = devices(n);
+    manual_seed(2);
+    auto model = std::make_shared<TwoInputs>();
+    model->to(devs[0]);
+    for (int64_t batch : {int64_t{n - 1}, int64_t{7}, int64_t{64}}) {
+      Tensor a = test::random_tensor({batch, 6}, 6, -1.0f, 1.0f, devs[0]);
+      Tensor b = test::random_tensor({batch, 3}, 7, -1.0f, 1.0f, devs[0]);
+      const Result plain = run(model, [&] { return model->forward(nn::TensorList{a, b}); });
+      const Result parallel = run(model, [&] {
+        return data_parallel(model, nn::TensorList{a, b}, devs);
+      });
+      expect_same(parallel, plain, "two inputs n=" + std::to_string(n));
+    }
+  }
+}
+
+TEST(DataParallel, TwentySgdStepsMatchThePlainModel) {
+  const auto devs = devices(3);
+  manual_seed(3);
+  auto plain = nn::mlp({10, 32, 10});
+  plain->to(devs[0]);
+  auto copy = plain->clone();
+  auto dp = std::make_shared<DataParallel>(copy, devs);
+  optim::SGDOptions o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  optim::SGD opt_plain(plain->named_parameters(), o);
+  optim::SGD opt_dp(dp->named_parameters(), o);
+  for (int step = 0; step < 20; ++step) {
+    Tensor x = test::random_tensor({16, 10}, 100 + static_cast<uint64_t>(step), -1, 1, devs[0]);
+    Tensor y =
+        Tensor::from_host(std::vector<float>(16, static_cast<float>(step % 10)), {16}, devs[0]);
+    opt_plain.zero_grad();
+    cross_entropy(plain->forward(x), y).backward();
+    opt_plain.step();
+    opt_dp.zero_grad();
+    cross_entropy(dp->forward(x), y).backward();
+    opt_dp.step();
+  }
+  const auto a = plain->named_parameters();
+  const auto b = copy->named_parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    // 20 steps let rounding differences grow a little; they stay far below 1e-4.
+    test::expect_close(b[i].second.to_vector(), a[i].second.to_vector(), 1e-5, 1e-4, a[i].first);
+  }
+}
+
+TEST(DataParallel, ScatterChunkSizesFollowTorchChunk) {
+  struct Case {
+    int64_t batch;
+    int n;
+    std::vector<int64_t> sizes;
+  };
+  for (const Case& c : std::vector<Case>{{5, 4, {2, 2, 1}},
+                                         {36, 7, {6, 6, 6, 6, 6, 6}},
+                                         {1, 4, {1}},
+                                         {3, 4, {1, 1, 1}},
+                                         {64, 3, {22, 22, 20}},
+                                         {8, 4, {2, 2, 2, 2}}}) {
+    const auto devs = devices(c.n);
+    Tensor x = Tensor::arange(c.batch * 2).reshape({c.batch, 2});
+    const auto chunks = scatter(x, devs);
+    ASSERT_EQ(chunks.size(), c.sizes.size()) << c.batch << " on " << c.n;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      EXPECT_EQ(chunks[i].size(0), c.sizes[i]);
+      EXPECT_EQ(chunks[i].device(), devs[i]);
+    }
+    if (!devices_concurrent(c.n) || devs[0].memory_id() == devs[1 % c.n].memory_id()) {
+      EXPECT_TRUE(chunks[0].shares_storage(x));  // zero-copy on shared memory
+    }
+  }
+}
+
+TEST(DataParallel, ScatterAndGatherRoundTripAlongDimensionOne) {
+  const auto devs = devices(3);
+  Tensor x = test::random_tensor({4, 7, 2}, 8);
+  const auto chunks = scatter(x, devs, 1);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0].shape(), Shape({4, 3, 2}));
+  EXPECT_EQ(chunks[2].shape(), Shape({4, 1, 2}));
+  Tensor back = gather(chunks, devs[0], 1);
+  EXPECT_EQ(back.to_vector(), x.to_vector());
+
+  // Differentiable both ways.
+  Tensor leaf = test::leaf(test::random_tensor({5, 4}, 9));
+  test::check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        auto pieces = scatter(in[0], devs, 1);
+        for (size_t i = 0; i < pieces.size(); ++i) pieces[i] = pieces[i] * float(i + 2);
+        return gather(pieces, devs[0], 1);
+      },
+      {leaf}, {}, "scatter/gather dim 1");
+}
+
+TEST(DataParallel, GatherOfScalarsMakesAVector) {
+  const auto devs = devices(3);
+  std::vector<Tensor> scalars;
+  for (int i = 0; i < 3; ++i)
+    scalars.push_back(Tensor::scalar(float(i + 1), devs[static_cast<size_t>(i)]));
+  Tensor v = gather(scalars, devs[0]);
+  EXPECT_EQ(v.shape(), Shape({3}));
+  EXPECT_EQ(v.to_vector(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(DataParallel, ReplicaExceptionNamesTheReplicaAndTheNextCallWorks) {
+  const auto devs = devices(4);
+  auto model = std::make_shared<FailsOnDevice2>();
+  model->to(devs[0]);
+  DataParallel dp(model, devs);
+  Tensor x = Tensor::ones({8, 4}, devs[0]);
+  try {
+    dp.forward(x);
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("in replica 2 on device 2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("boom in the forward"), std::string::npos) << msg;
+  }
+  // Two chunks use devices 0 and 1 only: the same wrapper works again.
+  Tensor y = dp.forward(Tensor::ones({2, 4}, devs[0]));
+  EXPECT_EQ(y.shape(), Shape({2, 4}));
+  sum(y).backward();
+  EXPECT_TRUE(model->fc->weight().grad().defined());
+}
+
+TEST(DataParallel, StateDictKeysCarryModulePrefixAndLoadBothWays) {
+  const auto devs = devices(2);
+  auto model = std::make_shared<MyModel>();
+  DataParallel dp(model, devs);
+  const auto sd = dp.state_dict();
+  ASSERT_EQ(sd.size(), 4u);
+  EXPECT_EQ(sd[0].first, "module.fc1.weight");
+  EXPECT_EQ(sd[3].first, "module.fc2.bias");
+
+  // DataParallel -> bare model.
+  auto bare = std::make_shared<MyModel>();
+  bare->to(devs[0]);
+  bare->load_state_dict(sd);
+  Tensor x = test::random_tensor({5, 10}, 4, -1, 1, devs[0]);
+  EXPECT_EQ(bare->forward(x).to_vector(), model->forward(x).to_vector());
+
+  // Bare model -> DataParallel.
+  auto other = std::make_shared<MyModel>();
+  other->to(devs[0]);
+  dp.load_state_dict(other->state_dict());
+  // Row-wise results of a split batch equal the whole batch's up to GEMM rounding.
+  test::expect_close(dp.forward(x).to_vector(), other->forward(x).to_vector(), 1e-6, 1e-5,
+                     "after loading");
+}
+
+TEST(DataParallel, ModuleMustBeOnTheFirstDevice) {
+  const auto devs = devices(2);
+  auto model = std::make_shared<MyModel>();
+  model->to(devs[1]);
+  EXPECT_THROW(data_parallel(model, Tensor::ones({4, 10}, devs[0]), devs), DeviceError);
+  EXPECT_THROW(data_parallel(model, nn::TensorList{Tensor::ones({4, 10}), Tensor::ones({3, 10})},
+                             std::vector<Device>{devs[1], devs[0]}),
+               ShapeError);  // inputs of different batch sizes
+}
