@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,19 +16,29 @@ namespace kdp::perf {
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
+    record(runs);
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+ protected:
+  void record(const std::vector<Run>& runs) {
     for (const Run& r : runs) {
-      if (r.run_type == Run::RT_Iteration && r.iterations > 0) {
+      // With --benchmark_repetitions the median stands for the benchmark.
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (median || (r.run_type == Run::RT_Iteration && r.iterations > 0 &&
+                     medians_.count(r.run_name.function_name + "/" + r.run_name.args) == 0)) {
         // Keyed by the registered name, without Google Benchmark's "/real_time".
         std::string name = r.run_name.function_name;
         if (!r.run_name.args.empty()) name += "/" + r.run_name.args;
+        if (median) medians_.insert(r.run_name.function_name + "/" + r.run_name.args);
         times_[name] = r.GetAdjustedRealTime();
         units_[name] = benchmark::GetTimeUnitString(r.time_unit);
         for (const auto& [key, counter] : r.counters) counters_[name][key] = counter.value;
       }
     }
-    ConsoleReporter::ReportRuns(runs);
   }
 
+ public:
   bool has(const std::string& name) const { return times_.count(name) != 0; }
   double time(const std::string& name) const { return times_.at(name); }
   double counter(const std::string& name, const std::string& key) const {
@@ -46,6 +57,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
  private:
   std::map<std::string, double> times_;
+  std::set<std::string> medians_;
   std::map<std::string, std::string> units_;
   std::map<std::string, std::map<std::string, double>> counters_;
 };

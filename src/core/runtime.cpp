@@ -2,10 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <thread>
 
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/threads.hpp"
 
 #if KDP_ENABLE_MPI
 #include <mpi.h>
@@ -16,6 +22,26 @@ namespace kdp {
 namespace {
 std::atomic<Runtime*> current_runtime{nullptr};
 std::atomic<bool> runtime_created{false};
+
+// Cores this process may run on (its affinity mask, as Slurm and mpirun set it).
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+int choose_threads(int requested, int local_ranks) {
+  if (requested > 0) return requested;
+  if (const char* env = std::getenv("KDP_NUM_THREADS")) {
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || n < 1) {
+      throw ValueError(fmt::format("KDP_NUM_THREADS='{}' is not a positive integer", env));
+    }
+    return static_cast<int>(n);
+  }
+  return std::max(1, available_cores() / std::max(1, local_ranks));
+}
 
 // Seeds of devices in a set differ so that dropout masks differ between replicas.
 uint64_t device_seed(uint64_t seed, int index) {
@@ -53,17 +79,19 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   if (mpi_initialized_) {
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+    MPI_Comm local = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
+    MPI_Comm_size(local, &local_ranks_);
+    MPI_Comm_free(&local);
   }
 #endif
 
+  threads_ = choose_threads(options.threads, local_ranks_);
   if (!Kokkos::is_initialized()) {
-    if (argc != nullptr) {
-      Kokkos::initialize(*argc, *argv);
-    } else {
-      Kokkos::initialize();
-    }
+    compat::initialize(argc, argv, threads_);
     kokkos_owned_ = true;
   }
+  set_blas_threads(threads_);
 
   auto state = std::make_shared<detail::DeviceState>();
   state->space = ExecSpace();

@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <mutex>
+#include <thread>
 
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
@@ -30,23 +33,64 @@ const char* to_string(ReduceOp op) {
   return "?";
 }
 
+namespace {
+// What a collective is, for the watchdog's message (built only on a timeout).
+struct OpInfo {
+  const char* kind = "";    // "allreduce"
+  const char* detail = "";  // "sum"
+  size_t count = 0;         // elements or bytes
+  const char* unit = "";
+  const char* name = "";  // the tensor's name, if any (must outlive the collective)
+
+  static std::string describe(const void* self) {
+    const auto* op = static_cast<const OpInfo*>(self);
+    std::string s = fmt::format("{} ({}{}{} {}", op->kind, op->detail, *op->detail ? ", " : "",
+                                op->count, op->unit);
+    if (*op->name) s += std::string(", ") + op->name;
+    return s + ")";
+  }
+};
+}  // namespace
+
+struct Request::State {
+  OpInfo info;
+  std::string name;                   // info.name points here
+  std::function<void()> run;          // the MPI call(s), blocking
+  std::function<void()> on_complete;  // copies staged data back, averages
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool complete = false;
+  std::exception_ptr error;
+};
+
 struct Communicator::Impl {
   int rank = 0;
   int size = 1;
-  CollectiveWatchdog watchdog;
-  std::mutex pending_mutex;
-  std::vector<std::weak_ptr<Request::State>> pending;
+  CollectiveWatchdog watchdog{[this](const std::string& msg) { abort(msg, 3); }};
 #if KDP_ENABLE_MPI
   MPI_Comm comm = MPI_COMM_NULL;
-  bool serialize = false;  // MPI gave less than MPI_THREAD_MULTIPLE
-  std::recursive_mutex mpi_mutex;
+#endif
+  // The communication thread and the order of collectives.
+  std::mutex queue_mutex;
+  std::condition_variable queue_cv;
+  std::deque<std::shared_ptr<Request::State>> queue;
+  bool busy = false;
+  bool stop = false;
+  std::thread worker;
 
   ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      stop = true;
+    }
+    queue_cv.notify_all();
+    if (worker.joinable()) worker.join();
+#if KDP_ENABLE_MPI
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
-  }
 #endif
+  }
 
   void check(int code, const std::string& what) const {
 #if KDP_ENABLE_MPI
@@ -71,34 +115,86 @@ struct Communicator::Impl {
 #endif
     std::_Exit(code);
   }
-};
 
-struct Request::State {
-  std::mutex mutex;  // progress() and wait() may test from different threads
-  std::string operation;
-  std::shared_ptr<Communicator::Impl> comm;
-  bool complete = false;
-  std::function<void()> on_complete;  // copies staged data back, averages
-#if KDP_ENABLE_MPI
-  MPI_Request request = MPI_REQUEST_NULL;
-#endif
-
-  bool test() {
-    std::lock_guard<std::mutex> guard(mutex);
-    if (complete) return true;
-#if KDP_ENABLE_MPI
-    int flag = 0;
-    {
-      std::unique_lock<std::recursive_mutex> lock(comm->mpi_mutex, std::defer_lock);
-      if (comm->serialize) lock.lock();
-      comm->check(MPI_Test(&request, &flag, MPI_STATUS_IGNORE), operation);
+  // Runs one collective under the watchdog and marks it complete.
+  void execute(Request::State& st) {
+    if (size > 1) {
+      const size_t token = watchdog.arm(&OpInfo::describe, &st.info, rank, size);
+      try {
+        st.run();
+      } catch (...) {
+        st.error = std::current_exception();
+      }
+      watchdog.disarm(token);
     }
-    if (!flag) return false;
-#endif
-    complete = true;
-    if (on_complete) on_complete();
-    on_complete = nullptr;
-    return true;
+    if (!st.error && st.on_complete) {
+      try {
+        st.on_complete();
+      } catch (...) {
+        st.error = std::current_exception();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.complete = true;
+    }
+    st.cv.notify_all();
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lock(queue_mutex);
+    for (;;) {
+      queue_cv.wait(lock, [&] { return (stop && queue.empty()) || (!queue.empty() && !busy); });
+      if (queue.empty()) return;
+      auto st = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      lock.unlock();
+      execute(*st);
+      lock.lock();
+      busy = false;
+      queue_cv.notify_all();
+    }
+  }
+
+  // Queues a collective for the communication thread.
+  void submit(const std::shared_ptr<Request::State>& st) {
+    if (size == 1) {
+      execute(*st);  // nothing to exchange: complete at once
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      queue.push_back(st);
+      if (!worker.joinable()) worker = std::thread([this] { work(); });
+    }
+    queue_cv.notify_all();
+  }
+
+  // Runs `call` (a blocking MPI collective) on the caller's thread, after every
+  // queued collective, under the watchdog.
+  template <class F>
+  void run_now(const OpInfo& info, F&& call) {
+    if (size == 1) return;
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex);
+      if (!queue.empty() || busy) queue_cv.wait(lock, [&] { return queue.empty() && !busy; });
+      busy = true;
+    }
+    const size_t token = watchdog.arm(&OpInfo::describe, &info, rank, size);
+    std::exception_ptr error;
+    try {
+      call();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    watchdog.disarm(token);
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      busy = false;
+    }
+    queue_cv.notify_all();
+    if (error) std::rethrow_exception(error);
   }
 };
 
@@ -136,27 +232,14 @@ MPI_Datatype mpi_type<int64_t>() {
 }
 #endif
 
-// Starts a non-blocking operation: `start` issues the MPI call into the request.
-template <class Start>
-std::shared_ptr<State> launch(const std::shared_ptr<Communicator::Impl>& impl,
-                              std::string operation, Start&& start,
-                              std::function<void()> on_complete) {
+std::shared_ptr<State> make_state(OpInfo info, const std::string& name, std::function<void()> run,
+                                  std::function<void()> on_complete) {
   auto st = std::make_shared<State>();
-  st->operation = std::move(operation);
-  st->comm = impl;
+  st->info = info;
+  st->name = name;
+  st->info.name = st->name.c_str();
+  st->run = std::move(run);
   st->on_complete = std::move(on_complete);
-#if KDP_ENABLE_MPI
-  if (impl->size > 1) {
-    std::unique_lock<std::recursive_mutex> lock(impl->mpi_mutex, std::defer_lock);
-    if (impl->serialize) lock.lock();
-    impl->check(start(&st->request), st->operation);
-    std::lock_guard<std::mutex> plock(impl->pending_mutex);
-    impl->pending.push_back(st);
-    return st;
-  }
-#endif
-  (void)start;
-  st->test();  // one rank: nothing to exchange
   return st;
 }
 
@@ -165,7 +248,7 @@ void scale_host(T* data, size_t count, double factor) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] * factor);
 }
 
-// Host memory MPI can read for tensor `t`: its own memory (after fencing the
+// Host memory MPI can use for tensor `t`: its own memory (after fencing the
 // instance that wrote it) when the host can address it, else a staging copy.
 struct HostView {
   float* data = nullptr;
@@ -192,24 +275,46 @@ void copy_back(const Tensor& t, const HostView& v) {
   Kokkos::deep_copy(t.flat(), src);
 }
 
+template <class T>
+std::shared_ptr<State> allreduce_state(Communicator::Impl& impl, T* data, size_t count, ReduceOp op,
+                                       std::function<void()> after, const std::string& name) {
+  const double factor = op == ReduceOp::Average ? 1.0 / impl.size : 1.0;
+  Communicator::Impl* c = &impl;
+  return make_state(
+      OpInfo{"allreduce", to_string(op), count, "elements", ""}, name,
+      [c, data, count, op] {
+#if KDP_ENABLE_MPI
+        c->check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type<T>(),
+                               mpi_op(op), c->comm),
+                 "allreduce");
+#else
+        (void)c;
+        (void)data;
+        (void)count;
+        (void)op;
+#endif
+      },
+      [data, count, factor, after = std::move(after)] {
+        if (factor != 1.0) scale_host(data, count, factor);
+        if (after) after();
+      });
+}
+
 }  // namespace
 
 // ---- Request -------------------------------------------------------------------
 
 bool Request::done() const {
-  return !state_ || state_->complete;
-}
-
-bool Request::test() {
-  return !state_ || state_->test();
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->complete;
 }
 
 void Request::wait() {
-  if (!state_ || state_->complete) return;
-  auto& impl = *state_->comm;
-  impl.watchdog.wait(
-      state_->operation, impl.rank, impl.size, [this] { return state_->test(); },
-      [&impl](const std::string& msg) { impl.abort(msg, 3); });
+  if (!state_) return;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->cv.wait(lock, [&] { return state_->complete; });
+  if (state_->error) std::rethrow_exception(state_->error);
 }
 
 // ---- Communicator ----------------------------------------------------------------
@@ -226,7 +331,12 @@ Communicator Communicator::world() {
     MPI_Comm_size(impl->comm, &impl->size);
     int level = 0;
     MPI_Query_thread(&level);
-    impl->serialize = level < MPI_THREAD_MULTIPLE;
+    if (level < MPI_THREAD_MULTIPLE && impl->size > 1) {
+      throw CommError(fmt::format(
+          "kdp::dist::Communicator: MPI provides thread level {} but kdp communicates from a "
+          "thread of its own and needs MPI_THREAD_MULTIPLE",
+          level));
+    }
   }
 #endif
   return Communicator(impl);
@@ -246,126 +356,139 @@ void Communicator::abort(const std::string& message, int code) {
 }
 
 void Communicator::barrier() {
-  Request(launch(
-              impl_, "barrier",
-              [&](auto* req) {
+  Impl* c = impl_.get();
+  impl_->run_now(OpInfo{"barrier", "", 0, "bytes", ""}, [c] {
 #if KDP_ENABLE_MPI
-                return MPI_Ibarrier(impl_->comm, req);
+    c->check(MPI_Barrier(c->comm), "barrier");
 #else
-                (void)req;
-                return 0;
+    (void)c;
 #endif
-              },
-              nullptr))
-      .wait();
+  });
 }
 
 namespace {
-
+// A blocking allreduce of host memory on the caller's thread.
 template <class T>
-std::shared_ptr<State> start_allreduce(const std::shared_ptr<Communicator::Impl>& impl, T* data,
-                                       size_t count, ReduceOp op, std::function<void()> after,
-                                       const std::string& what) {
-  const double factor = op == ReduceOp::Average ? 1.0 / impl->size : 1.0;
-  return launch(
-      impl, fmt::format("allreduce ({}, {} elements{})", to_string(op), count, what),
-      [&](auto* req) {
+void allreduce_now(Communicator::Impl& impl, T* data, size_t count, ReduceOp op,
+                   const std::string& name) {
+  if (impl.size > 1) {
+    impl.run_now(OpInfo{"allreduce", to_string(op), count, "elements", name.c_str()}, [&] {
 #if KDP_ENABLE_MPI
-        return MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type<T>(),
-                              mpi_op(op), impl->comm, req);
-#else
-        (void)req;
-        return 0;
+      impl.check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type<T>(),
+                               mpi_op(op), impl.comm),
+                 "allreduce");
 #endif
-      },
-      [data, count, factor, after = std::move(after)] {
-        if (factor != 1.0) scale_host(data, count, factor);
-        if (after) after();
-      });
+    });
+  }
+  if (op == ReduceOp::Average && impl.size > 1) scale_host(data, count, 1.0 / impl.size);
 }
-
 }  // namespace
 
 Request Communicator::iallreduce(Tensor& t, ReduceOp op) {
   HostView v = host_view(t, "kdp::dist::allreduce");
   Tensor target = t;
-  const std::string what = t.name().empty() ? "" : ", " + t.name();
-  auto st = start_allreduce(
-      impl_, v.data, static_cast<size_t>(t.numel()), op, [target, v] { copy_back(target, v); },
-      what);
+  auto st = allreduce_state(
+      *impl_, v.data, static_cast<size_t>(t.numel()), op, [target, v] { copy_back(target, v); },
+      t.name());
   t.impl()->storage->bump_version();
+  impl_->submit(st);
   return Request(st);
 }
 
 void Communicator::allreduce(Tensor& t, ReduceOp op) {
-  iallreduce(t, op).wait();
+  HostView v = host_view(t, "kdp::dist::allreduce");
+  allreduce_now(*impl_, v.data, static_cast<size_t>(t.numel()), op, t.name());
+  copy_back(t, v);
+  t.impl()->storage->bump_version();
 }
 
 Request Communicator::iallreduce(float* data, size_t count, ReduceOp op) {
-  return Request(start_allreduce(impl_, data, count, op, nullptr, ""));
-}
-
-void Communicator::allreduce(float* data, size_t count, ReduceOp op) {
-  Request(start_allreduce(impl_, data, count, op, nullptr, "")).wait();
-}
-
-void Communicator::allreduce(double* data, size_t count, ReduceOp op) {
-  Request(start_allreduce(impl_, data, count, op, nullptr, "")).wait();
-}
-
-void Communicator::allreduce(int64_t* data, size_t count, ReduceOp op) {
-  Request(start_allreduce(impl_, data, count, op, nullptr, "")).wait();
-}
-
-Request Communicator::ibroadcast(Tensor& t, int root) {
-  if (root < 0 || root >= impl_->size) {
-    throw ValueError(
-        fmt::format("kdp::dist::broadcast: root {} is not a rank of {}", root, impl_->size));
-  }
-  HostView v = host_view(t, "kdp::dist::broadcast");
-  Tensor target = t;
-  float* data = v.data;
-  const auto count = static_cast<int>(t.numel());
-  auto st = launch(
-      impl_,
-      fmt::format("broadcast from rank {} ({} elements{})", root, count,
-                  t.name().empty() ? "" : ", " + t.name()),
-      [&](auto* req) {
-#if KDP_ENABLE_MPI
-        return MPI_Ibcast(data, count, MPI_FLOAT, root, impl_->comm, req);
-#else
-        (void)req;
-        (void)data;
-        return 0;
-#endif
-      },
-      [target, v] { copy_back(target, v); });
-  t.impl()->storage->bump_version();
+  auto st = allreduce_state(*impl_, data, count, op, nullptr, "");
+  impl_->submit(st);
   return Request(st);
 }
 
+namespace {
+const std::string kNoName;
+}
+
+void Communicator::allreduce(float* data, size_t count, ReduceOp op) {
+  allreduce_now(*impl_, data, count, op, kNoName);
+}
+
+void Communicator::allreduce(double* data, size_t count, ReduceOp op) {
+  allreduce_now(*impl_, data, count, op, kNoName);
+}
+
+void Communicator::allreduce(int64_t* data, size_t count, ReduceOp op) {
+  allreduce_now(*impl_, data, count, op, kNoName);
+}
+
+namespace {
+void check_root(const Communicator::Impl& impl, int root) {
+  if (root < 0 || root >= impl.size) {
+    throw ValueError(
+        fmt::format("kdp::dist::broadcast: root {} is not a rank of {}", root, impl.size));
+  }
+}
+
+std::shared_ptr<State> broadcast_state(Communicator::Impl& impl, void* data, size_t bytes, int root,
+                                       const std::string& name, std::function<void()> after) {
+  check_root(impl, root);
+  Communicator::Impl* c = &impl;
+  return make_state(
+      OpInfo{"broadcast", root == 0 ? "from rank 0" : "from another rank", bytes, "bytes", ""},
+      name,
+      [c, data, bytes, root] {
+#if KDP_ENABLE_MPI
+        c->check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, c->comm), "broadcast");
+#else
+        (void)c;
+        (void)data;
+        (void)bytes;
+        (void)root;
+#endif
+      },
+      std::move(after));
+}
+}  // namespace
+
+Request Communicator::ibroadcast(Tensor& t, int root) {
+  HostView v = host_view(t, "kdp::dist::broadcast");
+  Tensor target = t;
+  auto st = broadcast_state(*impl_, v.data, static_cast<size_t>(t.numel()) * sizeof(float), root,
+                            t.name(), [target, v] { copy_back(target, v); });
+  t.impl()->storage->bump_version();
+  impl_->submit(st);
+  return Request(st);
+}
+
+namespace {
+void broadcast_now(Communicator::Impl& impl, void* data, size_t bytes, int root,
+                   const std::string& name) {
+  check_root(impl, root);
+  impl.run_now(OpInfo{"broadcast", root == 0 ? "from rank 0" : "from another rank", bytes, "bytes",
+                      name.c_str()},
+               [&] {
+#if KDP_ENABLE_MPI
+                 impl.check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, impl.comm),
+                            "broadcast");
+#else
+                 (void)data;
+#endif
+               });
+}
+}  // namespace
+
 void Communicator::broadcast(Tensor& t, int root) {
-  ibroadcast(t, root).wait();
+  HostView v = host_view(t, "kdp::dist::broadcast");
+  broadcast_now(*impl_, v.data, static_cast<size_t>(t.numel()) * sizeof(float), root, t.name());
+  copy_back(t, v);
+  t.impl()->storage->bump_version();
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {
-  if (root < 0 || root >= impl_->size) {
-    throw ValueError(
-        fmt::format("kdp::dist::broadcast: root {} is not a rank of {}", root, impl_->size));
-  }
-  Request(launch(
-              impl_, fmt::format("broadcast from rank {} ({} bytes)", root, bytes),
-              [&](auto* req) {
-#if KDP_ENABLE_MPI
-                return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, impl_->comm, req);
-#else
-                (void)req;
-                (void)data;
-                return 0;
-#endif
-              },
-              nullptr))
-      .wait();
+  broadcast_now(*impl_, data, bytes, root, kNoName);
 }
 
 std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, size_t bytes) {
@@ -385,19 +508,13 @@ std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, s
     total += counts[r];
   }
   std::vector<char> all(static_cast<size_t>(total));
-  Request(launch(
-              impl_, fmt::format("allgather ({} bytes)", bytes),
-              [&](auto* req) {
+  impl_->run_now(OpInfo{"allgather", "", bytes, "bytes", ""}, [&] {
 #if KDP_ENABLE_MPI
-                return MPI_Iallgatherv(data, static_cast<int>(bytes), MPI_BYTE, all.data(),
-                                       counts.data(), displs.data(), MPI_BYTE, impl_->comm, req);
-#else
-                (void)req;
-                return 0;
+    impl_->check(MPI_Allgatherv(data, static_cast<int>(bytes), MPI_BYTE, all.data(), counts.data(),
+                                displs.data(), MPI_BYTE, impl_->comm),
+                 "allgather");
 #endif
-              },
-              nullptr))
-      .wait();
+  });
   std::vector<std::vector<char>> out(n);
   for (size_t r = 0; r < n; ++r) {
     out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
@@ -420,23 +537,6 @@ Tensor Communicator::allgather(const Tensor& t) {
     all.insert(all.end(), f, f + mine.size());
   }
   return Tensor::from_host(all, t.shape().with(0, t.size(0) * impl_->size), t.device());
-}
-
-void Communicator::progress() {
-  std::vector<std::shared_ptr<State>> live;
-  {
-    std::lock_guard<std::mutex> lock(impl_->pending_mutex);
-    for (auto& w : impl_->pending) {
-      if (auto s = w.lock()) live.push_back(std::move(s));
-    }
-    impl_->pending.clear();
-  }
-  std::vector<std::weak_ptr<State>> still;
-  for (auto& s : live) {
-    if (!s->test()) still.push_back(s);
-  }
-  std::lock_guard<std::mutex> lock(impl_->pending_mutex);
-  impl_->pending.insert(impl_->pending.end(), still.begin(), still.end());
 }
 
 }  // namespace kdp::dist

@@ -221,7 +221,6 @@ void DistributedDataParallel::on_grad_ready(size_t index, Tensor& grad) {
   if (!sync_) return;
   ++hooks_fired_;
   mark_ready(index);
-  comm_.progress();
 }
 
 void DistributedDataParallel::mark_ready(size_t index) {

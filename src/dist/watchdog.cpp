@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "kdp/core/error.hpp"
 
@@ -22,49 +21,75 @@ double collective_timeout_from_environment(double fallback) {
   return v;
 }
 
-CollectiveWatchdog::CollectiveWatchdog() : timeout_(collective_timeout_from_environment()) {}
+CollectiveWatchdog::CollectiveWatchdog(Abort abort)
+    : abort_(std::move(abort)), timeout_(collective_timeout_from_environment()) {}
+
+CollectiveWatchdog::~CollectiveWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
 
 void CollectiveWatchdog::set_timeout_seconds(double seconds) {
   if (!(seconds > 0.0)) {
     throw ValueError(
         fmt::format("kdp::dist::CollectiveWatchdog: timeout {} s is not positive", seconds));
   }
+  std::lock_guard<std::mutex> lock(mutex_);
   timeout_ = seconds;
 }
 
 std::string CollectiveWatchdog::message(const std::string& operation, int rank, int size) const {
-  const std::string step = step_ >= 0 ? fmt::format(" at step {}", step_) : std::string();
+  const int64_t step = step_;
+  const std::string at = step >= 0 ? fmt::format(" at step {}", step) : std::string();
   return fmt::format(
       "kdp collective watchdog: {} on rank {} of {}{} did not complete within {:g} s; another "
       "rank has stopped or never joined it. Ending the job.",
-      operation, rank, size, step, timeout_);
+      operation, rank, size, at, timeout_);
 }
 
-void CollectiveWatchdog::wait(const std::string& operation, int rank, int size,
-                              const std::function<bool()>& done,
-                              const std::function<void(const std::string&)>& abort) const {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_));
-  // Spin first (collectives of a healthy job finish in microseconds), then back
-  // off so that waiting ranks leave the cores to the ones still computing.
-  auto pause = std::chrono::microseconds(0);
-  for (int polls = 0;; ++polls) {
-    if (done()) return;
-    if (Clock::now() >= deadline) break;
-    if (polls > 200) {
-      pause = std::min(std::chrono::microseconds(1000), pause + std::chrono::microseconds(20));
-      std::this_thread::sleep_for(pause);
-    } else if (polls > 50) {
-      std::this_thread::yield();
+size_t CollectiveWatchdog::arm(Describe describe, const void* context, int rank, int size) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_));
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t slot = 0;
+  while (slot < armed_.size() && armed_[slot].active) ++slot;
+  if (slot == armed_.size()) armed_.emplace_back();
+  armed_[slot] = Armed{true, describe, context, rank, size, step_, deadline};
+  if (!thread_.joinable()) thread_ = std::thread([this] { monitor(); });
+  return slot;
+}
+
+void CollectiveWatchdog::disarm(size_t token) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  armed_[token].active = false;
+}
+
+void CollectiveWatchdog::monitor() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    // Check a few times per timeout, at least every quarter second.
+    const double period = std::min(0.25, timeout_ / 4.0);
+    wake_.wait_for(lock, std::chrono::duration<double>(period));
+    if (stop_) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (const Armed& a : armed_) {
+      if (!a.active || now < a.deadline) continue;
+      const int64_t saved = step_;
+      step_ = a.step;
+      const std::string msg = message(a.describe(a.context), a.rank, a.size);
+      step_ = saved;
+      lock.unlock();
+      std::fprintf(stderr, "%s\n", msg.c_str());
+      std::fflush(stderr);
+      abort_(msg);
+      std::_Exit(3);  // abort_ must not return; make sure nothing waits on
     }
   }
-  const std::string msg = message(operation, rank, size);
-  std::fprintf(stderr, "%s\n", msg.c_str());
-  std::fflush(stderr);
-  abort(msg);
-  throw CommError(msg);
 }
 
 }  // namespace kdp::dist

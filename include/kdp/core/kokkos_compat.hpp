@@ -7,6 +7,7 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,19 @@ inline std::vector<ExecSpace> partition(const ExecSpace& space, int n) {
 #else
   return std::vector<ExecSpace>(static_cast<size_t>(n), space);
 #endif
+}
+
+/// Starts Kokkos with `threads` threads for host backends (when the user has not
+/// chosen a count through KOKKOS_NUM_THREADS; --kokkos-* arguments still win).
+inline void initialize(int* argc, char*** argv, int threads) {
+  if (threads > 0 && std::getenv("KOKKOS_NUM_THREADS") == nullptr) {
+    setenv("KOKKOS_NUM_THREADS", std::to_string(threads).c_str(), 0);
+  }
+  if (argc != nullptr) {
+    Kokkos::initialize(*argc, *argv);
+  } else {
+    Kokkos::initialize();
+  }
 }
 
 /// The Kokkos version as "3.4.1".

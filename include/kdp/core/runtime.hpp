@@ -22,6 +22,9 @@ struct RuntimeOptions {
   bool init_mpi = true;
   /// Seed of every device's generator (device d of a set gets seed + d).
   uint64_t seed = 0;
+  /// Threads per rank for BLAS and host backends; 0 picks cores / ranks on the
+  /// node (or KDP_NUM_THREADS), so that ranks sharing a node never oversubscribe it.
+  int threads = 0;
 };
 
 class Runtime {
@@ -54,6 +57,9 @@ class Runtime {
   /// Rank and size of MPI_COMM_WORLD (0 and 1 without MPI).
   int world_rank() const { return world_rank_; }
   int world_size() const { return world_size_; }
+  /// Ranks on this node and the threads this rank uses (BLAS and host backend).
+  int local_ranks() const { return local_ranks_; }
+  int threads() const { return threads_; }
   bool mpi_active() const { return mpi_initialized_; }
 
  private:
@@ -64,6 +70,8 @@ class Runtime {
   bool kokkos_owned_ = false;
   int world_rank_ = 0;
   int world_size_ = 1;
+  int local_ranks_ = 1;
+  int threads_ = 1;
   uint64_t seed_ = 0;
 
   CachingAllocator allocator_;

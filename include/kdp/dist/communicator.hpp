@@ -2,11 +2,14 @@
 /// \file
 /// Communicator: collectives across processes over a duplicated MPI
 /// communicator (never MPI_COMM_WORLD itself), on tensors and on raw host
-/// buffers, blocking or non-blocking. Every wait goes through the collective
-/// watchdog. Tensor memory is handed to MPI only after the instance that wrote
-/// it is fenced; device memory goes through host buffers unless the MPI is
-/// GPU-aware. A build without MPI gets a single-rank communicator with the same
-/// API.
+/// buffers, blocking or non-blocking. Non-blocking collectives run, in the order
+/// they were started, on a communication thread of the communicator that issues
+/// MPI's own blocking collectives (its fastest algorithms), so they progress
+/// while the caller computes; a blocking collective waits for those before it.
+/// Every collective is watched by the collective watchdog. Tensor memory is
+/// handed to MPI only after the instance that wrote it is fenced; device memory
+/// goes through host buffers. A build without MPI gets a single-rank
+/// communicator with the same API.
 
 #include <cstdint>
 #include <functional>
@@ -26,10 +29,9 @@ enum class ReduceOp { Sum, Average, Max, Min };
 class Request {
  public:
   Request() = default;
-  /// Waits (under the watchdog) until the collective is complete.
+  /// Waits until the collective is complete; rethrows its error.
   void wait();
-  /// Whether it completed (and finishes it if so); never blocks.
-  bool test();
+  /// Whether it completed; never blocks.
   bool done() const;
 
   struct State;
@@ -65,10 +67,6 @@ class Communicator {
   void broadcast(void* data, size_t bytes, int root = 0);
   /// Every rank's bytes (sizes may differ), in rank order.
   std::vector<std::vector<char>> allgather_bytes(const void* data, size_t bytes);
-
-  /// Drives outstanding non-blocking collectives (MPI progresses them only when
-  /// it is called); cheap to call often.
-  void progress();
 
   CollectiveWatchdog& watchdog();
   /// Ends every process of the job with `message` on stderr.
