@@ -49,5 +49,15 @@
 #include "kdp/dist/gradient_bucket.hpp"
 #include "kdp/dist/watchdog.hpp"
 
+#include "kdp/data/data_loader.hpp"
+#include "kdp/data/dataset.hpp"
 #include "kdp/data/distributed_sampler.hpp"
 #include "kdp/data/sampler.hpp"
+#if KDP_ENABLE_HDF5
+#include "kdp/data/hdf5_dataset.hpp"
+#include "kdp/data/idx.hpp"
+#include "kdp/data/importer.hpp"
+#include "kdp/io/hdf5.hpp"
+#endif
+#include "kdp/core/stop_signal.hpp"
+#include "kdp/io/atomic_file.hpp"

@@ -1,0 +1,98 @@
+#pragma once
+/// \file
+/// DataLoader: batches of a dataset in the order of a sampler, as tensors on a
+/// device. A background thread prepares the next `prefetch` batches while the
+/// current one trains; an error in that thread reaches the training thread at
+/// the batch it concerns. The order depends only on the sampler's seed and
+/// epoch.
+///
+///   for (data::Batch& batch : loader) { ... batch.features ... batch.labels ... }
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kdp/core/tensor.hpp"
+#include "kdp/data/dataset.hpp"
+#include "kdp/data/sampler.hpp"
+
+namespace kdp::data {
+
+struct Batch {
+  Tensor features;  // [B, sample shape...]
+  Tensor labels;    // [B] class indices, or [B, k] targets
+  std::vector<int64_t> indices;
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 64;
+  bool drop_last = false;
+  /// Batches prepared ahead by a background thread (0: none, fetched in place).
+  int prefetch = 2;
+  Device device = get_default_device();
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
+             DataLoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  class Iterator;
+  /// Starts an epoch (of the sampler's current epoch), from the start batch.
+  Iterator begin();
+  Iterator end();
+
+  /// Batches per epoch.
+  int64_t num_batches() const;
+  /// Selects the sampler's epoch for the next begin().
+  void set_epoch(int64_t epoch) { sampler_->set_epoch(epoch); }
+  /// The next begin() skips the first `batches` batches (resuming mid-epoch);
+  /// it applies once.
+  void set_start_batch(int64_t batches);
+  const Dataset& dataset() const { return *dataset_; }
+  Sampler& sampler() { return *sampler_; }
+  const DataLoaderOptions& options() const { return options_; }
+  /// Seconds the training thread spent waiting for batches, in total.
+  double wait_seconds() const { return wait_seconds_; }
+
+  struct Epoch;
+
+  class Iterator {
+   public:
+    Iterator() = default;
+    Batch& operator*() { return current_; }
+    Batch* operator->() { return &current_; }
+    Iterator& operator++();
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+    bool operator==(const Iterator& other) const;
+    /// Position of the current batch in the epoch.
+    int64_t batch_index() const { return position_ - 1; }
+
+   private:
+    friend class DataLoader;
+    Iterator(DataLoader* loader, std::shared_ptr<Epoch> epoch);
+    void fetch_next();
+    DataLoader* loader_ = nullptr;
+    std::shared_ptr<Epoch> epoch_;
+    Batch current_;
+    int64_t position_ = 0;
+    bool done_ = true;
+  };
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<Sampler> sampler_;
+  DataLoaderOptions options_;
+  int64_t start_batch_ = 0;
+  std::shared_ptr<Epoch> epoch_;
+  double wait_seconds_ = 0.0;
+};
+
+}  // namespace kdp::data

@@ -1,0 +1,60 @@
+#pragma once
+/// \file
+/// Dataset: a numbered collection of samples that fills host buffers with the
+/// samples a batch needs. TensorDataset holds samples in memory; the synthetic
+/// factories make data for tests and examples.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kdp/core/shape.hpp"
+
+namespace kdp::data {
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  /// The shape of one sample's features ([28, 28], [10]).
+  virtual Shape sample_shape() const = 0;
+  /// The shape of one label: [] for a class index, [k] for a target vector.
+  virtual Shape label_shape() const = 0;
+  /// The number of classes when labels are class indices, else 0.
+  virtual int64_t num_classes() const { return 0; }
+  /// Writes samples `indices` (in that order) into `features` and `labels`,
+  /// which hold indices.size() samples. Called from the loader's thread.
+  virtual void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const = 0;
+};
+
+/// Samples held in host memory.
+class TensorDataset : public Dataset {
+ public:
+  TensorDataset(std::vector<float> features, Shape sample_shape, std::vector<float> labels,
+                Shape label_shape, int64_t num_classes = 0);
+  int64_t size() const override { return n_; }
+  Shape sample_shape() const override { return sample_shape_; }
+  Shape label_shape() const override { return label_shape_; }
+  int64_t num_classes() const override { return num_classes_; }
+  void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
+
+ private:
+  std::vector<float> features_;
+  Shape sample_shape_;
+  std::vector<float> labels_;
+  Shape label_shape_;
+  int64_t num_classes_;
+  int64_t n_;
+};
+
+/// n samples of `inputs` standard-normal features with `outputs` standard-normal
+/// targets (the explainer's random regression data).
+std::shared_ptr<TensorDataset> synthetic_regression(int64_t n, int64_t inputs, int64_t outputs,
+                                                    uint64_t seed);
+
+/// n samples of `inputs` features whose class is the argmax of a fixed random
+/// teacher network (inputs -> 32 -> tanh -> classes): a task an MLP can learn.
+std::shared_ptr<TensorDataset> synthetic_classification(int64_t n, int64_t inputs, int64_t classes,
+                                                        uint64_t seed);
+
+}  // namespace kdp::data

@@ -1,0 +1,75 @@
+#pragma once
+/// \file
+/// HDF5Dataset: samples from datasets of an HDF5 file (kdp's layout is
+/// /<split>/images and /<split>/labels). Each process opens the file read-only
+/// and reads only the parts of it its batches need: the features are read in
+/// blocks of the dataset's chunk size (HDF5 decompresses whole chunks anyway),
+/// a batch's missing blocks sorted and coalesced into as few contiguous
+/// hyperslab reads as possible, and the blocks kept in a bounded cache, so that
+/// shuffled batches cost about what a sequential read of the same bytes does.
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "kdp/data/dataset.hpp"
+
+namespace kdp::data {
+
+struct HDF5DatasetOptions {
+  /// uint8 features are scaled to [0, 1] (divided by 255).
+  bool scale = true;
+  /// Then standardised: (x - mean) / stddev, when stddev > 0.
+  float mean = 0.0f;
+  float stddev = 0.0f;
+  /// Samples flattened to one dimension ([28, 28] -> [784]).
+  bool flatten = false;
+  /// Number of classes; 0 takes the num_classes attribute of the labels' group,
+  /// or the largest label + 1. Labels outside it are an error at open.
+  int64_t num_classes = 0;
+  /// Float features that are NaN or infinite are a NumericalError naming the
+  /// sample (off: passed through).
+  bool check_finite = true;
+  /// Most memory for cached blocks of features (least recently used blocks are
+  /// dropped beyond it); a cache that holds the dataset reads each block once.
+  size_t cache_bytes = size_t{512} << 20;
+};
+
+class HDF5Dataset : public Dataset {
+ public:
+  HDF5Dataset(const std::string& path, const std::string& images, const std::string& labels,
+              HDF5DatasetOptions options = {});
+  /// /<split>/images and /<split>/labels.
+  HDF5Dataset(const std::string& path, const std::string& split, HDF5DatasetOptions options = {});
+  ~HDF5Dataset() override;
+
+  int64_t size() const override { return n_; }
+  Shape sample_shape() const override { return sample_shape_; }
+  Shape label_shape() const override { return Shape{}; }
+  int64_t num_classes() const override { return num_classes_; }
+  void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
+
+  /// How many hyperslab reads the last fetch made (0 when all was cached).
+  int64_t last_read_runs() const { return last_runs_.load(); }
+  /// Rows per block (the dataset's chunk rows).
+  int64_t block_rows() const { return block_rows_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Files;
+  std::unique_ptr<Files> files_;
+  std::string path_, images_, labels_;
+  HDF5DatasetOptions options_;
+  int64_t n_ = 0;
+  int64_t row_ = 0;  // feature values per sample
+  Shape sample_shape_;
+  int64_t num_classes_ = 0;
+  bool uint8_ = true;
+  std::vector<float> label_values_;
+  int64_t block_rows_ = 128;
+  mutable std::atomic<int64_t> last_runs_{0};
+  mutable std::mutex cache_mutex_;
+};
+
+}  // namespace kdp::data

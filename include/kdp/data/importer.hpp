@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// Imports IDX files (Fashion-MNIST as Debian ships it) into kdp's HDF5 dataset
+/// layout:
+///
+///   /<split>/images  uint8 [N, H, W]  chunked, deflate-compressed
+///   /<split>/labels  uint8 [N]
+///   attributes of /<split>: source_images, source_labels, num_classes, class_names
+///   attributes of /: format = "kdp-dataset", format_version, dataset
+///
+/// The output is written to a temporary file and renamed into place when
+/// complete: an interrupted import never leaves a file that looks complete and
+/// never destroys an existing one. Importing one split into an existing file
+/// keeps its other splits.
+
+#include <string>
+#include <vector>
+
+namespace kdp::data {
+
+struct SplitSource {
+  std::string split;   // "train" or "test"
+  std::string images;  // IDX path (gzip or plain)
+  std::string labels;
+};
+
+struct ImportOptions {
+  std::string dataset = "unnamed";
+  int64_t num_classes = 10;
+  std::vector<std::string> class_names;  // empty: "0", "1", ...
+  /// Rows per HDF5 chunk and deflate level (0: no compression).
+  int64_t chunk_rows = 128;
+  int deflate = 4;
+};
+
+/// Imports the splits into `out`. Throws IOError naming the file at fault (bad
+/// IDX files, images and labels of different lengths, a label out of range for
+/// num_classes, an unwritable output, SIGINT/SIGTERM during the import).
+void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
+                const ImportOptions& options);
+
+/// The directory holding Fashion-MNIST's IDX files: $KDP_FASHION_MNIST_DIR or
+/// Debian's /usr/share/datasets/fashion-mnist. Throws IOError when absent.
+std::string find_fashion_mnist();
+
+/// Imports both splits of Fashion-MNIST from `dir` (find_fashion_mnist() when empty).
+void import_fashion_mnist(const std::string& out, const std::string& dir = "");
+
+/// Fashion-MNIST's ten class names.
+const std::vector<std::string>& fashion_mnist_classes();
+
+}  // namespace kdp::data

@@ -1,0 +1,38 @@
+#pragma once
+/// \file
+/// AtomicFile: a file written under a temporary name in its target directory
+/// and renamed into place only when complete (after fsync of the file and the
+/// directory). A crash or an error at any moment leaves either the old file or
+/// the new one under the target name, never a partial one; an abandoned
+/// temporary file is removed by the destructor.
+
+#include <string>
+
+namespace kdp::io {
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string target);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  /// Where to write now.
+  const std::string& temp_path() const { return temp_; }
+  const std::string& target() const { return target_; }
+  /// Flushes the temporary file to disk and renames it over the target.
+  void commit();
+  bool committed() const { return committed_; }
+
+ private:
+  std::string target_;
+  std::string temp_;
+  bool committed_ = false;
+};
+
+/// Flushes a file's data to disk (fsync); throws IOError naming it on failure.
+void fsync_file(const std::string& path);
+/// Flushes a directory entry change (a rename) to disk.
+void fsync_directory(const std::string& dir);
+
+}  // namespace kdp::io

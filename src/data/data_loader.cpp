@@ -1,0 +1,180 @@
+#include "kdp/data/data_loader.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::data {
+
+namespace {
+struct HostBatch {
+  std::vector<float> features;
+  std::vector<float> labels;
+  std::vector<int64_t> indices;
+  std::exception_ptr error;
+};
+}  // namespace
+
+// One epoch: its batches' indices, and the thread that prepares them.
+struct DataLoader::Epoch {
+  std::shared_ptr<const Dataset> dataset;
+  std::vector<std::vector<int64_t>> batches;
+  size_t next_to_fetch = 0;  // the worker's position
+  size_t capacity = 0;
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<HostBatch> ready;
+  bool stop = false;
+  std::thread worker;
+
+  HostBatch load(size_t b) const {
+    HostBatch h;
+    h.indices = batches[b];
+    try {
+      const auto n = h.indices.size();
+      h.features.resize(n * static_cast<size_t>(dataset->sample_shape().numel()));
+      h.labels.resize(n * static_cast<size_t>(dataset->label_shape().numel()));
+      dataset->fetch(h.indices, h.features.data(), h.labels.data());
+    } catch (...) {
+      h.error = std::current_exception();
+    }
+    return h;
+  }
+
+  void work() {
+    for (size_t b = next_to_fetch; b < batches.size(); ++b) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        cv.wait(lock, [&] { return stop || ready.size() < capacity; });
+        if (stop) return;
+      }
+      HostBatch h = load(b);
+      const bool failed = static_cast<bool>(h.error);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        ready.push_back(std::move(h));
+      }
+      cv.notify_all();
+      if (failed) return;  // the error ends the epoch at this batch
+    }
+  }
+
+  ~Epoch() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stop = true;
+    }
+    cv.notify_all();
+    if (worker.joinable()) worker.join();
+  }
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
+                       DataLoaderOptions options)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
+  if (!dataset_) throw StateError("kdp::data::DataLoader: the dataset is null");
+  if (!sampler_) throw StateError("kdp::data::DataLoader: the sampler is null");
+  if (options_.batch_size < 1) {
+    throw ValueError(fmt::format("kdp::data::DataLoader: batch size {} < 1", options_.batch_size));
+  }
+  if (options_.prefetch < 0) {
+    throw ValueError(fmt::format("kdp::data::DataLoader: prefetch {} < 0", options_.prefetch));
+  }
+}
+
+DataLoader::~DataLoader() = default;
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = sampler_->size();
+  return options_.drop_last ? n / options_.batch_size
+                            : (n + options_.batch_size - 1) / options_.batch_size;
+}
+
+void DataLoader::set_start_batch(int64_t batches) {
+  if (batches < 0)
+    throw ValueError(fmt::format("kdp::data::DataLoader: start batch {} < 0", batches));
+  start_batch_ = batches;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  epoch_.reset();  // stops the previous epoch's thread, if a loop left early
+  auto e = std::make_shared<Epoch>();
+  e->dataset = dataset_;
+  const std::vector<int64_t> indices = sampler_->indices();
+  const auto bs = static_cast<size_t>(options_.batch_size);
+  for (size_t start = 0; start < indices.size(); start += bs) {
+    const size_t end = std::min(indices.size(), start + bs);
+    if (options_.drop_last && end - start < bs) break;
+    e->batches.emplace_back(indices.begin() + static_cast<long>(start),
+                            indices.begin() + static_cast<long>(end));
+  }
+  e->next_to_fetch = std::min(static_cast<size_t>(start_batch_), e->batches.size());
+  start_batch_ = 0;
+  e->capacity = static_cast<size_t>(options_.prefetch);
+  if (options_.prefetch > 0) e->worker = std::thread([ep = e.get()] { ep->work(); });
+  epoch_ = e;
+  return Iterator(this, e);
+}
+
+DataLoader::Iterator DataLoader::end() {
+  return Iterator();
+}
+
+DataLoader::Iterator::Iterator(DataLoader* loader, std::shared_ptr<Epoch> epoch)
+    : loader_(loader),
+      epoch_(std::move(epoch)),
+      position_(static_cast<int64_t>(epoch_->next_to_fetch)),
+      done_(false) {
+  fetch_next();
+}
+
+bool DataLoader::Iterator::operator==(const Iterator& other) const {
+  return done_ && other.done_;
+}
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  fetch_next();
+  return *this;
+}
+
+void DataLoader::Iterator::fetch_next() {
+  Epoch& e = *epoch_;
+  if (position_ >= static_cast<int64_t>(e.batches.size())) {
+    done_ = true;
+    current_ = Batch();
+    return;
+  }
+  HostBatch h;
+  const auto start = std::chrono::steady_clock::now();
+  if (loader_->options_.prefetch == 0) {
+    h = e.load(static_cast<size_t>(position_));
+  } else {
+    std::unique_lock<std::mutex> lock(e.mutex);
+    e.cv.wait(lock, [&] { return !e.ready.empty(); });
+    h = std::move(e.ready.front());
+    e.ready.pop_front();
+    lock.unlock();
+    e.cv.notify_all();
+  }
+  loader_->wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++position_;
+  if (h.error) {
+    done_ = true;
+    std::rethrow_exception(h.error);
+  }
+  const Dataset& ds = *e.dataset;
+  const auto n = static_cast<int64_t>(h.indices.size());
+  std::vector<int64_t> fshape{n};
+  for (int64_t d : ds.sample_shape().to_vector()) fshape.push_back(d);
+  std::vector<int64_t> lshape{n};
+  for (int64_t d : ds.label_shape().to_vector()) lshape.push_back(d);
+  current_.features = Tensor::from_host(h.features, Shape(fshape), loader_->options_.device);
+  current_.labels = Tensor::from_host(h.labels, Shape(lshape), loader_->options_.device);
+  current_.indices = std::move(h.indices);
+}
+
+}  // namespace kdp::data

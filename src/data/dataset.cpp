@@ -1,0 +1,101 @@
+#include "kdp/data/dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::data {
+
+TensorDataset::TensorDataset(std::vector<float> features, Shape sample_shape,
+                             std::vector<float> labels, Shape label_shape, int64_t num_classes)
+    : features_(std::move(features)),
+      sample_shape_(sample_shape),
+      labels_(std::move(labels)),
+      label_shape_(label_shape),
+      num_classes_(num_classes) {
+  const int64_t per = sample_shape_.numel();
+  const int64_t lper = label_shape_.numel();
+  if (per == 0 || static_cast<int64_t>(features_.size()) % per != 0) {
+    throw ShapeError(
+        fmt::format("kdp::data::TensorDataset: {} feature values do not split into "
+                    "samples of shape {}",
+                    features_.size(), sample_shape_.str()));
+  }
+  n_ = static_cast<int64_t>(features_.size()) / per;
+  if (static_cast<int64_t>(labels_.size()) != n_ * lper) {
+    throw ShapeError(
+        fmt::format("kdp::data::TensorDataset: {} samples need {} label values of "
+                    "shape {}, got {}",
+                    n_, n_ * lper, label_shape_.str(), labels_.size()));
+  }
+}
+
+void TensorDataset::fetch(const std::vector<int64_t>& indices, float* features,
+                          float* labels) const {
+  const auto per = static_cast<size_t>(sample_shape_.numel());
+  const auto lper = static_cast<size_t>(label_shape_.numel());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    if (i < 0 || i >= n_) {
+      throw ValueError(fmt::format("kdp::data::TensorDataset: index {} is outside [0, {})", i, n_));
+    }
+    std::memcpy(features + k * per, features_.data() + static_cast<size_t>(i) * per,
+                per * sizeof(float));
+    std::memcpy(labels + k * lper, labels_.data() + static_cast<size_t>(i) * lper,
+                lper * sizeof(float));
+  }
+}
+
+std::shared_ptr<TensorDataset> synthetic_regression(int64_t n, int64_t inputs, int64_t outputs,
+                                                    uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * inputs)), y(static_cast<size_t>(n * outputs));
+  for (auto& v : x) v = normal(gen);
+  for (auto& v : y) v = normal(gen);
+  return std::make_shared<TensorDataset>(std::move(x), Shape{inputs}, std::move(y), Shape{outputs});
+}
+
+std::shared_ptr<TensorDataset> synthetic_classification(int64_t n, int64_t inputs, int64_t classes,
+                                                        uint64_t seed) {
+  if (classes < 2)
+    throw ValueError("kdp::data::synthetic_classification: needs at least 2 classes");
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr int64_t hidden = 32;
+  std::vector<float> w1(static_cast<size_t>(hidden * inputs)),
+      w2(static_cast<size_t>(classes * hidden));
+  for (auto& v : w1) v = normal(gen) / std::sqrt(static_cast<float>(inputs));
+  for (auto& v : w2) v = normal(gen) / std::sqrt(static_cast<float>(hidden));
+  std::vector<float> x(static_cast<size_t>(n * inputs)), y(static_cast<size_t>(n));
+  for (auto& v : x) v = normal(gen);
+  std::vector<float> h(static_cast<size_t>(hidden));
+  for (int64_t s = 0; s < n; ++s) {
+    const float* xs = x.data() + s * inputs;
+    for (int64_t j = 0; j < hidden; ++j) {
+      float acc = 0.0f;
+      for (int64_t i = 0; i < inputs; ++i) acc += w1[static_cast<size_t>(j * inputs + i)] * xs[i];
+      h[static_cast<size_t>(j)] = std::tanh(acc);
+    }
+    int64_t best = 0;
+    float best_v = -INFINITY;
+    for (int64_t c = 0; c < classes; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < hidden; ++j)
+        acc += w2[static_cast<size_t>(c * hidden + j)] * h[static_cast<size_t>(j)];
+      if (acc > best_v) {
+        best_v = acc;
+        best = c;
+      }
+    }
+    y[static_cast<size_t>(s)] = static_cast<float>(best);
+  }
+  return std::make_shared<TensorDataset>(std::move(x), Shape{inputs}, std::move(y), Shape{},
+                                         classes);
+}
+
+}  // namespace kdp::data

@@ -1,0 +1,217 @@
+#include "kdp/data/hdf5_dataset.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kdp/core/error.hpp"
+#include "kdp/io/hdf5.hpp"
+
+namespace kdp::data {
+
+struct HDF5Dataset::Files {
+  io::h5::File file;
+  io::h5::Dataset images;
+  // Cached blocks of raw feature bytes, with least-recently-used order.
+  std::vector<std::vector<unsigned char>> blocks;
+  std::vector<uint64_t> last_use;
+  uint64_t clock = 0;
+  size_t cached_bytes = 0;
+};
+
+HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
+                         HDF5DatasetOptions options)
+    : HDF5Dataset(path, "/" + split + "/images", "/" + split + "/labels", options) {}
+
+HDF5Dataset::~HDF5Dataset() = default;
+
+HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
+                         const std::string& labels, HDF5DatasetOptions options)
+    : path_(path), images_(images), labels_(labels), options_(options) {
+  io::h5::File file = io::h5::File::open(path);
+  io::h5::Dataset img = file.open_dataset(images);
+  io::h5::Dataset lab = file.open_dataset(labels);
+
+  const std::vector<int64_t> dims = img.dims();
+  if (dims.size() < 2) {
+    throw IOError(
+        fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' has shape [{}]; features need "
+                    "a sample dimension and at least one more",
+                    images, path, fmt::join(dims, ", ")));
+  }
+  const io::h5::Type type = img.type();
+  if (type == io::h5::Type::Other || type == io::h5::Type::Int64) {
+    throw IOError(
+        fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' holds {}; features must be "
+                    "uint8, float32 or float64",
+                    images, path, io::h5::to_string(type)));
+  }
+  uint8_ = type == io::h5::Type::UInt8;
+  n_ = dims[0];
+  std::vector<int64_t> sample(dims.begin() + 1, dims.end());
+  row_ = std::accumulate(sample.begin(), sample.end(), int64_t{1}, std::multiplies<int64_t>());
+  sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
+
+  const std::vector<int64_t> ldims = lab.dims();
+  if (ldims.size() != 1) {
+    throw IOError(
+        fmt::format("kdp::data::HDF5Dataset: labels '{}' in '{}' have shape [{}]; they "
+                    "must be one class index per sample",
+                    labels, path, fmt::join(ldims, ", ")));
+  }
+  if (ldims[0] != n_) {
+    throw IOError(
+        fmt::format("kdp::data::HDF5Dataset: '{}' has {} samples but '{}' has {} labels "
+                    "in '{}'",
+                    images, n_, labels, ldims[0], path));
+  }
+  const io::h5::Type ltype = lab.type();
+  if (ltype != io::h5::Type::UInt8 && ltype != io::h5::Type::Int64) {
+    throw IOError(
+        fmt::format("kdp::data::HDF5Dataset: labels '{}' in '{}' hold {}; they must be "
+                    "integers",
+                    labels, path, io::h5::to_string(ltype)));
+  }
+  const std::vector<int64_t> values = lab.read_all<int64_t>();
+
+  num_classes_ = options.num_classes;
+  if (num_classes_ <= 0) {
+    const std::string group = labels.substr(0, labels.rfind('/'));
+    io::h5::Group g = group.empty() ? io::h5::Group(file.open_group("/")) : file.open_group(group);
+    if (g.has_attribute("num_classes")) {
+      num_classes_ = g.attribute_int("num_classes");
+    } else {
+      num_classes_ = values.empty() ? 0 : *std::max_element(values.begin(), values.end()) + 1;
+    }
+  }
+  label_values_.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] >= num_classes_) {
+      throw IOError(
+          fmt::format("kdp::data::HDF5Dataset: label {} of sample {} in '{}' of '{}' is "
+                      "out of range for {} classes",
+                      values[i], i, labels, path, num_classes_));
+    }
+    label_values_[i] = static_cast<float>(values[i]);
+  }
+  const int64_t chunk = img.chunk_rows();
+  block_rows_ = chunk > 0 ? chunk : 128;
+  files_ = std::make_unique<Files>(Files{std::move(file), std::move(img), {}, {}, 0, 0});
+  files_->blocks.resize(static_cast<size_t>((n_ + block_rows_ - 1) / block_rows_));
+  files_->last_use.assign(files_->blocks.size(), 0);
+}
+
+void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, float* labels) const {
+  const size_t n = indices.size();
+  if (n == 0) return;
+  for (int64_t i : indices) {
+    if (i < 0 || i >= n_) {
+      throw ValueError(
+          fmt::format("kdp::data::HDF5Dataset: index {} is outside [0, {}) of '{}'", i, n_, path_));
+    }
+  }
+  const auto row = static_cast<size_t>(row_);
+  const size_t elem = uint8_ ? 1 : sizeof(float);
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  Files& f = *files_;
+  const uint64_t now = ++f.clock;
+
+  // The blocks this batch needs that are not cached, sorted, coalesced into runs.
+  std::vector<int64_t> missing;
+  for (int64_t i : indices) {
+    const int64_t b = i / block_rows_;
+    if (f.blocks[static_cast<size_t>(b)].empty()) missing.push_back(b);
+    f.last_use[static_cast<size_t>(b)] = now;
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  // When the whole dataset fits in the cache, the blocks between two missing
+  // ones are read with them if they are missing too: an epoch of shuffled
+  // batches needs every block anyway, and one long read is far cheaper than many.
+  const bool fits = static_cast<size_t>(n_) * row * elem <= options_.cache_bytes;
+  auto gap_is_missing = [&](int64_t from, int64_t to) {
+    for (int64_t b = from; b < to; ++b) {
+      if (!f.blocks[static_cast<size_t>(b)].empty()) return false;
+    }
+    return true;
+  };
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [first block, count]
+  for (int64_t b : missing) {
+    if (!runs.empty()) {
+      const int64_t end = runs.back().first + runs.back().second;
+      if (end == b || (fits && gap_is_missing(end, b))) {
+        runs.back().second = b - runs.back().first + 1;
+        continue;
+      }
+    }
+    runs.emplace_back(b, 1);
+  }
+  last_runs_.store(static_cast<int64_t>(runs.size()));
+  for (const auto& [first, count] : runs) {
+    const int64_t row0 = first * block_rows_;
+    const int64_t rows = std::min(n_, (first + count) * block_rows_) - row0;
+    std::vector<unsigned char> raw(static_cast<size_t>(rows) * row * elem);
+    if (uint8_) {
+      f.images.read_rows<uint8_t>(row0, rows, raw.data());
+    } else {
+      f.images.read_rows<float>(row0, rows, reinterpret_cast<float*>(raw.data()));
+    }
+    for (int64_t b = first; b < first + count; ++b) {
+      f.last_use[static_cast<size_t>(b)] = now;
+      const size_t from = static_cast<size_t>((b - first) * block_rows_) * row * elem;
+      const size_t to = std::min(raw.size(), from + static_cast<size_t>(block_rows_) * row * elem);
+      f.blocks[static_cast<size_t>(b)].assign(raw.begin() + static_cast<long>(from),
+                                              raw.begin() + static_cast<long>(to));
+      f.cached_bytes += to - from;
+    }
+  }
+
+  const bool standardise = options_.stddev > 0.0f;
+  const float inv = standardise ? 1.0f / options_.stddev : 1.0f;
+  const float scale = uint8_ && options_.scale ? 1.0f / 255.0f : 1.0f;
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t i = indices[k];
+    const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
+    const size_t offset = static_cast<size_t>(i % block_rows_) * row;
+    float* dst = features + k * row;
+    if (uint8_) {
+      const unsigned char* src = block.data() + offset;
+      for (size_t j = 0; j < row; ++j) dst[j] = static_cast<float>(src[j]) * scale;
+    } else {
+      const float* src = reinterpret_cast<const float*>(block.data()) + offset;
+      if (options_.check_finite) {
+        for (size_t j = 0; j < row; ++j) {
+          if (!std::isfinite(src[j])) {
+            throw NumericalError(fmt::format(
+                "kdp::data::HDF5Dataset: sample {} of '{}' in '{}' has a non-finite feature ({}) "
+                "at position {}",
+                i, images_, path_, src[j], j));
+          }
+        }
+      }
+      std::copy(src, src + row, dst);
+    }
+    if (standardise) {
+      for (size_t j = 0; j < row; ++j) dst[j] = (dst[j] - options_.mean) * inv;
+    }
+    labels[k] = label_values_[static_cast<size_t>(i)];
+  }
+
+  // Beyond the budget, drop the least recently used blocks (not this batch's).
+  while (f.cached_bytes > options_.cache_bytes) {
+    size_t victim = f.blocks.size();
+    for (size_t b = 0; b < f.blocks.size(); ++b) {
+      if (!f.blocks[b].empty() && f.last_use[b] != now &&
+          (victim == f.blocks.size() || f.last_use[b] < f.last_use[victim])) {
+        victim = b;
+      }
+    }
+    if (victim == f.blocks.size()) break;
+    f.cached_bytes -= f.blocks[victim].size();
+    std::vector<unsigned char>().swap(f.blocks[victim]);
+  }
+}
+
+}  // namespace kdp::data

@@ -1,0 +1,153 @@
+#include "kdp/data/importer.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "kdp/core/error.hpp"
+#include "kdp/core/stop_signal.hpp"
+#include "kdp/data/idx.hpp"
+#include "kdp/io/atomic_file.hpp"
+#include "kdp/io/hdf5.hpp"
+
+namespace kdp::data {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void check_interrupted(const std::string& out) {
+  if (StopSignal::requested()) {
+    throw IOError(
+        fmt::format("kdp::data: import into '{}' interrupted by signal {}; '{}' is left "
+                    "as it was",
+                    out, StopSignal::signal(), out));
+  }
+}
+
+void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions& options,
+                 const std::string& out) {
+  const IdxArray images = read_idx(src.images);
+  check_interrupted(out);
+  const IdxArray labels = read_idx(src.labels);
+  if (images.dims.size() < 2) {
+    throw IOError(
+        fmt::format("kdp::data: '{}' holds a {}-dimensional array; images need a sample "
+                    "dimension and at least one more",
+                    src.images, images.dims.size()));
+  }
+  if (labels.dims.size() != 1) {
+    throw IOError(
+        fmt::format("kdp::data: '{}' holds a {}-dimensional array; labels must be one "
+                    "number per sample",
+                    src.labels, labels.dims.size()));
+  }
+  if (images.count() != labels.count()) {
+    throw IOError(fmt::format("kdp::data: '{}' has {} images but '{}' has {} labels", src.images,
+                              images.count(), src.labels, labels.count()));
+  }
+  for (size_t i = 0; i < labels.data.size(); ++i) {
+    if (labels.data[i] >= options.num_classes) {
+      throw IOError(
+          fmt::format("kdp::data: label {} of sample {} in '{}' is out of range for {} "
+                      "classes",
+                      labels.data[i], i, src.labels, options.num_classes));
+    }
+  }
+  if (file.exists(src.split)) H5Ldelete(file.id(), src.split.c_str(), H5P_DEFAULT);
+  io::h5::Group group = file.create_group(src.split);
+  io::h5::Dataset img = group.create_dataset("images", io::h5::Type::UInt8, images.dims,
+                                             options.chunk_rows, options.deflate);
+  const int64_t row =
+      static_cast<int64_t>(images.data.size()) / std::max<int64_t>(1, images.count());
+  for (int64_t start = 0; start < images.count(); start += 4096) {
+    const int64_t n = std::min<int64_t>(4096, images.count() - start);
+    img.write_rows(start, n, images.data.data() + start * row);
+    check_interrupted(out);
+  }
+  io::h5::Dataset lab =
+      group.create_dataset("labels", io::h5::Type::UInt8, labels.dims, options.chunk_rows, 0);
+  lab.write_all(labels.data.data());
+
+  std::vector<std::string> names = options.class_names;
+  for (int64_t c = static_cast<int64_t>(names.size()); c < options.num_classes; ++c) {
+    names.push_back(std::to_string(c));
+  }
+  group.set_attribute("source_images", fs::absolute(src.images).string());
+  group.set_attribute("source_labels", fs::absolute(src.labels).string());
+  group.set_attribute("num_classes", options.num_classes);
+  group.set_attribute("class_names", names);
+}
+
+}  // namespace
+
+void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
+                const ImportOptions& options) {
+  if (splits.empty()) throw ValueError("kdp::data::import_idx: no splits to import");
+  for (const auto& s : splits) {
+    if (s.split.empty() || s.split.find('/') != std::string::npos) {
+      throw ValueError(
+          fmt::format("kdp::data::import_idx: split name '{}' must be non-empty and "
+                      "without '/'",
+                      s.split));
+    }
+  }
+  StopSignal stop;  // SIGINT/SIGTERM abandon the temporary file, not the old output
+  StopSignal::clear();
+  io::AtomicFile target(out);
+  {
+    io::h5::File file = [&] {
+      if (fs::exists(out)) {
+        // Keep the other splits: start from a copy of the existing file.
+        io::h5::File::open(out).close();  // refuse to build on a file that is not HDF5
+        fs::copy_file(out, target.temp_path(), fs::copy_options::overwrite_existing);
+        return io::h5::File::open(target.temp_path(), io::h5::File::Mode::ReadWrite);
+      }
+      return io::h5::File::create(target.temp_path());
+    }();
+    for (const auto& s : splits) write_split(file, s, options, out);
+    file.set_attribute("format", "kdp-dataset");
+    file.set_attribute("format_version", int64_t{1});
+    file.set_attribute("dataset", options.dataset);
+    file.flush();
+    file.close();
+  }
+  check_interrupted(out);
+  target.commit();
+}
+
+std::string find_fashion_mnist() {
+  const char* env = std::getenv("KDP_FASHION_MNIST_DIR");
+  const std::string dir =
+      env != nullptr && *env != '\0' ? env : "/usr/share/datasets/fashion-mnist";
+  if (!fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz")) {
+    throw IOError(fmt::format(
+        "kdp::data: Fashion-MNIST not found in '{}' (install Debian's dataset-fashion-mnist or set "
+        "KDP_FASHION_MNIST_DIR)",
+        dir));
+  }
+  return dir;
+}
+
+const std::vector<std::string>& fashion_mnist_classes() {
+  static const std::vector<std::string> names = {"T-shirt/top", "Trouser",   "Pullover", "Dress",
+                                                 "Coat",        "Sandal",    "Shirt",    "Sneaker",
+                                                 "Bag",         "Ankle boot"};
+  return names;
+}
+
+void import_fashion_mnist(const std::string& out, const std::string& dir_in) {
+  const std::string dir = dir_in.empty() ? find_fashion_mnist() : dir_in;
+  const fs::path d(dir);
+  ImportOptions options;
+  options.dataset = "fashion-mnist";
+  options.class_names = fashion_mnist_classes();
+  import_idx({{"train", (d / "train-images-idx3-ubyte.gz").string(),
+               (d / "train-labels-idx1-ubyte.gz").string()},
+              {"test", (d / "t10k-images-idx3-ubyte.gz").string(),
+               (d / "t10k-labels-idx1-ubyte.gz").string()}},
+             out, options);
+}
+
+}  // namespace kdp::data

@@ -1,0 +1,65 @@
+#include "kdp/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::io {
+
+namespace fs = std::filesystem;
+
+void fsync_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw IOError(
+        fmt::format("kdp::io: cannot open '{}' to sync it: {}", path, std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0)
+    throw IOError(fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, std::strerror(err)));
+}
+
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;  // some file systems refuse; the rename itself is still atomic
+  ::fsync(fd);
+  ::close(fd);
+}
+
+AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
+  static std::atomic<int> counter{0};
+  const fs::path t(target_);
+  const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir)) {
+    throw IOError(fmt::format("kdp::io: cannot write '{}': directory '{}' does not exist", target_,
+                              dir.string()));
+  }
+  temp_ =
+      (dir / fmt::format(".{}.tmp.{}.{}", t.filename().string(), ::getpid(), counter++)).string();
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) std::remove(temp_.c_str());
+}
+
+void AtomicFile::commit() {
+  fsync_file(temp_);
+  if (std::rename(temp_.c_str(), target_.c_str()) != 0) {
+    throw IOError(fmt::format("kdp::io: cannot move '{}' into place as '{}': {}", temp_, target_,
+                              std::strerror(errno)));
+  }
+  committed_ = true;
+  const fs::path t(target_);
+  fsync_directory(t.has_parent_path() ? t.parent_path().string() : ".");
+}
+
+}  // namespace kdp::io

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_file(const std::string& name) {
+  return (fs::temp_directory_path() / ("kdp-" + std::to_string(::getpid()) + "-" + name)).string();
+}
+
+// 30 samples of [2, 3] uint8 where every pixel of sample i is i, labels i % 4.
+std::string make_file(const std::string& name) {
+  const std::string path = temp_file(name);
+  io::h5::File f = io::h5::File::create(path);
+  io::h5::Group g = f.create_group("train");
+  std::vector<uint8_t> img(30 * 6);
+  std::vector<uint8_t> lab(30);
+  for (int i = 0; i < 30; ++i) {
+    for (int p = 0; p < 6; ++p) img[static_cast<size_t>(i * 6 + p)] = static_cast<uint8_t>(i);
+    lab[static_cast<size_t>(i)] = static_cast<uint8_t>(i % 4);
+  }
+  g.create_dataset("images", io::h5::Type::UInt8, {30, 2, 3}, 8, 1).write_all(img.data());
+  g.create_dataset("labels", io::h5::Type::UInt8, {30}).write_all(lab.data());
+  g.set_attribute("num_classes", int64_t{4});
+  return path;
+}
+
+}  // namespace
+
+TEST(HDF5Dataset, ReadsOnlyTheRequestedRowsInTheRequestedOrder) {
+  const std::string path = make_file("order.h5");
+  data::HDF5DatasetOptions o;
+  o.scale = false;
+  o.cache_bytes = 100;  // less than the dataset: only needed blocks are read
+  data::HDF5Dataset ds(path, "train", o);
+  EXPECT_EQ(ds.size(), 30);
+  EXPECT_EQ(ds.num_classes(), 4);
+  const std::vector<int64_t> idx = {21, 5, 6, 3, 7, 20, 6};
+  std::vector<float> f(idx.size() * 6), l(idx.size());
+  ds.fetch(idx, f.data(), l.data());
+  for (size_t k = 0; k < idx.size(); ++k) {
+    EXPECT_EQ(f[k * 6], static_cast<float>(idx[k]));
+    EXPECT_EQ(f[k * 6 + 5], static_cast<float>(idx[k]));
+    EXPECT_EQ(l[k], static_cast<float>(idx[k] % 4));
+  }
+  // Chunks of 8 rows: rows 3..7 lie in block 0, rows 20 and 21 in block 2, so
+  // two reads; the same rows again come from the cache.
+  EXPECT_EQ(ds.block_rows(), 8);
+  EXPECT_EQ(ds.last_read_runs(), 2);
+  ds.fetch(idx, f.data(), l.data());
+  EXPECT_EQ(ds.last_read_runs(), 0);
+  ds.fetch({8, 9, 16}, f.data(), l.data());  // blocks 1 and 2: block 1 only is new
+  EXPECT_EQ(ds.last_read_runs(), 1);
+  EXPECT_EQ(f[2 * 6], 16.0f);
+
+  // With room for all of it, the missing blocks between needed ones come too.
+  o.cache_bytes = 1 << 20;
+  data::HDF5Dataset roomy(path, "train", o);
+  roomy.fetch({1, 25}, f.data(), l.data());
+  EXPECT_EQ(roomy.last_read_runs(), 1);  // blocks 0..3 in one read
+  roomy.fetch({9, 17}, f.data(), l.data());
+  EXPECT_EQ(roomy.last_read_runs(), 0);
+  EXPECT_EQ(f[0], 9.0f);
+  fs::remove(path);
+}
+
+TEST(HDF5Dataset, ScalesStandardisesAndFlattens) {
+  const std::string path = make_file("norm.h5");
+  data::HDF5DatasetOptions o;
+  o.mean = 0.5f;
+  o.stddev = 0.25f;
+  o.flatten = true;
+  data::HDF5Dataset ds(path, "train", o);
+  EXPECT_EQ(ds.sample_shape(), Shape({6}));
+  std::vector<float> f(6), l(1);
+  ds.fetch({51 % 30}, f.data(), l.data());
+  EXPECT_FLOAT_EQ(f[0], (21.0f / 255.0f - 0.5f) / 0.25f);
+  fs::remove(path);
+}
+
+TEST(HDF5Dataset, BadFilesAndDatasetsAreReported) {
+  auto expect = [](const std::function<void()>& f, const std::string& part) {
+    try {
+      f();
+      FAIL() << "expected an error mentioning " << part;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  expect([] { data::HDF5Dataset("/nonexistent/data.h5", "train"); }, "/nonexistent/data.h5");
+  const std::string path = make_file("bad.h5");
+  expect([&] { data::HDF5Dataset(path, "/train/pixels", "/train/labels"); }, "/train/pixels");
+  {
+    io::h5::File f = io::h5::File::open(path, io::h5::File::Mode::ReadWrite);
+    io::h5::Group g = f.open_group("train");
+    std::vector<uint8_t> short_labels(29, 0);
+    g.create_dataset("short_labels", io::h5::Type::UInt8, {29}).write_all(short_labels.data());
+    std::vector<uint8_t> big(30, 9);
+    g.create_dataset("big_labels", io::h5::Type::UInt8, {30}).write_all(big.data());
+    std::vector<float> nan(30 * 2, 1.0f);
+    nan[7] = std::nanf("");  // sample 3
+    g.create_dataset("nan_images", io::h5::Type::Float32, {30, 2}).write_all(nan.data());
+  }
+  expect([&] { data::HDF5Dataset(path, "/train/images", "/train/short_labels"); },
+         "has 30 samples but '/train/short_labels' has 29 labels");
+  expect([&] { data::HDF5Dataset(path, "/train/images", "/train/big_labels"); },
+         "label 9 of sample 0");
+  data::HDF5Dataset nan_ds(path, "/train/nan_images", "/train/labels");
+  std::vector<float> f(4), l(2);
+  EXPECT_THROW(nan_ds.fetch({3, 4}, f.data(), l.data()), NumericalError);
+  expect([&] { nan_ds.fetch({3}, f.data(), l.data()); }, "sample 3");
+  expect([&] { nan_ds.fetch({30}, f.data(), l.data()); }, "index 30");
+  fs::remove(path);
+}
