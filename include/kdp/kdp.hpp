@@ -26,6 +26,7 @@
 
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/bound_module.hpp"
+#include "kdp/nn/clip_grad.hpp"
 #include "kdp/nn/init.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/loss.hpp"
@@ -57,7 +58,12 @@
 #include "kdp/data/hdf5_dataset.hpp"
 #include "kdp/data/idx.hpp"
 #include "kdp/data/importer.hpp"
+#include "kdp/io/checkpoint.hpp"
+#include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/io/hdf5.hpp"
+#include "kdp/train/metrics_writer.hpp"
+#include "kdp/train/progress.hpp"
+#include "kdp/train/trainer.hpp"
 #endif
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/io/atomic_file.hpp"

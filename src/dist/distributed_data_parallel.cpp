@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -245,11 +246,14 @@ void DistributedDataParallel::launch_ready_buckets() {
 void DistributedDataParallel::finish() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   bool any = false;
+  const auto start = std::chrono::steady_clock::now();
   for (auto& b : buckets_) {
     if (!b->launched) continue;
     b->request.wait();
     any = true;
   }
+  comm_wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (any && next_bucket_ == buckets_.size()) {
     ++reductions_;
     comm_.watchdog().set_step(reductions_);

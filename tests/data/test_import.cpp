@@ -6,33 +6,15 @@
 #include <fstream>
 #include <thread>
 
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
 namespace fs = std::filesystem;
 
+using kdp::test::TempDir;
+
 namespace {
-
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("kdp-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (auto& e : fs::directory_iterator(path_)) out.push_back(e.path().filename().string());
-    return out;
-  }
-
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
 
 std::vector<uint8_t> bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -74,6 +74,9 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::vector<std::string>> bucket_layout() const;
   /// Completed gradient reductions (one per synchronised backward).
   int64_t reductions() const { return reductions_; }
+  /// Seconds spent waiting for reductions that had not finished when backward
+  /// did (communication not hidden behind computation), in total.
+  double comm_wait_seconds() const { return comm_wait_seconds_; }
 
  private:
   void check_same_model_on_all_ranks();
@@ -99,6 +102,7 @@ class DistributedDataParallel : public nn::Module {
   int hooks_fired_ = 0;
   bool sync_ = true;
   int64_t reductions_ = 0;
+  double comm_wait_seconds_ = 0.0;
 };
 
 }  // namespace kdp::dist

@@ -1,0 +1,297 @@
+// kdp-train: trains an MLP on an HDF5 dataset (Fashion-MNIST by default) across
+// MPI ranks and device instances, with checkpoints, resume and metrics.
+//
+//   mpirun -np 2 kdp-train --epochs 10
+//   srun kdp-train --checkpoint-dir runs/ckpt --resume auto
+//
+// Exit status: 0 done; 1 error (the message says what); 75 stopped by SIGTERM,
+// SIGINT or SIGUSR1 after writing a checkpoint (requeue and --resume auto).
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "kdp/kdp.hpp"
+
+using namespace kdp;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Options {
+  std::string data = "data/fashion-mnist.h5";
+  std::string model = "784,256,256,10";
+  std::string activation = "relu";
+  int64_t epochs = 10;
+  int64_t batch_size = 128;
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  int devices = 1;
+  uint64_t seed = 0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep_last = 3;
+  std::string resume;
+  std::string metrics;
+  int64_t max_steps = -1;
+  int threads = 0;
+  std::string scheduler = "none";
+  double grad_clip = 0.0;
+  int64_t accumulate = 1;
+  bool no_anomaly_check = false;
+  std::string progress = "auto";
+  int64_t log_every = 50;
+};
+
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> sizes;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long long v = std::stoll(item, &used);
+      if (used != item.size() || v < 1) throw std::invalid_argument(item);
+      sizes.push_back(v);
+    } catch (const std::exception&) {
+      throw ValueError(fmt::format("--model '{}': '{}' is not a positive layer size", text, item));
+    }
+  }
+  if (sizes.size() < 2) {
+    throw ValueError(fmt::format("--model '{}' needs at least an input and an output size", text));
+  }
+  return sizes;
+}
+
+// Mean and standard deviation of the (scaled) features of up to 10000 samples.
+std::pair<float, float> feature_moments(const data::Dataset& ds) {
+  const int64_t n = std::min<int64_t>(ds.size(), 10000);
+  const int64_t row = ds.sample_shape().numel();
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    idx[static_cast<size_t>(i)] = i * (ds.size() / std::max<int64_t>(1, n));
+  std::vector<float> f(static_cast<size_t>(n * row)), l(static_cast<size_t>(n));
+  ds.fetch(idx, f.data(), l.data());
+  double s = 0, s2 = 0;
+  for (float v : f) {
+    s += v;
+    s2 += static_cast<double>(v) * v;
+  }
+  const double mean = s / static_cast<double>(f.size());
+  const double var = s2 / static_cast<double>(f.size()) - mean * mean;
+  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(var, 1e-12)))};
+}
+
+int run(const Options& o, Runtime& runtime) {
+  dist::Communicator comm = dist::Communicator::world();
+  const bool rank0 = comm.rank() == 0;
+  const int ranks = comm.size();
+
+  // The default data is imported on first use.
+  if (o.data == Options{}.data && !fs::exists(o.data)) {
+    if (rank0) {
+      fs::create_directories(fs::path(o.data).parent_path());
+      std::printf("importing Fashion-MNIST into %s\n", o.data.c_str());
+      data::import_fashion_mnist(o.data);
+    }
+    comm.barrier();
+  }
+  const std::vector<int64_t> sizes = parse_sizes(o.model);
+  if (o.devices < 1) throw ValueError(fmt::format("--devices {} must be at least 1", o.devices));
+  if (o.batch_size < static_cast<int64_t>(ranks) * o.devices) {
+    throw ValueError(
+        fmt::format("--batch-size {} is smaller than ranks x devices = {} x {}; every "
+                    "device needs at least one sample",
+                    o.batch_size, ranks, o.devices));
+  }
+  if (o.batch_size % ranks != 0) {
+    throw ValueError(fmt::format("--batch-size {} (global) does not divide evenly among {} ranks",
+                                 o.batch_size, ranks));
+  }
+
+  data::HDF5DatasetOptions h5;
+  h5.flatten = true;
+  auto train_set = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
+  const auto [mean, stddev] = feature_moments(*train_set);
+  h5.mean = mean;
+  h5.stddev = stddev;
+  train_set = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
+  auto test_set = std::make_shared<data::HDF5Dataset>(o.data, "test", h5);
+  const int64_t features = train_set->sample_shape().numel();
+  if (sizes.front() != features) {
+    throw ValueError(
+        fmt::format("--model starts with {} inputs but the samples of '{}' have {} "
+                    "features",
+                    sizes.front(), o.data, features));
+  }
+  if (sizes.back() != train_set->num_classes()) {
+    throw ValueError(fmt::format("--model ends with {} outputs but '{}' has {} classes",
+                                 sizes.back(), o.data, train_set->num_classes()));
+  }
+
+  const std::vector<Device> devs = devices(o.devices);
+  manual_seed(o.seed);
+  auto net = nn::mlp(sizes, o.activation, devs[0]);
+  std::shared_ptr<nn::Module> model = net;
+  if (o.devices > 1) model = std::make_shared<DataParallel>(net, devs);
+  if (ranks > 1) model = std::make_shared<dist::DistributedDataParallel>(model, comm);
+
+  std::unique_ptr<optim::Optimizer> optimizer;
+  if (o.optimizer == "sgd") {
+    optimizer = std::make_unique<optim::SGD>(
+        net->named_parameters(), optim::SGDOptions{o.lr, o.momentum, 0.0, o.weight_decay, false});
+  } else {
+    optim::AdamOptions a;
+    a.lr = o.lr;
+    a.weight_decay = o.weight_decay;
+    if (o.optimizer == "adamw") {
+      optimizer = std::make_unique<optim::AdamW>(net->named_parameters(), a);
+    } else {
+      optimizer = std::make_unique<optim::Adam>(net->named_parameters(), a);
+    }
+  }
+  std::unique_ptr<optim::LRScheduler> scheduler;
+  if (o.scheduler == "cosine") {
+    scheduler = std::make_unique<optim::CosineAnnealingLR>(*optimizer, o.epochs);
+  } else if (o.scheduler == "step") {
+    scheduler =
+        std::make_unique<optim::StepLR>(*optimizer, std::max<int64_t>(1, o.epochs / 3), 0.1);
+  }
+
+  data::DistributedSamplerOptions train_sampling;
+  train_sampling.seed = o.seed;
+  auto train_sampler = std::make_shared<data::DistributedSampler>(train_set->size(), ranks,
+                                                                  comm.rank(), train_sampling);
+  data::DistributedSamplerOptions test_sampling;
+  test_sampling.shuffle = false;
+  test_sampling.exact = true;  // every test sample counted once
+  auto test_sampler = std::make_shared<data::DistributedSampler>(test_set->size(), ranks,
+                                                                 comm.rank(), test_sampling);
+  data::DataLoaderOptions lo;
+  lo.batch_size = o.batch_size / ranks;
+  lo.device = devs[0];
+  data::DataLoader train_loader(train_set, train_sampler, lo);
+  lo.batch_size = std::max<int64_t>(lo.batch_size, 256);
+  data::DataLoader test_loader(test_set, test_sampler, lo);
+
+  train::TrainerOptions t;
+  t.epochs = o.epochs;
+  t.max_steps = o.max_steps;
+  t.accumulate_grad_batches = o.accumulate;
+  t.gradient_clip_norm = o.grad_clip;
+  t.checkpoint_dir = o.checkpoint_dir;
+  t.checkpoint_every_steps = o.checkpoint_every;
+  t.keep_last = o.keep_last;
+  t.monitor = "val_accuracy";
+  t.resume = o.resume;
+  t.metrics_path = o.metrics;
+  t.log_every_steps = o.log_every;
+  t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
+  t.detect_anomaly = !o.no_anomaly_check;
+  t.devices = devs;
+  t.sampler_seed = o.seed;
+  train::Trainer trainer(t, comm);
+  if (rank0) {
+    std::printf(
+        "kdp-train: %d rank(s) x %d device(s), %d thread(s) per rank, model %s (%lld "
+        "parameters), %s lr %g, global batch %lld\n",
+        ranks, o.devices, runtime.threads(), o.model.c_str(),
+        static_cast<long long>(net->num_parameters()), o.optimizer.c_str(), o.lr,
+        static_cast<long long>(o.batch_size));
+    std::fflush(stdout);
+  }
+  nn::CrossEntropyLoss ce;
+  const train::FitResult r =
+      trainer.fit(*model, std::ref(ce), *optimizer, train_loader, &test_loader, scheduler.get());
+  if (r.stopped_by_signal) {
+    if (rank0) {
+      std::printf(
+          "kdp-train: stopped by signal %d at step %lld; checkpoint %s; exit %d (requeue "
+          "and run again with --resume auto)\n",
+          r.signal, static_cast<long long>(r.global_step), r.last_checkpoint.c_str(),
+          train::kExitRequeue);
+    }
+    return train::kExitRequeue;
+  }
+  const train::EvalResult test = trainer.evaluate(*model, std::ref(ce), test_loader);
+  if (rank0) {
+    std::printf(
+        "kdp-train: test_accuracy=%.4f test_loss=%.4f samples_per_s=%.0f wall_time_s=%.1f "
+        "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d\n",
+        test.accuracy, test.loss, r.samples_per_s, r.wall_seconds,
+        static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
+        o.devices);
+    if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
+    if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
+    if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
+  app.allow_extras();  // --kokkos-* arguments are Kokkos'
+  app.add_option(
+      "--data", o.data,
+      "HDF5 dataset with /train and /test (default: Fashion-MNIST, imported on first use)");
+  app.add_option("--model", o.model, "MLP layer sizes, input first, classes last");
+  app.add_option("--activation", o.activation, "Activation between layers")
+      ->check(CLI::IsMember({"relu", "leaky_relu", "tanh", "sigmoid", "gelu"}));
+  app.add_option("--epochs", o.epochs, "Epochs to train")->check(CLI::NonNegativeNumber);
+  app.add_option("--batch-size", o.batch_size, "Global batch size (split evenly among ranks)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", o.optimizer, "Optimizer")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", o.lr, "Learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum");
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw)");
+  app.add_option("--scheduler", o.scheduler, "Learning-rate schedule over the epochs")
+      ->check(CLI::IsMember({"none", "cosine", "step"}));
+  app.add_option("--devices", o.devices,
+                 "Device instances per rank (DataParallel inside each rank)");
+  app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout");
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "Directory for checkpoints (none when empty)");
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "Also checkpoint every N optimizer steps (0: epochs only)");
+  app.add_option("--keep-last", o.keep_last, "Checkpoints to keep")->check(CLI::PositiveNumber);
+  app.add_option("--resume", o.resume,
+                 "'auto' (newest checkpoint in --checkpoint-dir that loads) or a checkpoint file");
+  app.add_option("--metrics", o.metrics, "Metrics file (.csv, or JSON lines otherwise)");
+  app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)");
+  app.add_option("--threads", o.threads,
+                 "BLAS/host threads per rank (0: cores / ranks on the node)");
+  app.add_option("--grad-clip", o.grad_clip, "Clip the gradient norm to this (0: off)");
+  app.add_option("--accumulate", o.accumulate, "Micro-batches per optimizer step")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-anomaly-check", o.no_anomaly_check,
+               "Do not check loss and gradients for NaN/Inf");
+  app.add_option("--progress", o.progress, "Progress display")
+      ->check(CLI::IsMember({"auto", "bar", "lines"}));
+  app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    RuntimeOptions ro;
+    ro.threads = o.threads;
+    ro.seed = o.seed;
+    Runtime runtime(argc, argv, ro);
+    try {
+      return run(o, runtime);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "kdp-train: error on rank %d: %s\n", runtime.world_rank(), e.what());
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kdp-train: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,60 @@
+#pragma once
+/// \file
+/// Checkpoints: one HDF5 file with the model's state dict under /model (PyTorch's
+/// keys and shapes), every piece of optimizer state under /optimizer, and the
+/// training state as attributes of / (see docs/checkpoint-format.md). Files are
+/// written under a temporary name, flushed, fsynced and renamed into place, so a
+/// crash never leaves a broken checkpoint where a good one was.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kdp/nn/module.hpp"
+#include "kdp/optim/optimizer.hpp"
+
+namespace kdp::io {
+
+/// Where training stands, to continue exactly from it.
+struct TrainingState {
+  int64_t epoch = 0;           // the epoch in progress (or the next one)
+  int64_t global_step = 0;     // optimizer steps taken
+  int64_t batch_in_epoch = 0;  // batches of `epoch` already consumed
+  uint64_t sampler_seed = 0;
+  /// Generator (seed, offset) of every device of the rank, in device order.
+  std::vector<std::pair<uint64_t, uint64_t>> rng;
+  int64_t world_size = 1;
+  int64_t devices_per_rank = 1;
+  std::string kdp_version;
+  /// Identifies the model's parameter names and shapes (model_signature()).
+  std::string model_signature;
+  /// Further numbers: scheduler state ("scheduler.last_epoch"), metrics
+  /// ("val_accuracy"), early-stopping counters.
+  std::map<std::string, double> values;
+};
+
+struct Checkpoint {
+  nn::StateDict model;
+  optim::OptimizerState optimizer;
+  TrainingState state;
+};
+
+/// A fingerprint of names and shapes: "fnv1a64:<hex>".
+std::string model_signature(const nn::StateDict& state);
+
+/// Writes a checkpoint to `path` atomically (temporary file, fsync, rename).
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer& optimizer, const TrainingState& state);
+
+/// Reads a checkpoint (tensors on the default device).
+Checkpoint read_checkpoint(const std::string& path);
+
+/// Reads `path` and loads it into `model` and `optimizer`, after checking that
+/// names, shapes and the model signature match: every mismatch is reported in
+/// one error naming the file. Returns the training state.
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer);
+
+}  // namespace kdp::io

@@ -1,0 +1,133 @@
+#pragma once
+/// \file
+/// Trainer: the training loop users would otherwise write themselves, with what
+/// a long job on a cluster needs (Lightning's Trainer, in kdp).
+///
+/// fit() runs epochs (or max_steps) of the train loader: forward, loss, backward
+/// (with gradient accumulation over micro-batches, skipping DDP's communication
+/// for all but the last), gradient clipping by norm, the optimizer and scheduler
+/// steps; evaluates each epoch with exact distributed metrics (every sample
+/// counted once); writes checkpoints every N steps and/or every epoch (rank 0,
+/// atomically; keep the last K and the best by a monitored metric); resumes
+/// exactly where a checkpoint left off; stops early on the monitored metric.
+///
+/// SIGTERM, SIGINT or SIGUSR1 at any rank stop every rank after the same step:
+/// a checkpoint is written and fit() returns with stopped_by_signal, after which
+/// a driver exits with kExitRequeue so that a batch script can requeue the job.
+/// A NaN or Inf in the loss or the gradients stops training with a
+/// NumericalError naming the step and the parameter, before the optimizer step,
+/// so no poisoned checkpoint is written.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kdp/data/data_loader.hpp"
+#include "kdp/dist/communicator.hpp"
+#include "kdp/nn/loss.hpp"
+#include "kdp/nn/module.hpp"
+#include "kdp/optim/lr_scheduler.hpp"
+#include "kdp/optim/optimizer.hpp"
+
+namespace kdp::train {
+
+/// The exit status of a driver stopped by a signal after writing a checkpoint
+/// (EX_TEMPFAIL: "try again"); batch scripts requeue on it.
+inline constexpr int kExitRequeue = 75;
+
+struct TrainerOptions {
+  int64_t epochs = 1;
+  /// Stop after this many optimizer steps (-1: no limit).
+  int64_t max_steps = -1;
+  /// Micro-batches per optimizer step.
+  int64_t accumulate_grad_batches = 1;
+  /// Clip the gradients' total norm to this (0: off).
+  double gradient_clip_norm = 0.0;
+  /// Step the scheduler after every optimizer step instead of every epoch.
+  bool step_scheduler_per_batch = false;
+
+  /// Where checkpoints go (empty: none).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;  // 0: not by steps
+  bool checkpoint_every_epoch = true;
+  int keep_last = 3;
+  bool keep_best = true;
+  /// The metric for best checkpoints and early stopping: val_loss, val_accuracy,
+  /// loss or accuracy (losses are minimised, accuracies maximised).
+  std::string monitor = "val_loss";
+  /// "" (start fresh), "auto" (the newest checkpoint in checkpoint_dir that
+  /// loads, if any) or a checkpoint's path.
+  std::string resume;
+
+  /// Stop after this many epochs without improvement of `monitor` (0: never).
+  int64_t early_stopping_patience = 0;
+  double early_stopping_min_delta = 0.0;
+
+  /// Metrics per logged step and per epoch (.csv, else JSON lines; empty: none).
+  std::string metrics_path;
+  int64_t log_every_steps = 50;
+  /// 1: progress bar, 0: log lines, -1: a bar when stdout is a terminal.
+  int progress = -1;
+  /// Check the loss and the gradients for NaN and Inf every step.
+  bool detect_anomaly = true;
+
+  /// The rank's devices (their generators are saved in checkpoints).
+  std::vector<Device> devices;
+  /// The sampler seed, recorded in checkpoints.
+  uint64_t sampler_seed = 0;
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;  // NaN when the labels are not classes
+  int64_t count = 0;      // samples over all ranks
+};
+
+struct EpochRecord {
+  int64_t epoch = 0;
+  double loss = 0.0, accuracy = 0.0;
+  double val_loss = 0.0, val_accuracy = 0.0;
+  double samples_per_s = 0.0, seconds = 0.0;
+};
+
+struct FitResult {
+  int64_t global_step = 0;
+  int64_t epochs_completed = 0;
+  bool stopped_by_signal = false;
+  int signal = 0;
+  bool early_stopped = false;
+  std::string resumed_from;
+  std::string last_checkpoint;
+  std::string best_checkpoint;
+  std::vector<EpochRecord> history;
+  double wall_seconds = 0.0;
+  double samples_per_s = 0.0;  // over all ranks
+};
+
+class Trainer {
+ public:
+  Trainer(TrainerOptions options, dist::Communicator comm);
+
+  FitResult fit(nn::Module& model, const nn::LossFunction& loss, optim::Optimizer& optimizer,
+                data::DataLoader& train_loader, data::DataLoader* val_loader = nullptr,
+                optim::LRScheduler* scheduler = nullptr);
+
+  /// Loss and accuracy over the loader's samples on all ranks: each sample
+  /// counted once when the loader's sampler is a DistributedSampler in exact
+  /// mode. The loss function must average over its batch (as the built-in ones
+  /// do by default).
+  EvalResult evaluate(nn::Module& model, const nn::LossFunction& loss, data::DataLoader& loader);
+
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  TrainerOptions options_;
+  dist::Communicator comm_;
+};
+
+/// The module inside DistributedDataParallel and DataParallel wrappers: the one
+/// whose state dict has PyTorch's bare keys (what checkpoints store).
+nn::Module& unwrap(nn::Module& model);
+
+}  // namespace kdp::train

@@ -1,0 +1,202 @@
+#include "kdp/io/checkpoint.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+
+#include "kdp/core/error.hpp"
+#include "kdp/io/atomic_file.hpp"
+#include "kdp/io/hdf5.hpp"
+#include "kdp/version.hpp"
+
+namespace kdp::io {
+
+namespace {
+
+constexpr int64_t kFormatVersion = 1;
+
+void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t) {
+  std::vector<int64_t> dims = t.shape().to_vector();
+  if (dims.empty()) dims = {};  // scalars are stored as rank-0 datasets
+  h5::Dataset d = g.create_dataset(name, h5::Type::Float32, dims);
+  const std::vector<float> values = t.to_vector();
+  d.write_all(values.data());
+}
+
+Tensor read_tensor(const h5::Dataset& d) {
+  const std::vector<int64_t> dims = d.dims();
+  if (d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64) {
+    throw IOError(fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}, not floats",
+                              d.path(), d.file(), h5::to_string(d.type())));
+  }
+  const std::vector<float> values = d.read_all<float>();
+  return Tensor::from_host(values, Shape(dims));
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+std::string model_signature(const nn::StateDict& state) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const auto& [name, t] : state) mix(name + " " + t.shape().str() + "\n");
+  return fmt::format("fnv1a64:{:016x}", h);
+}
+
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer& optimizer, const TrainingState& state) {
+  AtomicFile target(path);
+  {
+    h5::File f = h5::File::create(target.temp_path());
+    const nn::StateDict sd = model.state_dict();
+    h5::Group m = f.create_group("model");
+    for (const auto& [name, t] : sd) write_tensor(m, name, t);
+
+    const optim::OptimizerState os = optimizer.state_dict();
+    h5::Group o = f.create_group("optimizer");
+    o.set_attribute("type", os.type);
+    for (const auto& [key, value] : os.hyperparameters) o.set_attribute(key, value);
+    std::vector<std::string> order;
+    for (const auto& [name, p] : optimizer.parameters()) order.push_back(name);
+    o.set_attribute("parameters", order);
+    h5::Group st = o.create_group("state");
+    std::map<std::string, bool> done;
+    for (const auto& [pname, entries] : os.tensors) {
+      h5::Group pg = st.create_group(pname);
+      for (const auto& [key, t] : entries) write_tensor(pg, key, t);
+      done[pname] = true;
+    }
+    for (const auto& [pname, entries] : os.scalars) {
+      h5::Group pg = done[pname] ? st.open_group(pname) : st.create_group(pname);
+      for (const auto& [key, v] : entries) pg.set_attribute(key, v);
+    }
+
+    f.set_attribute("format", "kdp-checkpoint");
+    f.set_attribute("format_version", kFormatVersion);
+    f.set_attribute("kdp_version",
+                    state.kdp_version.empty() ? std::string(version_string) : state.kdp_version);
+    f.set_attribute("created", now_utc());
+    f.set_attribute("epoch", state.epoch);
+    f.set_attribute("global_step", state.global_step);
+    f.set_attribute("batch_in_epoch", state.batch_in_epoch);
+    f.set_attribute("sampler_seed", static_cast<int64_t>(state.sampler_seed));
+    f.set_attribute("world_size", state.world_size);
+    f.set_attribute("devices_per_rank", state.devices_per_rank);
+    f.set_attribute("model_signature", model_signature(sd));
+    f.set_attribute("model_repr", model.to_string());
+    std::vector<std::string> rng;
+    for (const auto& [seed, offset] : state.rng) rng.push_back(fmt::format("{}:{}", seed, offset));
+    f.set_attribute("rng_states", rng);
+    h5::Group values = f.create_group("training");
+    for (const auto& [key, v] : state.values) values.set_attribute(key, v);
+    f.flush();
+    f.close();
+  }
+  target.commit();
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  h5::File f = h5::File::open(path);
+  if (!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint") {
+    throw IOError(
+        fmt::format("kdp::io: '{}' is not a kdp checkpoint (no format attribute "
+                    "'kdp-checkpoint')",
+                    path));
+  }
+  const int64_t version = f.attribute_int("format_version");
+  if (version > kFormatVersion) {
+    throw IOError(
+        fmt::format("kdp::io: '{}' has checkpoint format version {}; this kdp reads up "
+                    "to {}",
+                    path, version, kFormatVersion));
+  }
+  Checkpoint c;
+  h5::Group m = f.open_group("model");
+  // Members come back sorted by name; the state dict's own order is the model's.
+  for (const std::string& name : m.members()) {
+    c.model.emplace_back(name, read_tensor(m.open_dataset(name)));
+  }
+  h5::Group o = f.open_group("optimizer");
+  c.optimizer.type = o.attribute_string("type");
+  for (const auto& [key, text] : o.attributes()) {
+    if (key == "type" || key == "parameters") continue;
+    c.optimizer.hyperparameters[key] = o.attribute_double(key);
+  }
+  h5::Group st = o.open_group("state");
+  for (const std::string& pname : st.members()) {
+    h5::Group pg = st.open_group(pname);
+    for (const std::string& key : pg.members()) {
+      c.optimizer.tensors[pname][key] = read_tensor(pg.open_dataset(key));
+    }
+    for (const auto& [key, text] : pg.attributes()) {
+      c.optimizer.scalars[pname][key] = pg.attribute_double(key);
+    }
+  }
+  TrainingState& s = c.state;
+  s.epoch = f.attribute_int("epoch");
+  s.global_step = f.attribute_int("global_step");
+  s.batch_in_epoch = f.attribute_int("batch_in_epoch");
+  s.sampler_seed = static_cast<uint64_t>(f.attribute_int("sampler_seed"));
+  s.world_size = f.attribute_int("world_size");
+  s.devices_per_rank = f.attribute_int("devices_per_rank");
+  s.kdp_version = f.attribute_string("kdp_version");
+  s.model_signature = f.attribute_string("model_signature");
+  for (const std::string& r : f.attribute_strings("rng_states")) {
+    const size_t colon = r.find(':');
+    if (colon == std::string::npos) {
+      throw IOError(fmt::format("kdp::io: rng state '{}' in '{}' is not seed:offset", r, path));
+    }
+    s.rng.emplace_back(std::stoull(r.substr(0, colon)), std::stoull(r.substr(colon + 1)));
+  }
+  h5::Group values = f.open_group("training");
+  for (const auto& [key, text] : values.attributes()) s.values[key] = values.attribute_double(key);
+  return c;
+}
+
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer) {
+  Checkpoint c = read_checkpoint(path);
+  const nn::StateDict own = model.state_dict();
+  std::vector<std::string> problems;
+  for (const auto& [name, t] : own) {
+    const Tensor* saved = nn::find(c.model, name);
+    if (saved == nullptr) {
+      problems.push_back(fmt::format("'{}' is missing", name));
+    } else if (saved->shape() != t.shape()) {
+      problems.push_back(fmt::format("'{}' is {} in the checkpoint but {} in the model", name,
+                                     saved->shape().str(), t.shape().str()));
+    }
+  }
+  for (const auto& [name, t] : c.model) {
+    if (nn::find(own, name) == nullptr)
+      problems.push_back(fmt::format("'{}' is not in the model", name));
+  }
+  if (problems.empty() && c.state.model_signature != model_signature(own)) {
+    problems.push_back(fmt::format("model signature {} differs from the model's {}",
+                                   c.state.model_signature, model_signature(own)));
+  }
+  if (c.optimizer.type != optimizer.type()) {
+    problems.push_back(
+        fmt::format("the optimizer state is of {}, not {}", c.optimizer.type, optimizer.type()));
+  }
+  if (!problems.empty()) {
+    throw IOError(fmt::format("kdp::io: checkpoint '{}' does not fit this model: {}", path,
+                              fmt::join(problems, "; ")));
+  }
+  model.load_state_dict(c.model);
+  optimizer.load_state_dict(c.optimizer);
+  return c.state;
+}
+
+}  // namespace kdp::io

@@ -1,0 +1,399 @@
+#include "kdp/train/trainer.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/error.hpp"
+#include "kdp/core/stop_signal.hpp"
+#include "kdp/dist/distributed_data_parallel.hpp"
+#include "kdp/io/checkpoint_directory.hpp"
+#include "kdp/nn/clip_grad.hpp"
+#include "kdp/ops/elementwise.hpp"
+#include "kdp/ops/reduction.hpp"
+#include "kdp/parallel/data_parallel.hpp"
+#include "kdp/train/metrics_writer.hpp"
+#include "kdp/train/progress.hpp"
+#include "kdp/version.hpp"
+
+namespace kdp::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Correct predictions of logits [B, C] against class indices [B].
+int64_t count_correct(const Tensor& output, const Tensor& labels) {
+  if (output.dim() != 2 || labels.dim() != 1) return 0;
+  const std::vector<float> pred = argmax(output, 1).to_vector();
+  const std::vector<float> truth = labels.to_vector();
+  int64_t n = 0;
+  for (size_t i = 0; i < pred.size() && i < truth.size(); ++i) n += pred[i] == truth[i];
+  return n;
+}
+
+bool maximise(const std::string& metric) {
+  return metric.find("accuracy") != std::string::npos;
+}
+
+// The first parameter whose gradient holds a NaN or an Inf, or "".
+std::string first_non_finite_grad(const optim::Optimizer& optimizer) {
+  for (const auto& [name, p] : optimizer.parameters()) {
+    const Tensor g = p.grad();
+    if (g.defined() && !std::isfinite(nn::grad_norm({p}))) return name;
+  }
+  return "";
+}
+
+}  // namespace
+
+nn::Module& unwrap(nn::Module& model) {
+  nn::Module* m = &model;
+  for (;;) {
+    if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(m)) {
+      m = ddp->module().get();
+    } else if (auto* dp = dynamic_cast<DataParallel*>(m)) {
+      m = dp->module().get();
+    } else {
+      return *m;
+    }
+  }
+}
+
+Trainer::Trainer(TrainerOptions options, dist::Communicator comm)
+    : options_(std::move(options)), comm_(std::move(comm)) {
+  if (options_.epochs < 0 || options_.accumulate_grad_batches < 1) {
+    throw ValueError(
+        fmt::format("kdp::train::Trainer: epochs {} must be >= 0 and "
+                    "accumulate_grad_batches {} >= 1",
+                    options_.epochs, options_.accumulate_grad_batches));
+  }
+  const std::string& m = options_.monitor;
+  if (m != "val_loss" && m != "val_accuracy" && m != "loss" && m != "accuracy") {
+    throw ValueError(
+        fmt::format("kdp::train::Trainer: cannot monitor '{}' (val_loss, "
+                    "val_accuracy, loss or accuracy)",
+                    m));
+  }
+  if (options_.resume == "auto" && options_.checkpoint_dir.empty()) {
+    throw ValueError("kdp::train::Trainer: resume = auto needs a checkpoint_dir");
+  }
+  if (options_.devices.empty()) options_.devices.push_back(get_default_device());
+}
+
+EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
+                             data::DataLoader& loader) {
+  // Evaluation needs no gradient exchange: run the module inside DDP, so ranks
+  // with one batch more or less than the others never wait for each other.
+  nn::Module& local = dynamic_cast<dist::DistributedDataParallel*>(&model) != nullptr
+                          ? *dynamic_cast<dist::DistributedDataParallel&>(model).module()
+                          : model;
+  const bool was_training = local.is_training();
+  local.eval();
+  NoGradGuard no_grad;
+  double sums[3] = {0.0, 0.0, 0.0};  // loss * samples, correct, samples
+  const bool classes = loader.dataset().num_classes() > 0;
+  for (data::Batch& b : loader) {
+    const Tensor out = local.forward(b.features);
+    const double n = static_cast<double>(b.features.size(0));
+    sums[0] += static_cast<double>(loss(out, b.labels).item()) * n;
+    if (classes) sums[1] += static_cast<double>(count_correct(out, b.labels));
+    sums[2] += n;
+  }
+  local.train(was_training);
+  comm_.allreduce(sums, 3, dist::ReduceOp::Sum);
+  EvalResult r;
+  r.count = static_cast<int64_t>(sums[2]);
+  r.loss = sums[2] > 0 ? sums[0] / sums[2] : std::nan("");
+  r.accuracy = classes && sums[2] > 0 ? sums[1] / sums[2] : std::nan("");
+  return r;
+}
+
+FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
+                       optim::Optimizer& optimizer, data::DataLoader& train_loader,
+                       data::DataLoader* val_loader, optim::LRScheduler* scheduler) {
+  const auto fit_start = Clock::now();
+  const bool rank0 = comm_.rank() == 0;
+  auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(&model);
+  nn::Module& bare = unwrap(model);
+  FitResult result;
+
+  std::unique_ptr<io::CheckpointDirectory> checkpoints;
+  if (!options_.checkpoint_dir.empty()) {
+    checkpoints =
+        std::make_unique<io::CheckpointDirectory>(options_.checkpoint_dir, options_.keep_last);
+  }
+  Progress progress(options_.progress, options_.log_every_steps, rank0);
+
+  // ---- where to start ----------------------------------------------------------
+  int64_t start_epoch = 0, start_batch = 0, global_step = 0, bad_epochs = 0;
+  double best = std::nan("");
+  auto apply = [&](const io::TrainingState& st, const std::string& from) {
+    start_epoch = st.epoch;
+    start_batch = st.batch_in_epoch;
+    global_step = st.global_step;
+    for (size_t d = 0; d < options_.devices.size() && d < st.rng.size(); ++d) {
+      options_.devices[d].generator().set_state(st.rng[d].first, st.rng[d].second);
+    }
+    auto value = [&](const char* key, double fallback) {
+      auto it = st.values.find(key);
+      return it == st.values.end() ? fallback : it->second;
+    };
+    if (scheduler != nullptr && st.values.count("scheduler.last_epoch") != 0) {
+      scheduler->load_state_dict({{"last_epoch", value("scheduler.last_epoch", 0)},
+                                  {"base_lr", value("scheduler.base_lr", scheduler->base_lr())}});
+    }
+    best = value("best_metric", std::nan(""));
+    bad_epochs = static_cast<int64_t>(value("bad_epochs", 0));
+    result.resumed_from = from;
+    if (st.world_size != comm_.size()) {
+      progress.message(
+          fmt::format("note: {} was written by {} ranks, this run has {}; the sample "
+                      "order differs from an uninterrupted run",
+                      from, st.world_size, comm_.size()));
+    }
+    progress.message(fmt::format("resumed from {} (epoch {}, batch {}, step {})", from,
+                                 st.epoch + 1, st.batch_in_epoch, st.global_step));
+  };
+  if (options_.resume == "auto") {
+    std::vector<std::string> skipped;
+    auto loaded = checkpoints->load_newest(bare, optimizer, &skipped);
+    for (const auto& why : skipped) progress.message("skipped a checkpoint: " + why);
+    if (loaded) apply(loaded->state, loaded->path);
+  } else if (!options_.resume.empty()) {
+    apply(io::load_checkpoint(options_.resume, bare, optimizer), options_.resume);
+  }
+
+  std::optional<MetricsWriter> metrics;
+  if (rank0 && !options_.metrics_path.empty()) {
+    metrics.emplace(options_.metrics_path, !result.resumed_from.empty());
+  }
+
+  auto state_at = [&](int64_t epoch, int64_t batch) {
+    io::TrainingState st;
+    st.epoch = epoch;
+    st.batch_in_epoch = batch;
+    st.global_step = global_step;
+    st.sampler_seed = options_.sampler_seed;
+    st.world_size = comm_.size();
+    st.devices_per_rank = static_cast<int64_t>(options_.devices.size());
+    st.kdp_version = version_string;
+    for (const Device& d : options_.devices) {
+      st.rng.emplace_back(d.generator().seed(), d.generator().offset());
+    }
+    if (scheduler != nullptr) {
+      st.values["scheduler.last_epoch"] = static_cast<double>(scheduler->last_epoch());
+      st.values["scheduler.base_lr"] = scheduler->base_lr();
+    }
+    st.values["best_metric"] = best;
+    st.values["bad_epochs"] = static_cast<double>(bad_epochs);
+    return st;
+  };
+  // Rank 0 writes; the others wait so that no rank runs ahead of a checkpoint.
+  auto save = [&](int64_t epoch, int64_t batch) -> std::string {
+    if (!checkpoints) return "";
+    std::string path = checkpoints->path_for(global_step);
+    if (rank0) path = checkpoints->save(bare, optimizer, state_at(epoch, batch));
+    comm_.barrier();
+    result.last_checkpoint = path;
+    return path;
+  };
+
+  StopSignal stop;
+  StopSignal::clear();
+  const int64_t accum = options_.accumulate_grad_batches;
+  const int64_t batches = train_loader.num_batches();
+  const bool classes = train_loader.dataset().num_classes() > 0;
+  const bool check = options_.detect_anomaly;
+  int64_t samples_total = 0;
+  bool reached_max = options_.max_steps >= 0 && global_step >= options_.max_steps;
+
+  for (int64_t epoch = start_epoch; epoch < options_.epochs && !reached_max; ++epoch) {
+    train_loader.set_epoch(epoch);
+    const int64_t first = epoch == start_epoch ? start_batch : 0;
+    if (first > 0) train_loader.set_start_batch(first);
+    model.train();
+    progress.start_epoch(epoch, options_.epochs, batches);
+    const auto epoch_start = Clock::now();
+    const double wait_before = train_loader.wait_seconds();
+    const double comm_before = ddp != nullptr ? ddp->comm_wait_seconds() : 0.0;
+    double sums[3] = {0.0, 0.0, 0.0};  // loss * samples, correct, samples
+    int64_t batch = first;
+
+    for (data::Batch& b : train_loader) {
+      const bool last_micro = (batch + 1) % accum == 0 || batch + 1 == batches;
+      const auto n = b.features.size(0);
+      {
+        std::optional<dist::DistributedDataParallel::NoSyncGuard> no_sync;
+        if (ddp != nullptr && !last_micro) no_sync.emplace(*ddp);
+        const Tensor out = model.forward(b.features);
+        const Tensor loss = loss_fn(out, b.labels);
+        const float value = loss.item();
+        if (check && !std::isfinite(value)) {
+          throw NumericalError(fmt::format(
+              "kdp::train: the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
+              "stopped before the optimizer step, no checkpoint was written after it",
+              value, global_step + 1, epoch + 1, batch, comm_.rank()));
+        }
+        (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
+        sums[0] += static_cast<double>(value) * static_cast<double>(n);
+        if (classes) sums[1] += static_cast<double>(count_correct(out, b.labels));
+        sums[2] += static_cast<double>(n);
+      }
+      ++batch;
+      if (!last_micro) continue;
+
+      if (check) {
+        const std::string bad = first_non_finite_grad(optimizer);
+        if (!bad.empty()) {
+          throw NumericalError(fmt::format(
+              "kdp::train: the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) "
+              "on rank {}; training stopped before the optimizer step",
+              bad, global_step + 1, epoch + 1, batch - 1, comm_.rank()));
+        }
+      }
+      double norm = std::nan("");
+      if (options_.gradient_clip_norm > 0.0) {
+        std::vector<Tensor> params;
+        for (const auto& [name, p] : optimizer.parameters()) params.push_back(p);
+        norm = nn::clip_grad_norm(params, options_.gradient_clip_norm);
+      }
+      optimizer.step();
+      optimizer.zero_grad(/*set_to_none=*/ddp == nullptr);  // DDP keeps its bucket views
+      ++global_step;
+      if (scheduler != nullptr && options_.step_scheduler_per_batch) scheduler->step();
+
+      const double elapsed = seconds_since(epoch_start);
+      const double rate = elapsed > 0 ? sums[2] * comm_.size() / elapsed : 0.0;
+      const double loss_avg = sums[0] / std::max(1.0, sums[2]);
+      const double acc_avg = classes ? sums[1] / std::max(1.0, sums[2]) : std::nan("");
+      progress.step(batch - 1, global_step, loss_avg, acc_avg, rate);
+      if (metrics && global_step % std::max<int64_t>(1, options_.log_every_steps) == 0) {
+        metrics->write("step",
+                       {{"epoch", static_cast<double>(epoch + 1)},
+                        {"step", static_cast<double>(global_step)},
+                        {"loss", loss_avg},
+                        {"accuracy", acc_avg},
+                        {"lr", optimizer.lr()},
+                        {"samples_per_s", rate},
+                        {"data_wait_s", train_loader.wait_seconds() - wait_before},
+                        {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
+                        {"grad_norm", norm}});
+      }
+
+      // Every rank stops after the same step when any of them got a signal.
+      int64_t signal = StopSignal::requested() ? StopSignal::signal() : 0;
+      comm_.allreduce(&signal, 1, dist::ReduceOp::Max);
+      if (signal != 0) {
+        save(epoch, batch);
+        result.stopped_by_signal = true;
+        result.signal = static_cast<int>(signal);
+        progress.end_epoch(fmt::format("stopped by signal {} at step {}; checkpoint {}", signal,
+                                       global_step, result.last_checkpoint));
+        result.global_step = global_step;
+        result.wall_seconds = seconds_since(fit_start);
+        return result;
+      }
+      if (options_.checkpoint_every_steps > 0 &&
+          global_step % options_.checkpoint_every_steps == 0 && batch < batches) {
+        save(epoch, batch);
+      }
+      if (options_.max_steps >= 0 && global_step >= options_.max_steps) {
+        reached_max = true;
+        break;
+      }
+    }
+    samples_total += static_cast<int64_t>(sums[2]);
+
+    if (reached_max && batch < batches) {  // stopped inside the epoch
+      save(epoch, batch);
+      break;
+    }
+
+    // ---- end of epoch ----------------------------------------------------------
+    comm_.allreduce(sums, 3, dist::ReduceOp::Sum);
+    EpochRecord rec;
+    rec.epoch = epoch + 1;
+    rec.seconds = seconds_since(epoch_start);
+    rec.loss = sums[0] / std::max(1.0, sums[2]);
+    rec.accuracy = classes ? sums[1] / std::max(1.0, sums[2]) : std::nan("");
+    rec.samples_per_s = rec.seconds > 0 ? sums[2] / rec.seconds : 0.0;
+    rec.val_loss = rec.val_accuracy = std::nan("");
+    if (val_loader != nullptr) {
+      const EvalResult v = evaluate(model, loss_fn, *val_loader);
+      rec.val_loss = v.loss;
+      rec.val_accuracy = v.accuracy;
+    }
+    if (scheduler != nullptr && !options_.step_scheduler_per_batch) scheduler->step();
+    result.history.push_back(rec);
+    result.epochs_completed = epoch + 1;
+
+    const double monitored = options_.monitor == "val_loss"       ? rec.val_loss
+                             : options_.monitor == "val_accuracy" ? rec.val_accuracy
+                             : options_.monitor == "loss"         ? rec.loss
+                                                                  : rec.accuracy;
+    bool improved = false;
+    if (std::isfinite(monitored)) {
+      const double delta = options_.early_stopping_min_delta;
+      improved = std::isnan(best) ||
+                 (maximise(options_.monitor) ? monitored > best + delta : monitored < best - delta);
+      if (improved) {
+        best = monitored;
+        bad_epochs = 0;
+      } else {
+        ++bad_epochs;
+      }
+    }
+    if (checkpoints && options_.checkpoint_every_epoch) save(epoch + 1, 0);
+    if (checkpoints && options_.keep_best && improved) {
+      if (rank0) checkpoints->save_best(bare, optimizer, state_at(epoch + 1, 0));
+      comm_.barrier();
+      result.best_checkpoint = checkpoints->best_path();
+    }
+    if (metrics) {
+      metrics->write("epoch",
+                     {{"epoch", static_cast<double>(epoch + 1)},
+                      {"step", static_cast<double>(global_step)},
+                      {"loss", rec.loss},
+                      {"accuracy", rec.accuracy},
+                      {"lr", optimizer.lr()},
+                      {"samples_per_s", rec.samples_per_s},
+                      {"data_wait_s", train_loader.wait_seconds() - wait_before},
+                      {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
+                      {"val_loss", rec.val_loss},
+                      {"val_accuracy", rec.val_accuracy}});
+    }
+    std::string summary =
+        fmt::format("epoch {}/{}: loss {:.4f}", epoch + 1, options_.epochs, rec.loss);
+    if (classes) summary += fmt::format(" acc {:.4f}", rec.accuracy);
+    if (val_loader != nullptr) {
+      summary += fmt::format(" val_loss {:.4f}", rec.val_loss);
+      if (!std::isnan(rec.val_accuracy))
+        summary += fmt::format(" val_acc {:.4f}", rec.val_accuracy);
+    }
+    summary += fmt::format(" ({:.0f} samples/s, {:.1f} s)", rec.samples_per_s, rec.seconds);
+    progress.end_epoch(summary);
+
+    if (options_.early_stopping_patience > 0 && bad_epochs >= options_.early_stopping_patience) {
+      result.early_stopped = true;
+      progress.message(fmt::format("early stopping: {} did not improve for {} epochs",
+                                   options_.monitor, bad_epochs));
+      break;
+    }
+  }
+  if (checkpoints && result.last_checkpoint.empty()) save(start_epoch, start_batch);
+  result.global_step = global_step;
+  result.wall_seconds = seconds_since(fit_start);
+  result.samples_per_s = result.wall_seconds > 0 ? static_cast<double>(samples_total) *
+                                                       comm_.size() / result.wall_seconds
+                                                 : 0.0;
+  return result;
+}
+
+}  // namespace kdp::train

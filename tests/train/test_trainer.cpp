@@ -1,0 +1,279 @@
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+
+#include "temp_dir.hpp"
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::TempDir;
+
+namespace {
+
+// A small classifier with dropout, so that resuming must restore the generator.
+std::shared_ptr<nn::Sequential> make_model() {
+  manual_seed(7);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Dropout>(0.2f), std::make_shared<nn::Linear>(16, 3)});
+}
+
+struct TrainingRun {
+  std::shared_ptr<nn::Sequential> model = make_model();
+  std::shared_ptr<data::TensorDataset> train_set = data::synthetic_classification(96, 6, 3, 1);
+  std::shared_ptr<data::TensorDataset> val_set = data::synthetic_classification(40, 6, 3, 2);
+  std::unique_ptr<data::DataLoader> train_loader, val_loader;
+  std::unique_ptr<optim::SGD> opt;
+  std::unique_ptr<optim::StepLR> sched;
+
+  explicit TrainingRun(int64_t batch = 16) {
+    data::DataLoaderOptions o;
+    o.batch_size = batch;
+    train_loader = std::make_unique<data::DataLoader>(
+        train_set, std::make_shared<data::RandomSampler>(train_set->size(), 3), o);
+    val_loader = std::make_unique<data::DataLoader>(
+        val_set, std::make_shared<data::SequentialSampler>(val_set->size()), o);
+    opt = std::make_unique<optim::SGD>(model->named_parameters(), optim::SGDOptions{0.1, 0.9});
+    sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
+  }
+
+  train::FitResult fit(train::TrainerOptions t) {
+    train::Trainer trainer(t, dist::Communicator::world());
+    nn::CrossEntropyLoss ce;
+    return trainer.fit(*model, std::ref(ce), *opt, *train_loader, val_loader.get(), sched.get());
+  }
+
+  std::vector<std::vector<float>> params() const {
+    std::vector<std::vector<float>> out;
+    for (auto& [n, p] : model->named_parameters()) out.push_back(p.to_vector());
+    return out;
+  }
+};
+
+train::TrainerOptions quiet() {
+  train::TrainerOptions t;
+  t.progress = 0;
+  t.log_every_steps = 1000000;
+  return t;
+}
+
+}  // namespace
+
+TEST(Trainer, ResumingGivesBitIdenticalParameters) {
+  TempDir dir;
+  TrainingRun straight;
+  train::TrainerOptions t = quiet();
+  t.epochs = 4;
+  straight.fit(t);
+
+  // 2 epochs, stop; a new process (fresh objects) resumes and trains 2 more.
+  t.checkpoint_dir = dir.file("ckpt");
+  {
+    TrainingRun first;
+    t.epochs = 2;
+    first.fit(t);
+  }
+  TrainingRun second;
+  t.epochs = 4;
+  t.resume = "auto";
+  const train::FitResult r = second.fit(t);
+  EXPECT_NE(r.resumed_from.find("ckpt-"), std::string::npos);
+  EXPECT_EQ(r.history.size(), 2u);
+  EXPECT_EQ(second.params(), straight.params());
+  EXPECT_EQ(second.opt->lr(), straight.opt->lr());  // the scheduler came back too
+}
+
+TEST(Trainer, ResumingMidEpochGivesBitIdenticalParameters) {
+  TempDir dir;
+  TrainingRun straight;
+  train::TrainerOptions t = quiet();
+  t.epochs = 2;
+  straight.fit(t);
+
+  t.checkpoint_dir = dir.file("ckpt");
+  {
+    TrainingRun first;
+    t.max_steps = 9;  // 6 batches per epoch: stops inside the second epoch
+    const train::FitResult r = first.fit(t);
+    EXPECT_EQ(r.global_step, 9);
+  }
+  TrainingRun second;
+  t.max_steps = -1;
+  t.resume = "auto";
+  second.fit(t);
+  EXPECT_EQ(second.params(), straight.params());
+}
+
+TEST(Trainer, ASignalStopsAfterTheStepWithACheckpointAndResumeFinishes) {
+  TempDir dir;
+  TrainingRun straight;
+  train::TrainerOptions t = quiet();
+  t.epochs = 2;
+  straight.fit(t);
+
+  t.checkpoint_dir = dir.file("ckpt");
+  int calls = 0;
+  train::FitResult stopped;
+  {
+    TrainingRun first;
+    train::Trainer trainer(t, dist::Communicator::world());
+    nn::CrossEntropyLoss ce;
+    auto loss = [&](const Tensor& out, const Tensor& y) {
+      if (++calls == 4) std::raise(SIGUSR1);  // as a scheduler's warning would
+      return ce(out, y);
+    };
+    stopped = trainer.fit(*first.model, loss, *first.opt, *first.train_loader,
+                          first.val_loader.get(), first.sched.get());
+  }
+  EXPECT_TRUE(stopped.stopped_by_signal);
+  EXPECT_EQ(stopped.signal, SIGUSR1);
+  EXPECT_EQ(stopped.global_step, 4);  // the step in progress was finished
+  EXPECT_NE(stopped.last_checkpoint.find("ckpt-000000004.h5"), std::string::npos);
+
+  TrainingRun second;
+  t.resume = "auto";
+  second.fit(t);
+  EXPECT_EQ(second.params(), straight.params());
+}
+
+TEST(Trainer, GradientAccumulationEqualsTheLargerBatch) {
+  // Two micro-batches of 8 with the loss halved give the gradient of the batch
+  // of 16 they make up (the sampler's order is the same): the parameters agree
+  // to float rounding of the differently grouped sums.
+  auto train_with = [](int64_t batch, int64_t accumulate) {
+    TrainingRun run(batch);
+    manual_seed(9);
+    run.model = nn::mlp({6, 16, 3});  // no dropout: both runs compute the same function
+    run.opt = std::make_unique<optim::SGD>(run.model->named_parameters(), optim::SGDOptions{0.1});
+    train::TrainerOptions t = quiet();
+    t.epochs = 2;
+    t.accumulate_grad_batches = accumulate;
+    train::Trainer trainer(t, dist::Communicator::world());
+    nn::CrossEntropyLoss ce;
+    const train::FitResult r = trainer.fit(*run.model, std::ref(ce), *run.opt, *run.train_loader);
+    EXPECT_EQ(r.global_step, 12);  // 96 samples / 16 per step, 2 epochs
+    return run.params();
+  };
+  const auto big = train_with(16, 1);
+  const auto accumulated = train_with(8, 2);
+  ASSERT_EQ(big.size(), accumulated.size());
+  for (size_t i = 0; i < big.size(); ++i) test::expect_close(accumulated[i], big[i], 1e-6, 1e-5);
+}
+
+TEST(Trainer, EarlyStoppingAndBestCheckpoint) {
+  TempDir dir;
+  TrainingRun run;
+  run.opt->set_lr(0.0);  // nothing changes, so the monitored loss never improves
+  run.sched.reset();
+  train::TrainerOptions t = quiet();
+  t.epochs = 10;
+  t.early_stopping_patience = 2;
+  t.checkpoint_dir = dir.file("ckpt");
+  train::Trainer trainer(t, dist::Communicator::world());
+  nn::CrossEntropyLoss ce;
+  const train::FitResult r =
+      trainer.fit(*run.model, std::ref(ce), *run.opt, *run.train_loader, run.val_loader.get());
+  EXPECT_TRUE(r.early_stopped);
+  EXPECT_EQ(r.epochs_completed, 3);  // the first sets the best, two more without improvement
+  EXPECT_FALSE(r.best_checkpoint.empty());
+  EXPECT_EQ(io::read_checkpoint(r.best_checkpoint).state.epoch, 1);
+}
+
+TEST(Trainer, EvaluateCountsEverySampleOnce) {
+  TrainingRun run;
+  train::Trainer trainer(quiet(), dist::Communicator::world());
+  nn::CrossEntropyLoss ce;
+  const train::EvalResult e = trainer.evaluate(*run.model, std::ref(ce), *run.val_loader);
+  EXPECT_EQ(e.count, 40);
+  // Against a direct computation over the whole validation set.
+  std::vector<int64_t> all(40);
+  for (int64_t i = 0; i < 40; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<float> x(40 * 6), y(40);
+  run.val_set->fetch(all, x.data(), y.data());
+  run.model->eval();
+  NoGradGuard no_grad;
+  Tensor out = run.model->forward(Tensor::from_host(x, {40, 6}));
+  EXPECT_NEAR(e.loss, cross_entropy(out, Tensor::from_host(y, {40})).item(), 1e-5);
+  const auto pred = argmax(out, 1).to_vector();
+  int correct = 0;
+  for (int i = 0; i < 40; ++i) correct += pred[static_cast<size_t>(i)] == y[static_cast<size_t>(i)];
+  EXPECT_DOUBLE_EQ(e.accuracy, correct / 40.0);
+}
+
+TEST(Trainer, NanLossStopsBeforeTheStepAndNamesIt) {
+  TempDir dir;
+  TrainingRun run;
+  train::TrainerOptions t = quiet();
+  t.epochs = 3;
+  t.checkpoint_dir = dir.file("ckpt");
+  train::Trainer trainer(t, dist::Communicator::world());
+  nn::CrossEntropyLoss ce;
+  int calls = 0;
+  auto loss = [&](const Tensor& out, const Tensor& y) {
+    Tensor l = ce(out, y);
+    return ++calls == 9 ? l * std::nanf("") : l;  // poisoned in the second epoch
+  };
+  try {
+    trainer.fit(*run.model, loss, *run.opt, *run.train_loader);
+    FAIL() << "expected NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("step 9"), std::string::npos) << e.what();
+  }
+  // The epoch-1 checkpoint is the newest, and it holds finite parameters.
+  io::CheckpointDirectory cd(dir.file("ckpt"));
+  ASSERT_EQ(cd.list().size(), 1u);
+  for (auto& [name, t2] : io::read_checkpoint(cd.list().back()).model) {
+    for (float v : t2.to_vector()) ASSERT_TRUE(std::isfinite(v)) << name;
+  }
+}
+
+TEST(Trainer, NanGradientNamesTheParameter) {
+  TrainingRun run;
+  train::Trainer trainer(quiet(), dist::Communicator::world());
+  // A loss whose gradient is NaN for the last layer's bias only: 0 * log(0)-style.
+  auto loss = [&](const Tensor& out, const Tensor&) {
+    Tensor b = (*run.model)[3]->named_parameters()[1].second;
+    return mean(out) * 0.0f + sum(sqrt(b - b));  // d sqrt(x)/dx at 0 is Inf
+  };
+  try {
+    trainer.fit(*run.model, loss, *run.opt, *run.train_loader);
+    FAIL() << "expected NumericalError";
+  } catch (const NumericalError& e) {
+    EXPECT_NE(std::string(e.what()).find("'3.bias'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, WritesMetricsAsCsvOrJsonLines) {
+  TempDir dir;
+  for (const std::string name : {"m.csv", "m.jsonl"}) {
+    TrainingRun run;
+    train::TrainerOptions t = quiet();
+    t.epochs = 2;
+    t.log_every_steps = 2;
+    t.metrics_path = dir.file(name);
+    run.fit(t);
+    std::ifstream in(t.metrics_path);
+    std::string first;
+    std::getline(in, first);
+    int rows = 0;
+    std::string line;
+    while (std::getline(in, line)) ++rows;
+    if (name == "m.csv") {
+      EXPECT_EQ(first.rfind("type,epoch,step,loss,accuracy,lr", 0), 0u) << first;
+      EXPECT_EQ(rows, 6 + 2);  // 6 step rows (12 steps / 2) and 2 epoch rows
+    } else {
+      EXPECT_NE(first.find("\"type\":\"step\""), std::string::npos) << first;
+      EXPECT_EQ(rows + 1, 6 + 2);
+    }
+  }
+}
+
+TEST(Trainer, RejectsBadOptions) {
+  train::TrainerOptions t = quiet();
+  t.monitor = "val_f1";
+  EXPECT_THROW(train::Trainer(t, dist::Communicator::world()), ValueError);
+  t = quiet();
+  t.resume = "auto";
+  EXPECT_THROW(train::Trainer(t, dist::Communicator::world()), ValueError);
+}
