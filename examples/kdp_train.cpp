@@ -195,6 +195,7 @@ int run(const Options& o, Runtime& runtime) {
   t.detect_anomaly = !o.no_anomaly_check;
   t.devices = devs;
   t.sampler_seed = o.seed;
+  t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", mean}, {"data.std", stddev}};
   train::Trainer trainer(t, comm);
   if (rank0) {
     std::printf(
@@ -239,6 +240,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
   app.allow_extras();  // --kokkos-* arguments are Kokkos'
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option(
       "--data", o.data,
       "HDF5 dataset with /train and /test (default: Fashion-MNIST, imported on first use)");

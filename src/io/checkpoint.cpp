@@ -58,7 +58,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state) {
   AtomicFile target(path);
   {
-    h5::File f = h5::File::create(target.temp_path());
+    // Built in memory, then written with plain writes: a full disk is an error
+    // here, never a half-closed HDF5 file.
+    h5::File f = h5::File::create_in_memory(path);
     const nn::StateDict sd = model.state_dict();
     h5::Group m = f.create_group("model");
     for (const auto& [name, t] : sd) write_tensor(m, name, t);
@@ -100,8 +102,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     f.set_attribute("rng_states", rng);
     h5::Group values = f.create_group("training");
     for (const auto& [key, v] : state.values) values.set_attribute(key, v);
-    f.flush();
-    f.close();
+    f.save_image(target.temp_path());
   }
   target.commit();
 }

@@ -4,6 +4,12 @@
 
 #include "kdp/core/error.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace kdp::io::h5 {
 
 namespace {
@@ -365,6 +371,49 @@ File File::create(const std::string& path) {
     throw IOError(fmt::format("kdp::io: cannot create HDF5 file '{}': {}", path, last_error()));
   }
   return File(std::move(f), path, "/");
+}
+
+File File::create_in_memory(const std::string& name) {
+  silence_errors();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_fapl_core(fapl.id(), size_t{1} << 20, /*backing_store=*/0);
+  Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
+  if (!f.valid()) {
+    throw IOError(
+        fmt::format("kdp::io: cannot create in-memory HDF5 file '{}': {}", name, last_error()));
+  }
+  return File(std::move(f), name, "/");
+}
+
+void File::save_image(const std::string& path) {
+  silence_errors();
+  if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("flush", "/", file_);
+  const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
+  if (size < 0) fail("take the image of", "/", file_);
+  std::vector<char> image(static_cast<size_t>(size));
+  if (H5Fget_file_image(id(), image.data(), image.size()) < 0)
+    fail("take the image of", "/", file_);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    throw IOError(fmt::format("kdp::io: cannot create '{}': {}", path, std::strerror(errno)));
+  }
+  size_t done = 0;
+  while (done < image.size()) {
+    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw IOError(fmt::format("kdp::io: cannot write '{}' ({} of {} bytes written): {}", path,
+                                done, image.size(), std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  if (::close(fd) != 0 || rc != 0) {
+    throw IOError(fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, std::strerror(err)));
+  }
 }
 
 void File::flush() {

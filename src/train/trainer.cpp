@@ -191,6 +191,7 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       st.values["scheduler.last_epoch"] = static_cast<double>(scheduler->last_epoch());
       st.values["scheduler.base_lr"] = scheduler->base_lr();
     }
+    for (const auto& [key, v] : options_.record) st.values[key] = v;
     st.values["best_metric"] = best;
     st.values["bad_epochs"] = static_cast<double>(bad_epochs);
     return st;

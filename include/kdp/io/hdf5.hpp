@@ -114,6 +114,12 @@ class File : public Group {
   static File open(const std::string& path, Mode mode = Mode::ReadOnly);
   /// Creates (truncating any file of that name).
   static File create(const std::string& path);
+  /// Creates a file that lives in memory until save_image(); `name` is used in
+  /// messages. Disk errors then surface in save_image as plain IOErrors, and a
+  /// failed write never leaves HDF5 holding a half-written file.
+  static File create_in_memory(const std::string& name);
+  /// Writes the whole file (created in memory) to `path` and fsyncs it.
+  void save_image(const std::string& path);
   /// Flushes HDF5's buffers to the operating system.
   void flush();
   /// Closes the file; later use of its objects fails.

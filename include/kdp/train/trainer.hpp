@@ -18,6 +18,7 @@
 /// NumericalError naming the step and the parameter, before the optimizer step,
 /// so no poisoned checkpoint is written.
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,9 @@ struct TrainerOptions {
   std::vector<Device> devices;
   /// The sampler seed, recorded in checkpoints.
   uint64_t sampler_seed = 0;
+  /// Further numbers recorded in every checkpoint's /training attributes (the
+  /// data's normalisation, say), for whoever reads it later.
+  std::map<std::string, double> record;
 };
 
 struct EvalResult {
