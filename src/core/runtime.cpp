@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "kdp/config.hpp"
@@ -88,7 +89,19 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
 
   threads_ = choose_threads(options.threads, local_ranks_);
   if (!Kokkos::is_initialized()) {
-    compat::initialize(argc, argv, threads_);
+    // Kokkos sees only its own --kokkos-* arguments: older versions also claim
+    // plain ones such as --threads, which belong to the program.
+    std::vector<char*> kokkos_args;
+    if (argc != nullptr && *argc > 0) {
+      kokkos_args.push_back((*argv)[0]);
+      for (int i = 1; i < *argc; ++i) {
+        if (std::strncmp((*argv)[i], "--kokkos-", 9) == 0) kokkos_args.push_back((*argv)[i]);
+      }
+    }
+    int kokkos_argc = static_cast<int>(kokkos_args.size());
+    kokkos_args.push_back(nullptr);  // argv ends with a null pointer
+    char** kokkos_argv = kokkos_args.data();
+    compat::initialize(argc != nullptr ? &kokkos_argc : nullptr, &kokkos_argv, threads_);
     kokkos_owned_ = true;
   }
   set_blas_threads(threads_);

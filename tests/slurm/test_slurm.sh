@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A real single-node Slurm on localhost runs examples/slurm/train.sbatch; the
+# warning signal arrives mid-run; the job must checkpoint, requeue itself,
+# resume, and finish with exactly the accuracy of an uninterrupted run.
+#
+#   test_slurm.sh BUILD_EXAMPLES_DIR REPO_ROOT
+set -u
+bin=$(cd "$1" && pwd)
+repo=$(cd "$2" && pwd)
+if [[ $(id -u) -ne 0 ]]; then
+  echo "skipped: the local Slurm runs its daemons as root"
+  exit 77
+fi
+work=$(mktemp -d /tmp/kdp-slurm-test.XXXXXX)
+export SLURM_LOCAL_DIR=$work/slurm
+export SLURM_LOCAL_PORT=$((7000 + RANDOM % 2000))
+cleanup() {
+  "$repo/scripts/slurm-local.sh" stop >/dev/null 2>&1
+  [[ -n ${KDP_KEEP_WORK:-} ]] || rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*"
+  [[ -n ${job:-} ]] && scontrol show job "$job" 2>/dev/null | head -20
+  ls "$work" 2>/dev/null
+  cat "$work"/kdp-train-*.out 2>/dev/null | grep -v "^epoch .* step" | tail -30
+  echo "--- slurmctld and slurmd logs"
+  tail -15 "$SLURM_LOCAL_DIR"/log/slurmctld.log "$SLURM_LOCAL_DIR"/log/slurmd.log 2>/dev/null
+  exit 1
+}
+wait_until() {  # wait_until SECONDS COMMAND...
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS > deadline)) && return 1
+    sleep 0.25
+  done
+}
+job_field() { scontrol show job "$job" -o 2>/dev/null | grep -o "$1=[^ ]*" | cut -d= -f2; }
+
+"$bin/kdp-data" import-fashion-mnist --out "$work/fm.h5" >/dev/null || fail "import"
+args=(--data "$work/fm.h5" --epochs 2 --threads 1 --batch-size 128 --seed 3)
+
+# The uninterrupted reference, same ranks and threads.
+mpi_flags=(--oversubscribe)
+[[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
+reference=$(mpirun "${mpi_flags[@]}" -np 2 "$bin/kdp-train" "${args[@]}" --progress lines 2>&1 |
+  grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*') || fail "reference run"
+echo "uninterrupted: $reference"
+
+"$repo/scripts/slurm-local.sh" start || fail "starting Slurm"
+export SLURM_CONF=$SLURM_LOCAL_DIR/slurm.conf
+cd "$work"
+job=$(KDP_TRAIN="$bin/kdp-train" KDP_RUN_DIR="$work/run" \
+  sbatch --parsable --export=ALL "$repo/examples/slurm/train.sbatch" "${args[@]}") || fail "sbatch"
+echo "submitted job $job"
+
+# Once the first checkpoint exists, send the batch shell the warning signal.
+wait_until 120 bash -c "ls '$work'/run/checkpoints/ckpt-*.h5 >/dev/null 2>&1" ||
+  fail "no checkpoint appeared"
+scancel -b -s USR1 "$job" || fail "scancel"
+echo "sent SIGUSR1 to job $job"
+
+# Requeued jobs wait two minutes before they are eligible; start it now.
+# (The node must be idle again first: the old run's steps are still ending.)
+wait_until 120 bash -c "scontrol show job $job -o | grep -q 'JobState=PENDING.*Restarts=1'" ||
+  fail "the job was not requeued"
+wait_until 60 bash -c "[[ \$(sinfo -h -n localhost -o %T) == idle ]]" || fail "the node stayed busy"
+# The old run's step daemons clean up its spool directory when they end; the
+# requeued run (same job id) must not start before they have.
+wait_until 60 bash -c "! pgrep -f 'slurmstepd: \[$job\.' >/dev/null" || fail "old job steps linger"
+sleep 1
+scontrol update JobId="$job" StartTime=now
+wait_until 180 bash -c "scontrol show job $job -o | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)'" ||
+  fail "the requeued job did not finish"
+[[ $(job_field JobState) == COMPLETED ]] || fail "job state $(job_field JobState)"
+
+out=$work/kdp-train-$job.out
+[[ -f $out ]] || fail "no output file (a job that never ran)"
+grep -q "stopped by signal 10" "$out" || fail "kdp-train did not stop on the signal"
+grep -q "requeueing" "$out" || fail "the script did not requeue"
+grep -q "resumed from" "$out" || fail "the second run did not resume"
+result=$(grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*' "$out" | tail -1)
+echo "interrupted and resumed: $result"
+[[ "$result" == "$reference" ]] || fail "the resumed run ended with '$result', not '$reference'"
+echo "ok: checkpointed, requeued, resumed, finished with the uninterrupted run's accuracy"
