@@ -136,8 +136,10 @@ void write_attribute(const Object& o, const std::string& name, hid_t type, hid_t
   if (H5Aexists(o.id(), name.c_str()) > 0) H5Adelete(o.id(), name.c_str());
   Handle a(H5Acreate2(o.id(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!a.valid()) fail("create attribute " + name + " of", o.path(), o.file());
-  if (H5Awrite(a.id(), type, value) < 0)
+  if (H5Sget_simple_extent_npoints(space) == 0) return;  // an empty list: nothing to write
+  if (H5Awrite(a.id(), type, value) < 0) {
     fail("write attribute " + name + " of", o.path(), o.file());
+  }
 }
 
 Handle open_attribute(const Object& o, const std::string& name) {
@@ -196,6 +198,7 @@ std::vector<std::string> Object::attribute_strings(const std::string& name) cons
   }
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
   std::vector<std::string> out;
+  if (n <= 0) return out;
   if (H5Tis_variable_str(type.id()) > 0) {
     std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
     Handle mem = string_type();

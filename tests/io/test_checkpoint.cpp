@@ -95,6 +95,17 @@ TEST(Checkpoint, RoundTripOfModelOptimizerAndTrainingState) {
   }
 }
 
+TEST(Checkpoint, ADefaultTrainingStateRoundTrips) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::save_checkpoint(dir.file("c.h5"), *a, opt, io::TrainingState{});  // no generators, no values
+  const io::Checkpoint c = io::read_checkpoint(dir.file("c.h5"));
+  EXPECT_TRUE(c.state.rng.empty());
+  EXPECT_EQ(c.state.global_step, 0);
+  EXPECT_EQ(c.model.size(), 4u);
+}
+
 TEST(Checkpoint, LayoutUsesPyTorchKeysAndShapes) {
   TempDir dir;
   auto seq = nn::mlp({5, 8, 3});

@@ -1,0 +1,150 @@
+// Training steps of the three reference models, as fractions of the GEMM
+// roofline measured first in the same run on the same cores. Run under mpirun
+// at any rank count; --kdp_devices N puts N device instances in each rank
+// (DataParallel), ranks > 1 use DistributedDataParallel.
+//
+//   T: 10-100-10 at batch 64 per rank (overhead-bound: time per step)
+//   M: 784-256-256-10 at batch 256 per rank (target >= 70 % of the roofline)
+//   L: 784-1024-1024-10 at batch 256 per rank (target >= 85 %)
+// A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP.
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kdp/kdp.hpp"
+#include "mpi_bench.hpp"
+
+using namespace kdp;
+
+namespace {
+
+MPI_Comm raw_comm = MPI_COMM_NULL;
+int devices_per_rank = 1;
+bool quick = false;
+
+struct ModelSpec {
+  const char* name;
+  std::vector<int64_t> sizes;
+  int64_t batch;  // per rank
+};
+const ModelSpec kModels[] = {
+    {"T", {10, 100, 10}, 64}, {"M", {784, 256, 256, 10}, 256}, {"L", {784, 1024, 1024, 10}, 256}};
+
+// Single-precision GEMM of 1024^3 on every rank at once: the roofline.
+void Roofline(benchmark::State& state) {
+  using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace>;
+  const int64_t n = 1024;
+  Matrix a("a", n, n), b("b", n, n), c("c", n, n);
+  Kokkos::deep_copy(a, 0.5f);
+  Kokkos::deep_copy(b, 0.25f);
+  const ExecSpace space = get_default_device().space();
+  compat::gemm(space, "N", "N", 1.0f, a, b, 0.0f, c);  // warm-up
+  for (auto _ : state) {
+    state.SetIterationTime(perf::timed_on_all_ranks(raw_comm, [&] {
+      compat::gemm(space, "N", "N", 1.0f, a, b, 0.0f, c);
+      compat::fence(space, "roofline");
+    }));
+  }
+  int size = 1;
+  MPI_Comm_size(raw_comm, &size);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * size * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Step(benchmark::State& state, const ModelSpec& spec) {
+  dist::Communicator comm = dist::Communicator::world();
+  const auto devs = devices(devices_per_rank);
+  manual_seed(0);
+  auto net = nn::mlp(spec.sizes, "relu", devs[0]);
+  std::shared_ptr<nn::Module> model = net;
+  if (devices_per_rank > 1) model = std::make_shared<DataParallel>(net, devs);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  nn::Module* runner = model.get();
+  if (comm.size() > 1) {
+    ddp = std::make_unique<dist::DistributedDataParallel>(model, comm);
+    runner = ddp.get();
+  }
+  optim::SGDOptions o;
+  o.lr = 0.01;
+  o.momentum = 0.9;
+  optim::SGD opt(net->named_parameters(), o);
+  Tensor x = Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]);
+  std::vector<float> labels(static_cast<size_t>(spec.batch));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<float>(i % static_cast<size_t>(spec.sizes.back()));
+  Tensor y = Tensor::from_host(labels, {spec.batch}, devs[0]);
+  auto step = [&] {
+    opt.zero_grad(ddp == nullptr);
+    cross_entropy(runner->forward(x), y).backward();
+    opt.step();
+    devs[0].fence("bench_models");
+  };
+  step();
+  step();  // warm: caches filled, buckets built
+  for (auto _ : state) state.SetIterationTime(perf::timed_on_all_ranks(raw_comm, step));
+  int64_t params = 0;
+  for (size_t i = 0; i + 1 < spec.sizes.size(); ++i)
+    params += spec.sizes[i] * spec.sizes[i + 1] + spec.sizes[i + 1];
+  const double samples = static_cast<double>(spec.batch * comm.size());
+  state.counters["samples/s"] =
+      benchmark::Counter(samples, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(6.0 * static_cast<double>(params) * samples * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  quick = perf::take_quick_flag(argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--kdp_devices=", 14) == 0)
+      devices_per_rank = std::atoi(argv[i] + 14);
+  }
+  Runtime runtime(argc, argv);
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
+  benchmark::Initialize(&argc, argv);
+  const int64_t reps = quick ? 2 : 20;
+  benchmark::RegisterBenchmark("roofline/sgemm1024", Roofline)
+      ->Iterations(quick ? 2 : 10)
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond);
+  for (const ModelSpec& m : kModels) {
+    const int64_t iters = std::string(m.name) == "T" ? reps * 50 : reps;
+    benchmark::RegisterBenchmark((std::string("step/") + m.name).c_str(),
+                                 [&m](benchmark::State& s) { Step(s, m); })
+        ->Iterations(iters)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
+  perf::RatioReporter loud;
+  perf::SilentReporter silent;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(raw_comm, &rank);
+  MPI_Comm_size(raw_comm, &size);
+  perf::RatioReporter& reporter = rank == 0 ? loud : silent;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  if (rank == 0 && reporter.has("roofline/sgemm1024")) {
+    const double roof = reporter.counter("roofline/sgemm1024", "GFLOP/s");
+    std::printf("layout: %d rank(s) x %d device(s), %d thread(s) per rank; roofline %.1f GFLOP/s\n",
+                size, devices_per_rank, runtime.threads(), roof);
+    const double targets[] = {0.0, 0.70, 0.85};
+    int k = 0;
+    for (const ModelSpec& m : kModels) {
+      const std::string name = std::string("step/") + m.name;
+      if (!reporter.has(name)) continue;
+      const double frac = reporter.counter(name, "GFLOP/s") / roof;
+      std::printf(
+          "MODEL %s step %.1f us, %.0f samples/s, %.1f GFLOP/s, %.1f %% of the roofline%s\n",
+          m.name, reporter.time(name), reporter.counter(name, "samples/s"),
+          reporter.counter(name, "GFLOP/s"), 100.0 * frac,
+          targets[k] > 0 ? (frac >= targets[k] ? " (target met)" : " (target MISSED)") : "");
+      ++k;
+    }
+  }
+  benchmark::Shutdown();
+  MPI_Comm_free(&raw_comm);
+  return 0;
+}

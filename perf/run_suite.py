@@ -1,0 +1,257 @@
+#!/usr/bin/python3
+"""kdp's performance suite: runs every benchmark (MPI ones at 1 and 2 ranks),
+collects the headline figures (ratios against references measured in the same
+run), writes one JSON file, a Markdown report and PNG charts, and compares the
+ratios with a committed baseline.
+
+    run_suite.py --build BUILD [--out DIR] [--baseline FILE] [--tolerance 0.25]
+                 [--update-baseline] [--quick]
+
+Exit status: 0, or 1 when a ratio regressed beyond the tolerance against the
+baseline (or a benchmark failed).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def mpirun(ranks):
+    # Unbound, so that one rank may use every core (kdp divides them among ranks).
+    flags = ["--oversubscribe", "--bind-to", "none"]
+    if os.geteuid() == 0:
+        flags.append("--allow-run-as-root")
+    return ["mpirun", *flags, "-np", str(ranks)]
+
+
+def slug(text):
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+# (name, command, extra description). {b} is the build directory.
+def benchmarks(build, quick):
+    reps = [] if quick else ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+    short = ["--benchmark_min_time=0.05"] if quick else []
+    q = ["--kdp_quick"] if quick else []
+    p = lambda name: os.path.join(build, "perf", name)  # noqa: E731
+    runs = [
+        ("linear", [p("kdp_bench_linear"), *short, *reps]),
+        ("ops", [p("kdp_bench_ops"), *short, *reps]),
+        ("data_parallel", [p("kdp_bench_data_parallel"), *short, *reps]),
+        ("loader", [p("kdp_bench_loader"), *short]),
+        ("checkpoint", [p("kdp_bench_checkpoint"), *short, *reps]),
+    ]
+    for ranks in (1, 2):
+        runs.append((f"allreduce_r{ranks}", [*mpirun(ranks), p("kdp_bench_allreduce"), *q, *reps])
+                    if ranks > 1 else None)
+        runs.append((f"ddp_r{ranks}", [*mpirun(ranks), p("kdp_bench_ddp"), *q, *reps]))
+    for ranks, devs in ((1, 1), (1, 2), (2, 1)):
+        runs.append((f"models_{ranks}x{devs}",
+                     [*mpirun(ranks), p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps]))
+    return [r for r in runs if r is not None]
+
+
+PATTERNS = [
+    # RATIO <label> <value>  (target >= <t>: met|MISSED)
+    (re.compile(r"RATIO (.+?)\s+(-?[\d.]+)\s+\(target >= ([\d.]+)"),
+     lambda m, run: (slug(m[1]), float(m[2]), float(m[3]), "higher")),
+    (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
+     lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
+    (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
+     lambda m, run: (f"dataparallel_overhead_{m[1]}_devices", float(m[2]), 1.10, "lower")),
+    (re.compile(r"SPEEDUP DataParallel on (\d+) concurrent devices vs plain step: ([\d.]+)x"),
+     lambda m, run: (f"dataparallel_speedup_{m[1]}_devices", float(m[2]), None, "higher")),
+    (re.compile(r"HIDDEN allreduce hidden behind backward: ([\d.]+)"),
+     lambda m, run: (f"ddp_hidden_{run}", float(m[1]), 0.8, "higher")),
+    (re.compile(r"SAMPLES_PER_S ([\d.]+)"),
+     lambda m, run: (f"ddp_samples_per_s_{run}", float(m[1]), None, "info")),
+    (re.compile(r"WAIT\s+share of .*?: ([\d.]+) %"),
+     lambda m, run: ("loader_wait_share", float(m[1]) / 100.0, 0.02, "lower")),
+    (re.compile(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
+     None),  # handled below: several figures per line
+]
+
+
+def parse(run, text, metrics, models):
+    for pattern, make in PATTERNS:
+        for m in pattern.finditer(text):
+            if make is None:
+                layout = run.split("_", 1)[1]
+                name, step_us, sps, gflops, pct = m[1], float(m[2]), float(m[3]), float(m[4]), float(m[5])
+                models.setdefault(name, {})[layout] = {
+                    "step_us": step_us, "samples_per_s": sps, "gflops": gflops, "roofline": pct / 100.0}
+                target = {"M": 0.70, "L": 0.85}.get(name)
+                metrics[f"model_{name}_roofline_{layout}"] = {
+                    "value": pct / 100.0, "target": target, "better": "higher" if target else "info"}
+                if name == "T":
+                    metrics[f"model_T_step_us_{layout}"] = {"value": step_us, "target": 15.0, "better": "lower"}
+                continue
+            key, value, target, better = make(m, run)
+            metrics[key] = {"value": value, "target": target, "better": better}
+
+
+def met(entry):
+    t, v = entry.get("target"), entry["value"]
+    if t is None or entry["better"] == "info":
+        return None
+    return v >= t if entry["better"] == "higher" else v <= t
+
+
+def charts(out, models, metrics):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    files = []
+    if models:
+        layouts = sorted({l for m in models.values() for l in m})
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        width = 0.8 / max(1, len(layouts))
+        for i, layout in enumerate(layouts):
+            names = [n for n in ("T", "M", "L") if n in models]
+            xs = [j + i * width for j in range(len(names))]
+            axes[0].bar(xs, [models[n].get(layout, {}).get("samples_per_s", 0) for n in names], width, label=layout)
+            axes[1].bar(xs, [100 * models[n].get(layout, {}).get("roofline", 0) for n in names], width, label=layout)
+        for ax, title in ((axes[0], "samples/s per model and layout (ranks x devices)"),
+                          (axes[1], "% of the GEMM roofline")):
+            ax.set_xticks([j + width * (len(layouts) - 1) / 2 for j in range(len(names))])
+            ax.set_xticklabels(names)
+            ax.set_title(title, fontsize=10)
+            ax.legend(fontsize=8)
+            ax.grid(axis="y", alpha=0.3)
+        axes[1].axhline(85, color="0.5", ls="--", lw=0.8)
+        axes[1].axhline(70, color="0.7", ls=":", lw=0.8)
+        fig.tight_layout()
+        path = os.path.join(out, "models.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        files.append(path)
+    s1 = metrics.get("ddp_samples_per_s_ddp_r1", {}).get("value")
+    s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
+    if s1 and s2:
+        fig, ax = plt.subplots(figsize=(5, 4))
+        ax.bar(["1 rank", "2 ranks", "2 ranks ideal"], [s1, s2, 2 * s1], color=["C0", "C1", "0.8"])
+        ax.set_title(f"L with DDP: scaling efficiency {s2 / (2 * s1):.2f}", fontsize=10)
+        ax.set_ylabel("samples/s")
+        fig.tight_layout()
+        path = os.path.join(out, "scaling.png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        files.append(path)
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--baseline", default=os.path.join(HERE, "baseline.json"))
+    ap.add_argument("--tolerance", type=float, default=0.25)
+    ap.add_argument("--update-baseline", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="a few iterations of each (checks the suite runs)")
+    args = ap.parse_args()
+
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or os.path.join(HERE, "results", stamp)
+    os.makedirs(out, exist_ok=True)
+    metrics, models, logs, failures = {}, {}, {}, []
+    for name, cmd in benchmarks(args.build, args.quick):
+        print(f"== {name}: {' '.join(cmd)}", flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        text = proc.stdout + proc.stderr
+        logs[name] = text
+        with open(os.path.join(out, f"{name}.log"), "w") as f:
+            f.write(text)
+        if proc.returncode != 0:
+            failures.append(f"{name} exited with {proc.returncode}")
+            print(text[-2000:])
+            continue
+        parse(name, text, metrics, models)
+    s1 = metrics.get("ddp_samples_per_s_ddp_r1", {}).get("value")
+    s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
+    if s1 and s2:
+        metrics["ddp_scaling_efficiency_L_1_to_2_ranks"] = {"value": s2 / (2 * s1), "target": 0.9, "better": "higher"}
+    best = {}
+    for name, layouts in models.items():
+        layout = max(layouts, key=lambda l: layouts[l]["samples_per_s"])
+        best[name] = {"layout": layout, **layouts[layout]}
+
+    baseline = {}
+    if os.path.exists(args.baseline):
+        with open(args.baseline) as f:
+            baseline = json.load(f).get("metrics", {})
+    regressions = []
+    for key, entry in sorted(metrics.items()):
+        base = baseline.get(key)
+        entry["baseline"] = base
+        # Only dimensionless figures are compared across runs; absolute times
+        # and rates depend on the machine.
+        comparable = entry["better"] in ("higher", "lower") and not key.endswith("_us")
+        if base is None or not comparable:
+            continue
+        if entry["better"] == "higher" and entry["value"] < base * (1 - args.tolerance):
+            regressions.append(f"{key}: {entry['value']:.3f} < baseline {base:.3f} - {args.tolerance:.0%}")
+        if entry["better"] == "lower" and entry["value"] > base * (1 + args.tolerance):
+            regressions.append(f"{key}: {entry['value']:.3f} > baseline {base:.3f} + {args.tolerance:.0%}")
+
+    result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(),
+              "metrics": metrics, "models": models, "best_layouts": best,
+              "regressions": regressions, "failures": failures, "tolerance": args.tolerance}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    pictures = charts(out, models, metrics)
+
+    lines = [f"# kdp performance report ({stamp})", "",
+             f"Host {platform.node()}, {os.cpu_count()} CPUs. Every figure is a ratio against a "
+             f"reference measured in the same run unless its name ends in _us or says samples/s. "
+             f"Regression tolerance against the baseline: {args.tolerance:.0%}.", "",
+             "| metric | value | target | met | baseline |", "|---|---|---|---|---|"]
+    for key, e in sorted(metrics.items()):
+        ok = met(e)
+        lines.append(f"| {key} | {e['value']:.4g} | {'' if e['target'] is None else e['target']} | "
+                     f"{'' if ok is None else ('yes' if ok else 'NO')} | "
+                     f"{'' if e.get('baseline') is None else format(e['baseline'], '.4g')} |")
+    lines += ["", "## Reference models by layout (ranks x devices per rank)", "",
+              "| model | layout | step (us) | samples/s | GFLOP/s | roofline |", "|---|---|---|---|---|---|"]
+    for name in ("T", "M", "L"):
+        for layout, v in sorted(models.get(name, {}).items()):
+            mark = " (best)" if best.get(name, {}).get("layout") == layout else ""
+            lines.append(f"| {name} | {layout}{mark} | {v['step_us']:.1f} | {v['samples_per_s']:.0f} | "
+                         f"{v['gflops']:.1f} | {100 * v['roofline']:.1f} % |")
+    lines += [""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in pictures]
+    if regressions:
+        lines += ["", "## Regressions", ""] + [f"- {r}" for r in regressions]
+    if failures:
+        lines += ["", "## Failures", ""] + [f"- {r}" for r in failures]
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+    print("\n".join(lines[6:]))
+    for name, b in best.items():
+        print(f"best layout for {name}: {b['layout']} ({b['samples_per_s']:.0f} samples/s)")
+    print(f"\nresults: {os.path.join(out, 'results.json')}\nreport:  {os.path.join(out, 'report.md')}")
+    if args.update_baseline:
+        keep = {k: e["value"] for k, e in metrics.items()
+                if e["better"] in ("higher", "lower") and not k.endswith("_us")}
+        with open(args.baseline, "w") as f:
+            json.dump({"updated": stamp, "host": platform.node(), "metrics": keep}, f, indent=2, sort_keys=True)
+            f.write("\n")
+        print(f"baseline rewritten: {args.baseline}")
+        return 1 if failures else 0
+    if regressions:
+        print("REGRESSIONS (beyond the tolerance):\n  " + "\n  ".join(regressions))
+    if failures:
+        print("FAILURES:\n  " + "\n  ".join(failures))
+    return 1 if regressions or failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

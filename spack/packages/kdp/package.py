@@ -1,0 +1,83 @@
+# kdp's Spack package: data-parallel neural-network training on Kokkos.
+#
+#   spack repo add ./spack
+#   spack install kdp                          # OpenMP-less CPU build, MPI, HDF5
+#   spack install kdp +openmp
+#   spack install kdp +cuda cuda_arch=90       # through Kokkos' nvcc_wrapper
+#   spack install kdp +rocm amdgpu_target=gfx90a
+#   spack develop --path $(pwd) kdp@main && spack install kdp@main   # from a checkout
+
+from spack.package import *
+
+
+class Kdp(CMakePackage, CudaPackage, ROCmPackage):
+    """kdp: PyTorch-style data-parallel training (DataParallel,
+    DistributedDataParallel, HDF5 data and checkpoints) in C++ on Kokkos."""
+
+    homepage = "https://github.com/kdp-hpc/kdp"
+    git = "https://github.com/kdp-hpc/kdp.git"
+
+    version("main", branch="main")
+    version("0.1.0", tag="v0.1.0")
+
+    variant("mpi", default=True, description="Distributed training over MPI")
+    variant("hdf5", default=True, description="HDF5 datasets and checkpoints")
+    variant("openmp", default=False, description="Kokkos' OpenMP backend")
+    variant("examples", default=True, description="Examples and the kdp-train/kdp-data drivers")
+    variant("tests", default=False, description="Build the GoogleTest suites")
+    variant("perf", default=False, description="Build the benchmarks of perf/")
+    variant("sanitizers", default=False, description="Build with AddressSanitizer and UBSan")
+
+    depends_on("cmake@3.21:", type="build")
+    depends_on("kokkos@4.0:")
+    depends_on("kokkos-kernels@4.0:")
+    depends_on("kokkos+openmp", when="+openmp")
+    depends_on("kokkos-kernels+openmp", when="+openmp")
+    depends_on("kokkos-kernels+blas")
+    depends_on("blas")
+    depends_on("fmt")
+    depends_on("mpi", when="+mpi")
+    depends_on("hdf5~mpi", when="+hdf5~mpi")
+    depends_on("hdf5+mpi", when="+hdf5+mpi")
+    depends_on("zlib-api", when="+hdf5")
+    depends_on("cli11", when="+examples")
+    depends_on("cli11", when="+hdf5")
+    depends_on("nlohmann-json", when="+hdf5")
+    depends_on("googletest", type="test", when="+tests")
+    depends_on("benchmark", type=("build", "test"), when="+perf")
+
+    # The GPU backends are Kokkos' own: forward the architecture to it.
+    for _arch in CudaPackage.cuda_arch_values:
+        _dep = "+cuda cuda_arch={0}".format(_arch)
+        depends_on("kokkos {0} +cuda_lambda +wrapper".format(_dep), when=_dep)
+        depends_on("kokkos-kernels {0} +cublas".format(_dep), when=_dep)
+    for _target in ROCmPackage.amdgpu_targets:
+        _dep = "+rocm amdgpu_target={0}".format(_target)
+        depends_on("kokkos {0}".format(_dep), when=_dep)
+        depends_on("kokkos-kernels {0}".format(_dep), when=_dep)
+
+    conflicts("+cuda", when="+rocm", msg="kdp builds for one GPU backend at a time")
+    conflicts("+tests", when="~hdf5", msg="the test suites need HDF5")
+
+    def cmake_args(self):
+        spec = self.spec
+        args = [
+            self.define_from_variant("KDP_ENABLE_MPI", "mpi"),
+            self.define_from_variant("KDP_ENABLE_HDF5", "hdf5"),
+            self.define_from_variant("KDP_ENABLE_EXAMPLES", "examples"),
+            self.define_from_variant("KDP_ENABLE_TESTS", "tests"),
+            self.define_from_variant("KDP_ENABLE_PERF", "perf"),
+            self.define_from_variant("KDP_ENABLE_SANITIZERS", "sanitizers"),
+            self.define("Kokkos_ROOT", spec["kokkos"].prefix),
+            self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
+        ]
+        if spec.satisfies("+cuda"):
+            # CUDA builds compile through Kokkos' nvcc_wrapper.
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["kokkos"].kokkos_cxx))
+        if spec.satisfies("+rocm"):
+            args.append(self.define("CMAKE_CXX_COMPILER", spec["hip"].hipcc))
+        return args
+
+    def check(self):
+        with working_dir(self.build_directory):
+            ctest("--output-on-failure", "-LE", "slurm|perf-smoke")

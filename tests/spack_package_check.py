@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""spack/packages/kdp/package.py is valid Python, and every KDP_ENABLE_* option
+of CMakeLists.txt has its variant, mapped with define_from_variant.
+
+    spack_package_check.py REPO_ROOT
+"""
+import ast
+import os
+import re
+import sys
+
+
+def main():
+    root = sys.argv[1]
+    package = os.path.join(root, "spack", "packages", "kdp", "package.py")
+    with open(package) as f:
+        source = f.read()
+    ast.parse(source, package)  # a SyntaxError fails the test with its line
+    with open(os.path.join(root, "CMakeLists.txt")) as f:
+        options = re.findall(r"option\(KDP_ENABLE_(\w+)", f.read())
+    if not options:
+        sys.exit("no KDP_ENABLE_* options found in CMakeLists.txt")
+    variants = set(re.findall(r'variant\(\s*"(\w+)"', source))
+    missing = []
+    for option in options:
+        name = option.lower()
+        if name not in variants:
+            missing.append(f"KDP_ENABLE_{option} has no variant '{name}'")
+        if f'define_from_variant("KDP_ENABLE_{option}", "{name}")' not in source:
+            missing.append(f"KDP_ENABLE_{option} is not set from variant '{name}' in cmake_args")
+    for base in ("CudaPackage", "ROCmPackage"):
+        if not re.search(rf"class Kdp\([^)]*\b{base}\b", source):
+            missing.append(f"the package class does not derive from {base}")
+    if missing:
+        sys.exit("\n".join(missing))
+    print(f"ok: {len(options)} options, each with its variant: {', '.join(o.lower() for o in options)}")
+
+
+if __name__ == "__main__":
+    main()
