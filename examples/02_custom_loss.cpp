@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
     MyLoss criterion;
     optim::SGD optimizer(model->named_parameters(), optim::SGDOptions{0.05, 0.9});
 
-    Tensor input = Tensor::randn({100, 10});  // a batch of 100 samples
-    Tensor target = Tensor::randn({100, 10});
+    Tensor input = Tensor::randn({100, 10}, devs[0]);  // a batch of 100 samples
+    Tensor target = Tensor::randn({100, 10}, devs[0]);
 
     for (int step = 0; step <= 200; ++step) {
       optimizer.zero_grad();

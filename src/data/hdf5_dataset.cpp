@@ -33,6 +33,8 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   io::h5::File file = io::h5::File::open(path);
   io::h5::Dataset img = file.open_dataset(images);
   io::h5::Dataset lab = file.open_dataset(labels);
+  img.check_plausible();  // before any allocation sized by their headers
+  lab.check_plausible();
 
   const std::vector<int64_t> dims = img.dims();
   if (dims.size() < 2) {
@@ -97,7 +99,10 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
     label_values_[i] = static_cast<float>(values[i]);
   }
   const int64_t chunk = img.chunk_rows();
-  block_rows_ = chunk > 0 ? chunk : 128;
+  // Blocks of at most 64 MiB, however large a sample or a chunk claims to be.
+  const int64_t row_bytes = std::max<int64_t>(1, row_ * (uint8_ ? 1 : 4));
+  block_rows_ = std::max<int64_t>(
+      1, std::min<int64_t>(chunk > 0 ? chunk : 128, (int64_t{64} << 20) / row_bytes));
   files_ = std::make_unique<Files>(Files{std::move(file), std::move(img), {}, {}, 0, 0});
   files_->blocks.resize(static_cast<size_t>((n_ + block_rows_ - 1) / block_rows_));
   files_->last_use.assign(files_->blocks.size(), 0);

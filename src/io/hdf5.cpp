@@ -457,6 +457,26 @@ int64_t Dataset::chunk_rows() const {
   return chunk.empty() ? 0 : static_cast<int64_t>(chunk[0]);
 }
 
+void Dataset::check_plausible() const {
+  silence_errors();
+  size_t logical = 0;
+  const std::vector<int64_t> d = dims();
+  Handle t(H5Dget_type(id()), H5Tclose);
+  unsigned __int128 total = H5Tget_size(t.id());
+  for (int64_t x : d) total *= static_cast<unsigned __int128>(x);
+  const unsigned __int128 stored = H5Dget_storage_size(id());
+  // Deflate cannot compress by more than about 1032:1; an unwritten (fill
+  // value) region stores nothing, so allow a fixed margin too.
+  const unsigned __int128 limit = stored * 2048 + (static_cast<unsigned __int128>(64) << 20);
+  if (total > limit) {
+    logical = total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total);
+    throw IOError(
+        fmt::format("kdp::io: '{}' in '{}' claims {} bytes of data ([{}]) but the file "
+                    "stores {} bytes for it; refusing to read it",
+                    path_, file_, logical, fmt::join(d, ", "), static_cast<uint64_t>(stored)));
+  }
+}
+
 Type Dataset::type() const {
   silence_errors();
   Handle t(H5Dget_type(id()), H5Tclose);
@@ -474,6 +494,7 @@ Type Dataset::type() const {
 
 template <class T>
 std::vector<T> Dataset::read_all() const {
+  check_plausible();
   int64_t n = 1;
   for (int64_t d : dims()) n *= d;
   std::vector<T> out(static_cast<size_t>(n));

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -196,12 +197,29 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     st.values["bad_epochs"] = static_cast<double>(bad_epochs);
     return st;
   };
-  // Rank 0 writes; the others wait so that no rank runs ahead of a checkpoint.
+  // Rank 0 writes; every rank learns whether it could, so that a full disk
+  // stops all of them with the same error instead of leaving some waiting.
+  auto on_rank0 = [&](const std::function<void()>& write) {
+    std::string error;
+    if (rank0) {
+      try {
+        write();
+      } catch (const Error& e) {
+        error = e.what();
+      }
+    }
+    int64_t length = static_cast<int64_t>(error.size());
+    comm_.broadcast(&length, sizeof(length), 0);
+    error.resize(static_cast<size_t>(length));
+    if (length > 0) comm_.broadcast(error.data(), error.size(), 0);
+    if (!error.empty()) {
+      throw IOError(rank0 ? error : fmt::format("checkpoint not written by rank 0: {}", error));
+    }
+  };
   auto save = [&](int64_t epoch, int64_t batch) -> std::string {
     if (!checkpoints) return "";
-    std::string path = checkpoints->path_for(global_step);
-    if (rank0) path = checkpoints->save(bare, optimizer, state_at(epoch, batch));
-    comm_.barrier();
+    const std::string path = checkpoints->path_for(global_step);
+    on_rank0([&] { checkpoints->save(bare, optimizer, state_at(epoch, batch)); });
     result.last_checkpoint = path;
     return path;
   };
@@ -353,8 +371,7 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     }
     if (checkpoints && options_.checkpoint_every_epoch) save(epoch + 1, 0);
     if (checkpoints && options_.keep_best && improved) {
-      if (rank0) checkpoints->save_best(bare, optimizer, state_at(epoch + 1, 0));
-      comm_.barrier();
+      on_rank0([&] { checkpoints->save_best(bare, optimizer, state_at(epoch + 1, 0)); });
       result.best_checkpoint = checkpoints->best_path();
     }
     if (metrics) {

@@ -116,5 +116,15 @@ TEST(HDF5Dataset, BadFilesAndDatasetsAreReported) {
   EXPECT_THROW(nan_ds.fetch({3, 4}, f.data(), l.data()), NumericalError);
   expect([&] { nan_ds.fetch({3}, f.data(), l.data()); }, "sample 3");
   expect([&] { nan_ds.fetch({30}, f.data(), l.data()); }, "index 30");
+
+  // A header claiming 2^40 samples that the file does not hold is refused
+  // before anything is allocated for it.
+  {
+    io::h5::File f = io::h5::File::open(path, io::h5::File::Mode::ReadWrite);
+    io::h5::Group g = f.create_group("huge");
+    g.create_dataset("images", io::h5::Type::UInt8, {int64_t{1} << 40, 28, 28}, 1024, 1);
+    g.create_dataset("labels", io::h5::Type::UInt8, {int64_t{1} << 40}, 1024, 1);
+  }
+  expect([&] { data::HDF5Dataset(path, "huge"); }, "claims");
   fs::remove(path);
 }

@@ -138,6 +138,10 @@ class Dataset : public Object {
   size_t bytes() const;
   /// Rows per chunk (0 for contiguous storage).
   int64_t chunk_rows() const;
+  /// Throws IOError when the dataset claims far more data than the file stores
+  /// for it (a hostile or corrupt header), before anything is allocated for it:
+  /// more than 64 MiB beyond 2048 times its stored (compressed) size.
+  void check_plausible() const;
   /// The whole dataset, converted to T.
   template <class T>
   std::vector<T> read_all() const;

@@ -27,6 +27,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     variant("tests", default=False, description="Build the GoogleTest suites")
     variant("perf", default=False, description="Build the benchmarks of perf/")
     variant("sanitizers", default=False, description="Build with AddressSanitizer and UBSan")
+    variant("fuzzing", default=False, description="Build the libFuzzer targets (needs clang)")
 
     depends_on("cmake@3.21:", type="build")
     depends_on("kokkos@4.0:")
@@ -58,6 +59,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
 
     conflicts("+cuda", when="+rocm", msg="kdp builds for one GPU backend at a time")
     conflicts("+tests", when="~hdf5", msg="the test suites need HDF5")
+    conflicts("+fuzzing", when="%gcc", msg="libFuzzer needs clang")
 
     def cmake_args(self):
         spec = self.spec
@@ -68,6 +70,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("KDP_ENABLE_TESTS", "tests"),
             self.define_from_variant("KDP_ENABLE_PERF", "perf"),
             self.define_from_variant("KDP_ENABLE_SANITIZERS", "sanitizers"),
+            self.define_from_variant("KDP_ENABLE_FUZZING", "fuzzing"),
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
         ]

@@ -1,0 +1,45 @@
+# Shared by the reliability tests: a work directory, the tiny dataset, checks.
+# Expects: bin (kdp-train's directory), src (the tests' source directory).
+work=$(mktemp -d /tmp/kdp-reliability.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mpi_flags=(--oversubscribe --bind-to none)
+[[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+make_tiny_data() {  # -> $work/tiny.h5
+  /usr/bin/python3 "$src/train/make_tiny_dataset.py" "$work/idx" || fail "dataset"
+  for split in train test; do
+    "$bin/kdp-data" import-idx --images "$work/idx/$split-images.idx.gz" \
+      --labels "$work/idx/$split-labels.idx.gz" --out "$work/tiny.h5" --split "$split" >/dev/null ||
+      fail "import"
+  done
+}
+
+# The /model datasets of a checkpoint as one digest (bit-for-bit comparison).
+model_digest() {
+  /usr/bin/python3 - "$1" <<'PY'
+import hashlib, sys, h5py
+h = hashlib.sha256()
+with h5py.File(sys.argv[1], "r") as f:
+    for k in sorted(f["model"]):
+        h.update(k.encode())
+        h.update(f["model"][k][()].tobytes())
+print(h.hexdigest())
+PY
+}
+
+# Every float in every checkpoint of a directory is finite.
+all_finite() {
+  /usr/bin/python3 - "$@" <<'PY'
+import sys, h5py, numpy as np
+for path in sys.argv[1:]:
+    with h5py.File(path, "r") as f:
+        for k in f["model"]:
+            if not np.all(np.isfinite(f["model"][k][()])):
+                sys.exit(f"{path}: {k} is not finite")
+PY
+}
