@@ -111,11 +111,13 @@ TEST(HDF5Dataset, BadFilesAndDatasetsAreReported) {
          "has 30 samples but '/train/short_labels' has 29 labels");
   expect([&] { data::HDF5Dataset(path, "/train/images", "/train/big_labels"); },
          "label 9 of sample 0");
-  data::HDF5Dataset nan_ds(path, "/train/nan_images", "/train/labels");
-  std::vector<float> f(4), l(2);
-  EXPECT_THROW(nan_ds.fetch({3, 4}, f.data(), l.data()), NumericalError);
-  expect([&] { nan_ds.fetch({3}, f.data(), l.data()); }, "sample 3");
-  expect([&] { nan_ds.fetch({30}, f.data(), l.data()); }, "index 30");
+  {
+    data::HDF5Dataset nan_ds(path, "/train/nan_images", "/train/labels");
+    std::vector<float> f(4), l(2);
+    EXPECT_THROW(nan_ds.fetch({3, 4}, f.data(), l.data()), NumericalError);
+    expect([&] { nan_ds.fetch({3}, f.data(), l.data()); }, "sample 3");
+    expect([&] { nan_ds.fetch({30}, f.data(), l.data()); }, "index 30");
+  }
 
   // A header claiming 2^40 samples that the file does not hold is refused
   // before anything is allocated for it.
