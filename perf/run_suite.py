@@ -65,6 +65,11 @@ PATTERNS = [
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
      lambda m, run: (f"dataparallel_overhead_{m[1]}_devices", float(m[2]), 1.10, "lower")),
+    (re.compile(r"INFO  of which smaller GEMMs \((\d+) micro-batches vs the plain step\): ([\d.]+)x, "
+                r"DataParallel itself \(vs those micro-batches\): ([\d.]+)x"),
+     lambda m, run: (f"dataparallel_own_overhead_{m[1]}_devices", float(m[3]), 1.10, "lower")),
+    (re.compile(r"INFO  its five bare GEMM calls\s+([\d.]+) us"),
+     lambda m, run: ("10_100_10_bare_gemms_us", float(m[1]), None, "info")),
     (re.compile(r"SPEEDUP DataParallel on (\d+) concurrent devices vs plain step: ([\d.]+)x"),
      lambda m, run: (f"dataparallel_speedup_{m[1]}_devices", float(m[2]), None, "higher")),
     (re.compile(r"HIDDEN allreduce hidden behind backward: ([\d.]+)"),

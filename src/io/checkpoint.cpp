@@ -29,6 +29,12 @@ Tensor read_tensor(const h5::Dataset& d) {
     throw IOError(fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}, not floats",
                               d.path(), d.file(), h5::to_string(d.type())));
   }
+  if (compat::host_accessible_memory()) {
+    // Straight into the tensor: no staging copy of what may be gigabytes.
+    Tensor t = Tensor::empty(Shape(dims));
+    if (t.numel() > 0) d.read_all(t.data());
+    return t;
+  }
   const std::vector<float> values = d.read_all<float>();
   return Tensor::from_host(values, Shape(dims));
 }

@@ -498,10 +498,16 @@ std::vector<T> Dataset::read_all() const {
   int64_t n = 1;
   for (int64_t d : dims()) n *= d;
   std::vector<T> out(static_cast<size_t>(n));
-  if (n > 0 && H5Dread(id(), native_of<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0) {
+  if (n > 0) read_all(out.data());
+  return out;
+}
+
+template <class T>
+void Dataset::read_all(T* out) const {
+  check_plausible();
+  if (H5Dread(id(), native_of<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0) {
     fail("read", path_, file_);
   }
-  return out;
 }
 
 template <class T>
@@ -568,6 +574,7 @@ void Dataset::write_rows(int64_t start_row, int64_t count_rows, const T* data) c
 
 #define KDP_H5_INSTANTIATE(T)                                                                    \
   template std::vector<T> Dataset::read_all<T>() const;                                          \
+  template void Dataset::read_all<T>(T*) const;                                                  \
   template void Dataset::read_rows<T>(int64_t, int64_t, T*) const;                               \
   template void Dataset::read_row_ranges<T>(const std::vector<std::pair<int64_t, int64_t>>&, T*) \
       const;                                                                                     \

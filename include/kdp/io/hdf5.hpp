@@ -108,6 +108,7 @@ class Group : public Object {
   bool is_group(const std::string& name) const;
 };
 
+/// An HDF5 file, on disk or in memory.
 class File : public Group {
  public:
   enum class Mode { ReadOnly, ReadWrite };
@@ -129,6 +130,7 @@ class File : public Group {
   using Group::Group;
 };
 
+/// An HDF5 dataset: shape, type, reads and writes.
 class Dataset : public Object {
  public:
   using Object::Object;
@@ -145,6 +147,9 @@ class Dataset : public Object {
   /// The whole dataset, converted to T.
   template <class T>
   std::vector<T> read_all() const;
+  /// The whole dataset, converted to T, into `out` (room for every element).
+  template <class T>
+  void read_all(T* out) const;
   /// Rows [start, start + count) (along the first dimension), converted to T.
   template <class T>
   void read_rows(int64_t start, int64_t count, T* out) const;
