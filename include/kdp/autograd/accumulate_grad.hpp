@@ -9,6 +9,7 @@
 
 namespace kdp::autograd {
 
+/// The node that sums a leaf's gradient into .grad() and fires its hooks.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);

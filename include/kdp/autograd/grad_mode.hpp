@@ -5,6 +5,7 @@
 
 namespace kdp::autograd {
 
+/// Whether ops record the graph on this thread.
 class GradMode {
  public:
   static bool enabled();

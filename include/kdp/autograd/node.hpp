@@ -43,6 +43,7 @@ class SavedTensor {
   uint64_t version_ = 0;
 };
 
+/// One recorded step of the graph and its backward.
 class Node {
  public:
   Node(const Device& device, int num_outputs = 1);

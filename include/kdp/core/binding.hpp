@@ -12,6 +12,7 @@
 
 namespace kdp {
 
+/// Replacement tensors that ops read in place of the ones they are given.
 class TensorBindings {
  public:
   /// Ops will read `replacement` where they are given `original`.

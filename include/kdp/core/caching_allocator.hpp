@@ -32,6 +32,7 @@ struct AllocatorStats {
   size_t bytes_held() const { return bytes_in_use + bytes_cached; }
 };
 
+/// Size-bucketed free lists of device memory, per execution-space instance.
 class CachingAllocator {
  public:
   using Block = Kokkos::View<float*, MemSpace>;

@@ -17,6 +17,7 @@ namespace detail {
 struct DeviceState;
 }
 
+/// One execution-space instance, its memory, an index and a random generator.
 class Device {
  public:
   /// The runtime's default device (the default execution-space instance).

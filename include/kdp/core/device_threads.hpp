@@ -18,6 +18,7 @@
 
 namespace kdp {
 
+/// One persistent host thread per execution-space instance.
 class DeviceThreads {
  public:
   DeviceThreads() = default;

@@ -12,6 +12,7 @@
 
 namespace kdp {
 
+/// A counter-based random number generator: a seed and an offset.
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed), offset_(0) {}

@@ -16,6 +16,7 @@
 
 namespace kdp {
 
+/// How the Runtime starts: MPI or not, the seed, threads per rank.
 struct RuntimeOptions {
   /// Initialise MPI (ignored when kdp is built without MPI). Programs that run
   /// on one process only can turn it off to start faster.
@@ -27,6 +28,7 @@ struct RuntimeOptions {
   int threads = 0;
 };
 
+/// The guard that starts MPI and Kokkos and finalises them; one per process.
 class Runtime {
  public:
   Runtime(int& argc, char**& argv, RuntimeOptions options = {});

@@ -10,6 +10,7 @@
 
 namespace kdp {
 
+/// Turns SIGINT, SIGTERM and SIGUSR1 into a flag checked between steps.
 class StopSignal {
  public:
   explicit StopSignal(std::vector<int> signals = {SIGINT, SIGTERM, SIGUSR1});

@@ -14,6 +14,7 @@
 
 namespace kdp {
 
+/// Contiguous memory behind tensors: cached, or a labelled dedicated View.
 class Storage {
  public:
   /// `count` uninitialised floats from the caching allocator.

@@ -56,6 +56,7 @@ struct TensorImpl {
   std::string name;  // used in error messages ("fc1.weight")
 };
 
+/// A shared handle to float memory on a Device with a shape of rank 0 to 4.
 class Tensor {
  public:
   /// An undefined tensor (no storage); defined() is false.

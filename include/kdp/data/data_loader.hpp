@@ -22,12 +22,14 @@
 
 namespace kdp::data {
 
+/// A batch on a device: features, labels and the sample indices.
 struct Batch {
   Tensor features;  // [B, sample shape...]
   Tensor labels;    // [B] class indices, or [B, k] targets
   std::vector<int64_t> indices;
 };
 
+/// Batch size, drop_last, prefetch depth and the target device.
 struct DataLoaderOptions {
   int64_t batch_size = 64;
   bool drop_last = false;
@@ -36,6 +38,7 @@ struct DataLoaderOptions {
   Device device = get_default_device();
 };
 
+/// Batches of a dataset in a sampler's order, prefetched on a thread.
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
@@ -64,6 +67,7 @@ class DataLoader {
 
   struct Epoch;
 
+  /// Walks one epoch's batches.
   class Iterator {
    public:
     Iterator() = default;

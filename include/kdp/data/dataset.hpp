@@ -12,6 +12,7 @@
 
 namespace kdp::data {
 
+/// A numbered collection of samples that fills host buffers.
 class Dataset {
  public:
   virtual ~Dataset() = default;

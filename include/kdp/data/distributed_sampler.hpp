@@ -14,6 +14,7 @@
 
 namespace kdp::data {
 
+/// Shuffling, seed, drop_last and exact mode of a DistributedSampler.
 struct DistributedSamplerOptions {
   bool shuffle = true;
   uint64_t seed = 0;
@@ -21,6 +22,7 @@ struct DistributedSamplerOptions {
   bool exact = false;
 };
 
+/// Each rank's share of a dataset with PyTorch's semantics, or an exact share.
 class DistributedSampler : public Sampler {
  public:
   DistributedSampler(int64_t dataset_size, int num_replicas, int rank,

@@ -17,6 +17,7 @@
 
 namespace kdp::data {
 
+/// Scaling, standardisation, flattening, class count and checks of an HDF5Dataset.
 struct HDF5DatasetOptions {
   /// uint8 features are scaled to [0, 1] (divided by 255).
   bool scale = true;
@@ -36,6 +37,7 @@ struct HDF5DatasetOptions {
   size_t cache_bytes = size_t{512} << 20;
 };
 
+/// Samples read from datasets of an HDF5 file, in cached blocks.
 class HDF5Dataset : public Dataset {
  public:
   HDF5Dataset(const std::string& path, const std::string& images, const std::string& labels,

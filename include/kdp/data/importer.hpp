@@ -18,12 +18,14 @@
 
 namespace kdp::data {
 
+/// The IDX files of one split.
 struct SplitSource {
   std::string split;   // "train" or "test"
   std::string images;  // IDX path (gzip or plain)
   std::string labels;
 };
 
+/// Dataset name, class count and names, chunking and compression of an import.
 struct ImportOptions {
   std::string dataset = "unnamed";
   int64_t num_classes = 10;

@@ -9,6 +9,7 @@
 
 namespace kdp::data {
 
+/// The order in which a DataLoader visits a dataset's indices.
 class Sampler {
  public:
   virtual ~Sampler() = default;

@@ -41,6 +41,7 @@ class Request {
   std::shared_ptr<State> state_;
 };
 
+/// Collectives over a duplicated MPI communicator.
 class Communicator {
  public:
   /// A duplicate of MPI_COMM_WORLD (every rank must call this together), or the

@@ -29,6 +29,7 @@
 
 namespace kdp::dist {
 
+/// Bucket sizes and the handling of unused parameters and buffers.
 struct DDPOptions {
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
@@ -40,6 +41,7 @@ struct DDPOptions {
   bool broadcast_buffers = true;
 };
 
+/// Averages gradients over MPI ranks in buckets overlapped with backward.
 class DistributedDataParallel : public nn::Module {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module, Communicator comm,

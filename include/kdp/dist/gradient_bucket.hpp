@@ -12,8 +12,10 @@
 
 namespace kdp::dist {
 
+/// Several parameters' gradients in one buffer, reduced together.
 class GradientBucket {
  public:
+  /// Where one parameter's gradient lies in the bucket.
   struct Slot {
     size_t parameter;  // index into the DDP's parameter list
     int64_t offset;    // in floats, into the buffer

@@ -21,6 +21,7 @@
 
 namespace kdp::dist {
 
+/// Ends the job when a collective outlives its timeout.
 class CollectiveWatchdog {
  public:
   /// Called with the message when a collective times out; must end the job.

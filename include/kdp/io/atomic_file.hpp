@@ -10,6 +10,7 @@
 
 namespace kdp::io {
 
+/// A file written under a temporary name and renamed into place when complete.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string target);

@@ -35,6 +35,7 @@ struct TrainingState {
   std::map<std::string, double> values;
 };
 
+/// A checkpoint's model state, optimizer state and training state.
 struct Checkpoint {
   nn::StateDict model;
   optim::OptimizerState optimizer;

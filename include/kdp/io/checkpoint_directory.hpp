@@ -14,6 +14,7 @@
 
 namespace kdp::io {
 
+/// The rotated checkpoints of one training run.
 class CheckpointDirectory {
  public:
   /// Creates the directory when missing (throws IOError when it cannot).
@@ -32,6 +33,7 @@ class CheckpointDirectory {
   /// The step checkpoints, oldest first.
   std::vector<std::string> list() const;
 
+  /// The checkpoint that loaded and its training state.
   struct Loaded {
     std::string path;
     TrainingState state;

@@ -7,6 +7,7 @@
 
 namespace kdp::nn {
 
+/// The ReLU activation.
 class ReLU : public Module {
  public:
   ReLU() : Module("ReLU") {}
@@ -15,6 +16,7 @@ class ReLU : public Module {
   std::shared_ptr<Module> clone() const override;
 };
 
+/// Leaky ReLU with a negative slope.
 class LeakyReLU : public Module {
  public:
   explicit LeakyReLU(float negative_slope = 0.01f)
@@ -28,6 +30,7 @@ class LeakyReLU : public Module {
   float negative_slope_;
 };
 
+/// The hyperbolic tangent.
 class Tanh : public Module {
  public:
   Tanh() : Module("Tanh") {}
@@ -36,6 +39,7 @@ class Tanh : public Module {
   std::shared_ptr<Module> clone() const override;
 };
 
+/// The logistic sigmoid.
 class Sigmoid : public Module {
  public:
   Sigmoid() : Module("Sigmoid") {}
@@ -44,6 +48,7 @@ class Sigmoid : public Module {
   std::shared_ptr<Module> clone() const override;
 };
 
+/// The exact GELU activation.
 class GELU : public Module {
  public:
   GELU() : Module("GELU") {}

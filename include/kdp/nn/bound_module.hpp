@@ -15,6 +15,7 @@
 
 namespace kdp::nn {
 
+/// Runs another module's forward with its parameters bound to tensors of its own.
 class BoundModule : public Module {
  public:
   /// Makes the tensor that stands for `original` (a parameter when !is_buffer).

@@ -8,6 +8,7 @@
 
 namespace kdp::nn {
 
+/// y = x W^T + b with PyTorch's layout and initialisation.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,

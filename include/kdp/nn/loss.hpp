@@ -28,6 +28,7 @@ class Loss : public Module {
   Reduction reduction_;
 };
 
+/// Mean squared error.
 class MSELoss : public Loss {
  public:
   explicit MSELoss(Reduction reduction = Reduction::Mean) : Loss("MSELoss", reduction) {}

@@ -19,6 +19,7 @@ using TensorList = std::vector<Tensor>;
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using StateDict = NamedTensors;
 
+/// The base of every layer and model.
 class Module : public std::enable_shared_from_this<Module> {
  public:
   explicit Module(std::string type_name = "Module");

@@ -9,6 +9,7 @@
 
 namespace kdp::nn {
 
+/// Children applied in order, named 0, 1, ...
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

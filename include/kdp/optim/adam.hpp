@@ -10,6 +10,7 @@
 
 namespace kdp::optim {
 
+/// Learning rate, betas, eps, weight decay and amsgrad of Adam and AdamW.
 struct AdamOptions {
   double lr = 1e-3;
   double beta1 = 0.9;
@@ -19,6 +20,7 @@ struct AdamOptions {
   bool amsgrad = false;
 };
 
+/// Adam with PyTorch's update.
 class Adam : public Optimizer {
  public:
   Adam(NamedParameters params, AdamOptions options);

@@ -11,6 +11,7 @@
 
 namespace kdp::optim {
 
+/// The base of learning-rate schedules.
 class LRScheduler {
  public:
   explicit LRScheduler(Optimizer& optimizer);

@@ -24,6 +24,7 @@ struct OptimizerState {
   std::map<std::string, std::map<std::string, double>> scalars;  // param -> "step" -> n
 };
 
+/// Updates named parameters from their gradients.
 class Optimizer {
  public:
   Optimizer(std::string type, NamedParameters params, double lr);

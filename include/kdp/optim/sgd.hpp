@@ -10,6 +10,7 @@
 
 namespace kdp::optim {
 
+/// Learning rate, momentum, dampening, weight decay and Nesterov of SGD.
 struct SGDOptions {
   double lr = 0.01;
   double momentum = 0.0;
@@ -18,6 +19,7 @@ struct SGDOptions {
   bool nesterov = false;
 };
 
+/// SGD with momentum, dampening, Nesterov and weight decay, as PyTorch's.
 class SGD : public Optimizer {
  public:
   SGD(NamedParameters params, SGDOptions options);

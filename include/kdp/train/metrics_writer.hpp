@@ -12,6 +12,7 @@
 
 namespace kdp::train {
 
+/// Rows of metrics to a CSV or JSON-lines file.
 class MetricsWriter {
  public:
   /// Opens `path` for writing (truncating, or appending when `append`).

@@ -11,6 +11,7 @@
 
 namespace kdp::train {
 
+/// What training prints on rank 0.
 class Progress {
  public:
   /// `bar`: 1 always, 0 never, -1 when stdout is a terminal.

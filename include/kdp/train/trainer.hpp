@@ -37,6 +37,7 @@ namespace kdp::train {
 /// (EX_TEMPFAIL: "try again"); batch scripts requeue on it.
 inline constexpr int kExitRequeue = 75;
 
+/// Everything a Trainer can be told.
 struct TrainerOptions {
   int64_t epochs = 1;
   /// Stop after this many optimizer steps (-1: no limit).
@@ -82,12 +83,14 @@ struct TrainerOptions {
   std::map<std::string, double> record;
 };
 
+/// Loss and accuracy over every sample of an evaluation.
 struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;  // NaN when the labels are not classes
   int64_t count = 0;      // samples over all ranks
 };
 
+/// The figures of one epoch.
 struct EpochRecord {
   int64_t epoch = 0;
   double loss = 0.0, accuracy = 0.0;
@@ -95,6 +98,7 @@ struct EpochRecord {
   double samples_per_s = 0.0, seconds = 0.0;
 };
 
+/// How a fit ended and what it measured.
 struct FitResult {
   int64_t global_step = 0;
   int64_t epochs_completed = 0;
@@ -109,6 +113,7 @@ struct FitResult {
   double samples_per_s = 0.0;  // over all ranks
 };
 
+/// The training loop with checkpoints, resume, signals and evaluation.
 class Trainer {
  public:
   Trainer(TrainerOptions options, dist::Communicator comm);
