@@ -36,25 +36,40 @@ def slug(text):
 
 # (name, command, extra description). {b} is the build directory.
 def benchmarks(build, quick):
+    """(name, command, extra environment) of every run, in order."""
     reps = [] if quick else ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+    # In one process the reference and the measured benchmark take turns, so a
+    # noisy neighbour slows both alike instead of one of them.
+    mixed = [] if quick else ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
+                              "--benchmark_report_aggregates_only=true"]
     short = ["--benchmark_min_time=0.05"] if quick else []
     q = ["--kdp_quick"] if quick else []
     p = lambda name: os.path.join(build, "perf", name)  # noqa: E731
+    one_thread = {"KDP_NUM_THREADS": "1"}
     runs = [
-        ("linear", [p("kdp_bench_linear"), *short, *reps]),
-        ("ops", [p("kdp_bench_ops"), *short, *reps]),
-        ("data_parallel", [p("kdp_bench_data_parallel"), *short, *reps]),
-        ("loader", [p("kdp_bench_loader"), *short]),
-        ("checkpoint", [p("kdp_bench_checkpoint"), *short, *reps]),
+        ("linear", [p("kdp_bench_linear"), *short, *mixed], {}),
+        ("ops", [p("kdp_bench_ops"), *short, *mixed], {}),
+        ("data_parallel", [p("kdp_bench_data_parallel"), *short, *mixed], {}),
+        # Logical devices run one after another: on one thread DataParallel's own
+        # cost shows without two BLAS threads' sensitivity to a shared machine.
+        ("data_parallel_1thread", [p("kdp_bench_data_parallel"), *short, *mixed], one_thread),
+        ("loader", [p("kdp_bench_loader"), *short], {}),
+        ("checkpoint", [p("kdp_bench_checkpoint"), *short, *mixed], {}),
     ]
-    for ranks in (1, 2):
-        runs.append((f"allreduce_r{ranks}", [*mpirun(ranks), p("kdp_bench_allreduce"), *q, *reps])
-                    if ranks > 1 else None)
-        runs.append((f"ddp_r{ranks}", [*mpirun(ranks), p("kdp_bench_ddp"), *q, *reps]))
+    # Scaling from 1 to 2 ranks compares like with like: the single rank gets
+    # the threads each of the two ranks gets (cores / 2), as one node of two would.
+    per_rank = {"KDP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
+    runs.append(("ddp_r1", [*mpirun(1), p("kdp_bench_ddp"), *q, *reps], per_rank))
+    runs.append(("allreduce_r2", [*mpirun(2), p("kdp_bench_allreduce"), *q, *reps], {}))
+    runs.append(("ddp_r2", [*mpirun(2), p("kdp_bench_ddp"), *q, *reps], {}))
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
-                     [*mpirun(ranks), p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps]))
-    return [r for r in runs if r is not None]
+                     [*mpirun(ranks), p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps], {}))
+    return runs
+
+
+def suffix(run):
+    return "_1_thread" if run.endswith("1thread") else ""
 
 
 PATTERNS = [
@@ -64,10 +79,10 @@ PATTERNS = [
     (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
-     lambda m, run: (f"dataparallel_overhead_{m[1]}_devices", float(m[2]), 1.10, "lower")),
+     lambda m, run: (f"dataparallel_overhead_{m[1]}_devices{suffix(run)}", float(m[2]), 1.10, "lower")),
     (re.compile(r"INFO  of which smaller GEMMs \((\d+) micro-batches vs the plain step\): ([\d.]+)x, "
                 r"DataParallel itself \(vs those micro-batches\): ([\d.]+)x"),
-     lambda m, run: (f"dataparallel_own_overhead_{m[1]}_devices", float(m[3]), 1.10, "lower")),
+     lambda m, run: (f"dataparallel_own_overhead_{m[1]}_devices{suffix(run)}", float(m[3]), 1.10, "lower")),
     (re.compile(r"INFO  its five bare GEMM calls\s+([\d.]+) us"),
      lambda m, run: ("10_100_10_bare_gemms_us", float(m[1]), None, "info")),
     (re.compile(r"SPEEDUP DataParallel on (\d+) concurrent devices vs plain step: ([\d.]+)x"),
@@ -95,7 +110,7 @@ def parse(run, text, metrics, models):
                 metrics[f"model_{name}_roofline_{layout}"] = {
                     "value": pct / 100.0, "target": target, "better": "higher" if target else "info"}
                 if name == "T":
-                    metrics[f"model_T_step_us_{layout}"] = {"value": step_us, "target": 15.0, "better": "lower"}
+                    metrics[f"model_T_step_{layout}_us"] = {"value": step_us, "target": 15.0, "better": "lower"}
                 continue
             key, value, target, better = make(m, run)
             metrics[key] = {"value": value, "target": target, "better": better}
@@ -168,9 +183,10 @@ def main():
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures = {}, {}, {}, []
-    for name, cmd in benchmarks(args.build, args.quick):
-        print(f"== {name}: {' '.join(cmd)}", flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+    for name, cmd, env in benchmarks(args.build, args.quick):
+        shown = " ".join(f"{k}={v}" for k, v in env.items())
+        print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
         text = proc.stdout + proc.stderr
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:
