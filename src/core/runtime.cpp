@@ -87,6 +87,7 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   }
 #endif
 
+  cores_ = available_cores();
   threads_ = choose_threads(options.threads, local_ranks_);
   if (!Kokkos::is_initialized()) {
     // Kokkos sees only its own --kokkos-* arguments: older versions also claim

@@ -233,7 +233,13 @@ void DistributedDataParallel::mark_ready(size_t index) {
 }
 
 void DistributedDataParallel::launch_ready_buckets() {
-  // Launch in bucket order only, so that every rank issues the same sequence.
+  // Launch in bucket order only, so that every rank issues the same sequence;
+  // without overlap, all of them once the last gradient is in.
+  if (options_.overlap == DDPOptions::Overlap::Never) {
+    for (const auto& b : buckets_) {
+      if (b->pending != 0) return;
+    }
+  }
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_]->pending == 0) {
     GradientBucket& bucket = *buckets_[next_bucket_];
     bucket.request = comm_.iallreduce(bucket.buffer(), ReduceOp::Average);

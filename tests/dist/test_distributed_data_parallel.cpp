@@ -64,27 +64,33 @@ void expect_identical_across_ranks(Communicator& comm, const nn::Module& m) {
 
 TEST(DistributedDataParallel, GradientsEqualOneProcessOnTheWholeBatch) {
   Communicator comm = Communicator::world();
-  for (bool tiny_buckets : {false, true}) {
-    auto model = make_model();
-    auto reference = model->clone();
-    DDPOptions o;
-    if (tiny_buckets) {
-      o.bucket_cap_mb = 1e-9;
-      o.first_bucket_mb = 1e-9;
-    }
-    DistributedDataParallel ddp(model, comm, o);
-    if (tiny_buckets) {
-      EXPECT_EQ(ddp.bucket_layout().size(), model->named_parameters().size());
-    } else {
-      EXPECT_EQ(ddp.bucket_layout().size(), 1u);  // 700 floats fit the first bucket
-    }
-    EXPECT_EQ(ddp.bucket_layout().front().front(), "4.bias");  // reverse parameter order
+  for (auto overlap : {DDPOptions::Overlap::Always, DDPOptions::Overlap::Never}) {
+    for (bool tiny_buckets : {false, true}) {
+      auto model = make_model();
+      auto reference = model->clone();
+      DDPOptions o;
+      o.overlap = overlap;
+      if (tiny_buckets) {
+        o.bucket_cap_mb = 1e-9;
+        o.first_bucket_mb = 1e-9;
+      }
+      DistributedDataParallel ddp(model, comm, o);
+      if (tiny_buckets) {
+        EXPECT_EQ(ddp.bucket_layout().size(), model->named_parameters().size());
+      } else {
+        EXPECT_EQ(ddp.bucket_layout().size(), 1u);  // 700 floats fit the first bucket
+      }
+      EXPECT_EQ(ddp.bucket_layout().front().front(), "4.bias");  // reverse parameter order
 
-    Tensor x = global_inputs(1), y = global_labels(1);
-    cross_entropy(reference->forward(x), y).backward();
-    cross_entropy(ddp.forward(shard(x, comm)), shard(y, comm)).backward();
-    expect_grads_match(*model, *reference, tiny_buckets ? "tiny buckets" : "default buckets");
-    EXPECT_EQ(ddp.reductions(), 1);
+      Tensor x = global_inputs(1), y = global_labels(1);
+      cross_entropy(reference->forward(x), y).backward();
+      cross_entropy(ddp.forward(shard(x, comm)), shard(y, comm)).backward();
+      const std::string what =
+          std::string(tiny_buckets ? "tiny buckets" : "default buckets") +
+          (overlap == DDPOptions::Overlap::Never ? ", reduced after backward" : ", overlapped");
+      expect_grads_match(*model, *reference, what);
+      EXPECT_EQ(ddp.reductions(), 1) << what;
+    }
   }
 }
 

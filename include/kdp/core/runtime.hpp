@@ -62,6 +62,8 @@ class Runtime {
   /// Ranks on this node and the threads this rank uses (BLAS and host backend).
   int local_ranks() const { return local_ranks_; }
   int threads() const { return threads_; }
+  /// Cores this process may run on (its affinity mask, as mpirun or Slurm set it).
+  int cores() const { return cores_; }
   bool mpi_active() const { return mpi_initialized_; }
 
  private:
@@ -74,6 +76,7 @@ class Runtime {
   int world_size_ = 1;
   int local_ranks_ = 1;
   int threads_ = 1;
+  int cores_ = 1;
   uint64_t seed_ = 0;
 
   CachingAllocator allocator_;

@@ -17,6 +17,14 @@
 /// When the last bucket is launched the reductions are awaited, so backward()
 /// returns with averaged gradients and the optimizer can step. Inside no_sync()
 /// gradients accumulate locally; the first backward after it reduces the sum.
+///
+/// Overlap needs something to run the communication while backward computes:
+/// a GPU (the host thread communicates while the device computes) or a core
+/// that no compute thread of the node uses. Where every core runs a compute
+/// thread, the communication thread (whose MPI collective polls while it waits
+/// for the other ranks) takes turns with backward on the same cores and the
+/// step can get slower than reducing after backward; DDPOptions::overlap
+/// chooses (docs/performance.md has the figures).
 
 #include <memory>
 #include <mutex>
@@ -39,6 +47,13 @@ struct DDPOptions {
   bool find_unused_parameters = false;
   /// Broadcast rank 0's buffers before every forward.
   bool broadcast_buffers = true;
+  /// When buckets are reduced: each as soon as it is ready during backward
+  /// (Always), or all of them once backward has produced the last gradient
+  /// (Never: for nodes where every core runs a compute thread and the
+  /// communication thread could only take turns with backward). Buckets are
+  /// launched in the same order on every rank either way.
+  enum class Overlap { Always, Never };
+  Overlap overlap = Overlap::Always;
 };
 
 /// Averages gradients over MPI ranks in buckets overlapped with backward.
