@@ -54,6 +54,9 @@ def benchmarks(build, quick):
         # cost shows without two BLAS threads' sensitivity to a shared machine.
         ("data_parallel_1thread", [p("kdp_bench_data_parallel"), *short, *mixed], one_thread),
         ("loader", [p("kdp_bench_loader"), *short], {}),
+        # With a core left to the prefetch thread (docs/performance.md: idle
+        # OpenBLAS threads spin and starve it when every core runs one).
+        ("loader_1thread", [p("kdp_bench_loader"), "--benchmark_filter=training_wait"], one_thread),
         ("checkpoint", [p("kdp_bench_checkpoint"), *short, *mixed], {}),
     ]
     # Scaling from 1 to 2 ranks compares like with like: the single rank gets
@@ -89,10 +92,12 @@ PATTERNS = [
      lambda m, run: (f"dataparallel_speedup_{m[1]}_devices", float(m[2]), None, "higher")),
     (re.compile(r"HIDDEN allreduce hidden behind backward: ([\d.]+)"),
      lambda m, run: (f"ddp_hidden_{run}", float(m[1]), 0.8, "higher")),
+    (re.compile(r"INFO  step ([\d.]+) ms \(reducing after backward ([\d.]+) ms\)"),
+     lambda m, run: (f"ddp_overlapped_vs_after_backward_{run}", float(m[1]) / float(m[2]), None, "info")),
     (re.compile(r"SAMPLES_PER_S ([\d.]+)"),
      lambda m, run: (f"ddp_samples_per_s_{run}", float(m[1]), None, "info")),
     (re.compile(r"WAIT\s+share of .*?: ([\d.]+) %"),
-     lambda m, run: ("loader_wait_share", float(m[1]) / 100.0, 0.02, "lower")),
+     lambda m, run: (f"loader_wait_share{suffix(run)}", float(m[1]) / 100.0, 0.02, "lower")),
     (re.compile(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
      None),  # handled below: several figures per line
 ]
