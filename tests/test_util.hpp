@@ -14,6 +14,19 @@
 
 namespace kdp::test {
 
+// The explainer's 10-100-10 model, corrected to keep the batch (no view(-1)).
+class ExplainerModel : public nn::Module {
+ public:
+  ExplainerModel() : Module("MyModel") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(10, 100));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(100, 10));
+  }
+  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
+  using Module::forward;
+
+  std::shared_ptr<nn::Linear> fc1, fc2;
+};
+
 /// Uniform values in [lo, hi) from a host generator (independent of the device's).
 inline std::vector<float> random_values(int64_t n, uint64_t seed, float lo = -1.0f,
                                         float hi = 1.0f) {

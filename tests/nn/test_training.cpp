@@ -6,16 +6,7 @@ using namespace kdp;
 
 namespace {
 
-class MyModel : public nn::Module {
- public:
-  MyModel() : Module("MyModel") {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(10, 100));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(100, 10));
-  }
-  Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
-  using Module::forward;
-  std::shared_ptr<nn::Linear> fc1, fc2;
-};
+using MyModel = test::ExplainerModel;
 
 // The explainer's custom loss, written from ops: its gradient comes from autograd.
 class MyLoss : public nn::Loss {
