@@ -31,7 +31,7 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-int choose_threads(int requested, int local_ranks) {
+int choose_threads(int requested, int cores, int local_ranks) {
   if (requested > 0) return requested;
   if (const char* env = std::getenv("KDP_NUM_THREADS")) {
     char* end = nullptr;
@@ -41,7 +41,7 @@ int choose_threads(int requested, int local_ranks) {
     }
     return static_cast<int>(n);
   }
-  return std::max(1, available_cores() / std::max(1, local_ranks));
+  return std::max(1, cores / std::max(1, local_ranks));
 }
 
 // Seeds of devices in a set differ so that dropout masks differ between replicas.
@@ -88,7 +88,7 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
 #endif
 
   cores_ = available_cores();
-  threads_ = choose_threads(options.threads, local_ranks_);
+  threads_ = choose_threads(options.threads, cores_, local_ranks_);
   if (!Kokkos::is_initialized()) {
     // Kokkos sees only its own --kokkos-* arguments: older versions also claim
     // plain ones such as --threads, which belong to the program.
