@@ -248,8 +248,9 @@ void scale_host(T* data, size_t count, double factor) {
   for (size_t i = 0; i < count; ++i) data[i] = static_cast<T>(data[i] * factor);
 }
 
-// Host memory MPI can use for tensor `t`: its own memory (after fencing the
-// instance that wrote it) when the host can address it, else a staging copy.
+// Memory MPI can use for tensor `t`: its own (after fencing the instance that
+// wrote it) when the host can address it or MPI is GPU-aware
+// (KDP_ENABLE_GPU_AWARE_MPI), else a staging copy in host memory.
 struct HostView {
   float* data = nullptr;
   std::shared_ptr<std::vector<float>> staged;
@@ -258,7 +259,7 @@ struct HostView {
 HostView host_view(const Tensor& t, const char* why) {
   t.device().fence(why);
   HostView v;
-  if constexpr (compat::launches_are_synchronous()) {
+  if constexpr (compat::host_accessible_memory() || KDP_ENABLE_GPU_AWARE_MPI) {
     v.data = t.data();
   } else {
     v.staged = std::make_shared<std::vector<float>>(t.to_vector());

@@ -27,6 +27,11 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     variant("tests", default=False, description="Build the GoogleTest suites")
     variant("perf", default=False, description="Build the benchmarks of perf/")
     variant("sanitizers", default=False, description="Build with AddressSanitizer and UBSan")
+    variant(
+        "gpu_aware_mpi",
+        default=False,
+        description="Hand GPU memory straight to a CUDA/ROCm-aware MPI instead of staging it",
+    )
     variant("fuzzing", default=False, description="Build the libFuzzer targets (needs clang)")
 
     depends_on("cmake@3.21:", type="build")
@@ -60,6 +65,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     conflicts("+cuda", when="+rocm", msg="kdp builds for one GPU backend at a time")
     conflicts("+tests", when="~hdf5", msg="the test suites need HDF5")
     conflicts("+fuzzing", when="%gcc", msg="libFuzzer needs clang")
+    conflicts("+gpu_aware_mpi", when="~mpi", msg="GPU-aware MPI needs +mpi")
 
     def cmake_args(self):
         spec = self.spec
@@ -71,6 +77,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("KDP_ENABLE_PERF", "perf"),
             self.define_from_variant("KDP_ENABLE_SANITIZERS", "sanitizers"),
             self.define_from_variant("KDP_ENABLE_FUZZING", "fuzzing"),
+            self.define_from_variant("KDP_ENABLE_GPU_AWARE_MPI", "gpu_aware_mpi"),
             self.define("Kokkos_ROOT", spec["kokkos"].prefix),
             self.define("KokkosKernels_ROOT", spec["kokkos-kernels"].prefix),
         ]
