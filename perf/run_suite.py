@@ -6,6 +6,11 @@ ratios with a committed baseline.
 
     run_suite.py --build BUILD [--out DIR] [--baseline FILE] [--tolerance 0.25]
                  [--update-baseline] [--quick]
+    run_suite.py --baseline-from RESULTS.json [RESULTS.json ...]
+
+A single run of a shared machine can be off by tens of percent: a baseline
+made with --baseline-from takes each ratio's median over several runs'
+results.json files (and runs nothing).
 
 Exit status: 0, or 1 when a ratio regressed beyond the tolerance against the
 baseline (or a benchmark failed).
@@ -16,6 +21,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 
@@ -174,15 +180,46 @@ def charts(out, models, metrics):
     return files
 
 
+def comparable(key, better):
+    # Only dimensionless figures are compared across runs; absolute times and
+    # rates depend on the machine.
+    return better in ("higher", "lower") and not key.endswith("_us")
+
+
+def write_baseline(path, values, note):
+    with open(path, "w") as f:
+        json.dump({"updated": note, "host": platform.node(), "metrics": values}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"baseline rewritten: {path}")
+
+
+def baseline_from(path, result_files):
+    runs = []
+    for name in result_files:
+        with open(name) as f:
+            runs.append(json.load(f)["metrics"])
+    keys = sorted({k for run in runs for k, e in run.items() if comparable(k, e["better"])})
+    values = {k: statistics.median(run[k]["value"] for run in runs if k in run) for k in keys}
+    stamps = ", ".join(os.path.basename(os.path.dirname(os.path.abspath(n))) for n in result_files)
+    write_baseline(path, values, f"median of {len(runs)} runs: {stamps}")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", required=True)
+    ap.add_argument("--build")
     ap.add_argument("--out", default=None)
     ap.add_argument("--baseline", default=os.path.join(HERE, "baseline.json"))
     ap.add_argument("--tolerance", type=float, default=0.25)
     ap.add_argument("--update-baseline", action="store_true")
     ap.add_argument("--quick", action="store_true", help="a few iterations of each (checks the suite runs)")
+    ap.add_argument("--baseline-from", nargs="+", metavar="RESULTS",
+                    help="write the baseline as each ratio's median over these results.json files")
     args = ap.parse_args()
+    if args.baseline_from:
+        return baseline_from(args.baseline, args.baseline_from)
+    if not args.build:
+        ap.error("--build is required to run the suite")
 
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "results", stamp)
@@ -218,10 +255,7 @@ def main():
     for key, entry in sorted(metrics.items()):
         base = baseline.get(key)
         entry["baseline"] = base
-        # Only dimensionless figures are compared across runs; absolute times
-        # and rates depend on the machine.
-        comparable = entry["better"] in ("higher", "lower") and not key.endswith("_us")
-        if base is None or not comparable:
+        if base is None or not comparable(key, entry["better"]):
             continue
         if entry["better"] == "higher" and entry["value"] < base * (1 - args.tolerance):
             regressions.append(f"{key}: {entry['value']:.3f} < baseline {base:.3f} - {args.tolerance:.0%}")
@@ -265,12 +299,8 @@ def main():
         print(f"best layout for {name}: {b['layout']} ({b['samples_per_s']:.0f} samples/s)")
     print(f"\nresults: {os.path.join(out, 'results.json')}\nreport:  {os.path.join(out, 'report.md')}")
     if args.update_baseline:
-        keep = {k: e["value"] for k, e in metrics.items()
-                if e["better"] in ("higher", "lower") and not k.endswith("_us")}
-        with open(args.baseline, "w") as f:
-            json.dump({"updated": stamp, "host": platform.node(), "metrics": keep}, f, indent=2, sort_keys=True)
-            f.write("\n")
-        print(f"baseline rewritten: {args.baseline}")
+        write_baseline(args.baseline, {k: e["value"] for k, e in metrics.items()
+                                        if comparable(k, e["better"])}, stamp)
         return 1 if failures else 0
     if regressions:
         print("REGRESSIONS (beyond the tolerance):\n  " + "\n  ".join(regressions))

@@ -5,6 +5,7 @@
 # regression beyond the tolerance it prints.
 #
 #   scripts/perf.sh [--update-baseline] [--tolerance 0.25] [--quick]
+#   scripts/perf.sh --baseline-from perf/results/*/results.json   # median of runs
 #   KDP_PERF_OUT=DIR scripts/perf.sh      # results elsewhere
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
