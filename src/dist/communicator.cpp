@@ -11,6 +11,7 @@
 
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/kernels.hpp"
 #include "kdp/core/runtime.hpp"
 
 #if KDP_ENABLE_MPI
@@ -256,6 +257,20 @@ struct HostView {
   std::shared_ptr<std::vector<float>> staged;
 };
 
+// Device memory handed straight to MPI cannot be scaled by the host after the
+// reduction: there an average is the sum of values scaled on the device first.
+ReduceOp scale_for_device_average(Tensor& t, ReduceOp op, int size) {
+  if constexpr (!compat::host_accessible_memory() && KDP_ENABLE_GPU_AWARE_MPI) {
+    if (op == ReduceOp::Average && size > 1) {
+      kdp::detail::scale(t.device(), t.flat(), 1.0f / static_cast<float>(size));
+      return ReduceOp::Sum;
+    }
+  }
+  (void)t;
+  (void)size;
+  return op;
+}
+
 HostView host_view(const Tensor& t, const char* why) {
   t.device().fence(why);
   HostView v;
@@ -386,6 +401,7 @@ void allreduce_now(Communicator::Impl& impl, T* data, size_t count, ReduceOp op,
 }  // namespace
 
 Request Communicator::iallreduce(Tensor& t, ReduceOp op) {
+  op = scale_for_device_average(t, op, impl_->size);
   HostView v = host_view(t, "kdp::dist::allreduce");
   Tensor target = t;
   auto st = allreduce_state(
@@ -397,6 +413,7 @@ Request Communicator::iallreduce(Tensor& t, ReduceOp op) {
 }
 
 void Communicator::allreduce(Tensor& t, ReduceOp op) {
+  op = scale_for_device_average(t, op, impl_->size);
   HostView v = host_view(t, "kdp::dist::allreduce");
   allreduce_now(*impl_, v.data, static_cast<size_t>(t.numel()), op, t.name());
   copy_back(t, v);
