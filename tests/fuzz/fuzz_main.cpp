@@ -1,6 +1,11 @@
-// libFuzzer entry point for kdp::fuzz::checkpoint_loader (see fuzz_targets.hpp).
+// libFuzzer entry point for one kdp::fuzz target (see fuzz_targets.hpp); CMake
+// builds it once per target with KDP_FUZZ_TARGET naming the function.
 #include "fuzz_targets.hpp"
 #include "kdp/core/runtime.hpp"
+
+#ifndef KDP_FUZZ_TARGET
+#error "KDP_FUZZ_TARGET names the kdp::fuzz function to run"
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static kdp::Runtime* runtime = [] {
@@ -9,5 +14,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return new kdp::Runtime(o);  // lives as long as the fuzzer
   }();
   (void)runtime;
-  return kdp::fuzz::checkpoint_loader(data, size);
+  return kdp::fuzz::KDP_FUZZ_TARGET(data, size);
 }
