@@ -30,7 +30,9 @@ Tensor read_tensor(const h5::Dataset& d) {
                               d.path(), d.file(), h5::to_string(d.type())));
   }
   if (compat::host_accessible_memory()) {
-    // Straight into the tensor: no staging copy of what may be gigabytes.
+    // Straight into the tensor: no staging copy of what may be gigabytes. The
+    // size is checked against the file before the tensor is allocated.
+    d.check_plausible();
     Tensor t = Tensor::empty(Shape(dims));
     if (t.numel() > 0) d.read_all(t.data());
     return t;
