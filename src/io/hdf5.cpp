@@ -475,6 +475,16 @@ void Dataset::check_plausible() const {
                     "stores {} bytes for it; refusing to read it",
                     path_, file_, logical, fmt::join(d, ", "), static_cast<uint64_t>(stored)));
   }
+  // Contiguous and compact data is stored whole, or not at all (fill values):
+  // a part of it is a corrupt header, which HDF5 itself would read past.
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED && stored != 0 && stored < total) {
+    throw IOError(fmt::format(
+        "kdp::io: '{}' in '{}' claims {} bytes of data ([{}]) stored in one piece but the "
+        "file stores {} bytes for it; refusing to read it",
+        path_, file_, static_cast<uint64_t>(total), fmt::join(d, ", "),
+        static_cast<uint64_t>(stored)));
+  }
 }
 
 Type Dataset::type() const {
