@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "cli_checks.hpp"
 #include "kdp/kdp.hpp"
 
 namespace {
@@ -40,21 +41,19 @@ void print_group(const io::h5::Group& g, const std::string& path, int indent) {
 
 int main(int argc, char** argv) {
   CLI::App app{"kdp-data: import datasets into kdp's HDF5 layout and inspect HDF5 files"};
+  kdp::cli::use_plain_messages(app, "kdp-data");
   app.require_subcommand(1);
 
   std::string images, labels, out, split = "train";
   int64_t classes = 10;
   auto* idx =
       app.add_subcommand("import-idx", "Import a pair of IDX files (gzip or plain) as one split");
-  idx->add_option("--images", images, "IDX file of images (uint8, [N, ...])")
-      ->required()
-      ->check(CLI::ExistingFile);
-  idx->add_option("--labels", labels, "IDX file of labels (uint8, [N])")
-      ->required()
-      ->check(CLI::ExistingFile);
+  idx->add_option("--images", images, "IDX file of images (uint8, [N, ...])")->required();
+  idx->add_option("--labels", labels, "IDX file of labels (uint8, [N])")->required();
   idx->add_option("--out", out, "HDF5 file to write (other splits in it are kept)")->required();
   idx->add_option("--split", split, "Split name")->check(CLI::IsMember({"train", "test"}));
-  idx->add_option("--classes", classes, "Number of classes (labels must be below it)");
+  idx->add_option("--classes", classes, "Number of classes (labels must be below it)")
+      ->check(kdp::cli::whole_number(1, 256));  // labels are bytes
 
   std::string fm_dir;
   auto* fm =

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli_checks.hpp"
+#include "kdp/io/run_directory_error.hpp"
 #include "kdp/kdp.hpp"
 
 using namespace kdp;
@@ -36,7 +38,8 @@ struct Options {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   int keep_last = 3;
-  std::string resume;
+  std::string resume = "never";
+  bool overwrite = false;
   std::string metrics;
   int64_t max_steps = -1;
   int threads = 0;
@@ -180,6 +183,23 @@ int run(const Options& o, Runtime& runtime) {
   data::DataLoader test_loader(test_set, test_sampler, lo);
 
   train::TrainerOptions t;
+  // What makes this run this run; docs/reliability.md lists what may change on resume.
+  std::error_code ec;
+  const fs::path data_path = fs::weakly_canonical(fs::absolute(o.data), ec);
+  t.run_config = {{"model", fmt::format("{}", fmt::join(sizes, ","))},
+                  {"activation", o.activation},
+                  {"lr", fmt::format("{}", o.lr)},
+                  {"weight-decay", fmt::format("{}", o.weight_decay)},
+                  {"scheduler", o.scheduler},
+                  {"grad-clip", fmt::format("{}", o.grad_clip)},
+                  {"accumulate", fmt::format("{}", o.accumulate)},
+                  {"batch-size", fmt::format("{}", o.batch_size)},
+                  {"seed", fmt::format("{}", o.seed)},
+                  {"data", ec ? o.data : data_path.string()},
+                  {"data.mean", fmt::format("{}", mean)},
+                  {"data.std", fmt::format("{}", stddev)}};
+  if (o.optimizer == "sgd") t.run_config["momentum"] = fmt::format("{}", o.momentum);
+  t.overwrite = o.overwrite;
   t.epochs = o.epochs;
   t.max_steps = o.max_steps;
   t.accumulate_grad_batches = o.accumulate;
@@ -188,7 +208,7 @@ int run(const Options& o, Runtime& runtime) {
   t.checkpoint_every_steps = o.checkpoint_every;
   t.keep_last = o.keep_last;
   t.monitor = "val_accuracy";
-  t.resume = o.resume;
+  t.resume = o.resume == "never" ? "" : o.resume;
   t.metrics_path = o.metrics;
   t.log_every_steps = o.log_every;
   t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
@@ -234,11 +254,44 @@ int run(const Options& o, Runtime& runtime) {
   return 0;
 }
 
+// What a person can do about a run that may not start, in kdp-train's options.
+std::string way_out(io::RunDirectoryError::Reason reason) {
+  using Reason = io::RunDirectoryError::Reason;
+  const char* discard = "--resume never --overwrite to discard its checkpoints";
+  switch (reason) {
+    case Reason::OtherConfiguration:
+      return fmt::format("Use another --checkpoint-dir, or {}.", discard);
+    case Reason::CheckpointOfOtherConfiguration:
+      return "Run with the settings it records to resume it, or leave out --resume to start "
+             "afresh.";
+    case Reason::HoldsThisRun:
+      return fmt::format(
+          "Add --resume auto to continue that run, use another --checkpoint-dir, or {}.", discard);
+    case Reason::NothingToResume:
+      return fmt::format(
+          "Move them away (they were left as they are), use another --checkpoint-dir, or {}.",
+          discard);
+    case Reason::WouldFork:
+      return "Use --resume auto to continue from the newest, or another --checkpoint-dir for "
+             "the resumed run.";
+    case Reason::MetricsFileExists:
+      return "Use another --metrics file, --resume auto to continue the run that wrote it, or "
+             "--resume never --overwrite to replace it.";
+  }
+  return "";
+}
+
+std::string without_prefix(const std::string& message) {
+  const std::string prefix = "kdp::train: ";
+  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
+  cli::use_plain_messages(app, "kdp-train");
   app.allow_extras();  // --kokkos-* arguments are Kokkos'
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option(
@@ -247,39 +300,62 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "MLP layer sizes, input first, classes last");
   app.add_option("--activation", o.activation, "Activation between layers")
       ->check(CLI::IsMember({"relu", "leaky_relu", "tanh", "sigmoid", "gelu"}));
-  app.add_option("--epochs", o.epochs, "Epochs to train")->check(CLI::NonNegativeNumber);
+  app.add_option("--epochs", o.epochs, "Epochs to train")->check(cli::whole_number(1));
   app.add_option("--batch-size", o.batch_size, "Global batch size (split evenly among ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::whole_number(1));
   app.add_option("--optimizer", o.optimizer, "Optimizer")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--lr", o.lr, "Learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", o.momentum, "SGD momentum");
-  app.add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw)");
+  app.add_option("--lr", o.lr, "Learning rate")->check(cli::real_number(0.0, false));
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(cli::real_number(0.0, true));
+  app.add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw)")
+      ->check(cli::real_number(0.0, true));
   app.add_option("--scheduler", o.scheduler, "Learning-rate schedule over the epochs")
       ->check(CLI::IsMember({"none", "cosine", "step"}));
   app.add_option("--devices", o.devices,
-                 "Device instances per rank (DataParallel inside each rank)");
-  app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout");
+                 "Device instances per rank (DataParallel inside each rank)")
+      ->check(cli::whole_number(1, 1 << 16));
+  app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout")
+      ->check(cli::whole_number(0));
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "Directory for checkpoints (none when empty)");
+                 "Directory for checkpoints (none when empty); it belongs to one run "
+                 "configuration");
   app.add_option("--checkpoint-every", o.checkpoint_every,
-                 "Also checkpoint every N optimizer steps (0: epochs only)");
-  app.add_option("--keep-last", o.keep_last, "Checkpoints to keep")->check(CLI::PositiveNumber);
+                 "Also checkpoint every N optimizer steps (0: epochs only)")
+      ->check(cli::whole_number(0));
+  app.add_option("--keep-last", o.keep_last, "Checkpoints of this run to keep")
+      ->check(cli::whole_number(1, 1 << 30));
   app.add_option("--resume", o.resume,
-                 "'auto' (newest checkpoint in --checkpoint-dir that loads) or a checkpoint file");
+                 "'never' (the default: a fresh start), 'auto' (the newest checkpoint in "
+                 "--checkpoint-dir that loads; unusable newer ones go to its rejected/) or a "
+                 "checkpoint file");
+  app.add_flag("--overwrite", o.overwrite,
+               "With --resume never: discard the checkpoints in --checkpoint-dir and replace "
+               "the --metrics file");
   app.add_option("--metrics", o.metrics, "Metrics file (.csv, or JSON lines otherwise)");
-  app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)");
+  app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)")
+      ->check(cli::whole_number(-1, std::numeric_limits<int64_t>::max(),
+                                "-1 (no limit) or a number of steps"));
   app.add_option("--threads", o.threads,
-                 "BLAS/host threads per rank (0: cores / ranks on the node)");
-  app.add_option("--grad-clip", o.grad_clip, "Clip the gradient norm to this (0: off)");
+                 "BLAS/host threads per rank (0: cores / ranks on the node)")
+      ->check(cli::whole_number(0, 1 << 16));
+  app.add_option("--grad-clip", o.grad_clip, "Clip the gradient norm to this (0: off)")
+      ->check(cli::real_number(0.0, true));
   app.add_option("--accumulate", o.accumulate, "Micro-batches per optimizer step")
-      ->check(CLI::PositiveNumber);
+      ->check(cli::whole_number(1));
   app.add_flag("--no-anomaly-check", o.no_anomaly_check,
                "Do not check loss and gradients for NaN/Inf");
   app.add_option("--progress", o.progress, "Progress display")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
-  app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps");
+  app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps")
+      ->check(cli::whole_number(1));
   CLI11_PARSE(app, argc, argv);
+  if (o.overwrite && o.resume != "never") {
+    std::fprintf(stderr,
+                 "kdp-train: --overwrite discards what --checkpoint-dir holds; it goes with "
+                 "--resume never, not --resume %s\n",
+                 o.resume.c_str());
+    return 1;
+  }
 
   try {
     RuntimeOptions ro;
@@ -288,6 +364,13 @@ int main(int argc, char** argv) {
     Runtime runtime(argc, argv, ro);
     try {
       return run(o, runtime);
+    } catch (const io::RunDirectoryError& e) {
+      // Every rank has the same error: one message is enough.
+      if (runtime.world_rank() == 0) {
+        std::fprintf(stderr, "kdp-train: error: %s\n%s%s\n", without_prefix(e.summary()).c_str(),
+                     e.details().c_str(), way_out(e.reason()).c_str());
+      }
+      return 1;
     } catch (const Error& e) {
       std::fprintf(stderr, "kdp-train: error on rank %d: %s\n", runtime.world_rank(), e.what());
       return 1;

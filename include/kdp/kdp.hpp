@@ -60,6 +60,8 @@
 #include "kdp/data/importer.hpp"
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
+#include "kdp/io/run_config.hpp"
+#include "kdp/io/run_directory_error.hpp"
 #include "kdp/io/hdf5.hpp"
 #include "kdp/train/metrics_writer.hpp"
 #include "kdp/train/progress.hpp"

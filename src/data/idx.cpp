@@ -21,7 +21,7 @@ using Gz = std::unique_ptr<gzFile_s, GzCloser>;
 std::string gz_error(gzFile f) {
   int code = 0;
   const char* msg = gzerror(f, &code);
-  if (code == Z_ERRNO) return std::strerror(errno);
+  if (code == Z_ERRNO) return describe_file_error(errno);
   return msg != nullptr && *msg != '\0' ? msg : "unexpected end of data";
 }
 
@@ -44,7 +44,7 @@ IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
   Gz f(gzopen(path.c_str(), "rb"));
   if (!f)
     throw IOError(
-        fmt::format("kdp::data: cannot open IDX file '{}': {}", path, std::strerror(errno)));
+        fmt::format("kdp::data: cannot open IDX file '{}': {}", path, describe_file_error(errno)));
   uint8_t magic[4];
   if (read_some(f.get(), magic, 4, path) != 4) {
     throw IOError(fmt::format("kdp::data: '{}' is too short to be an IDX file", path));
@@ -114,7 +114,8 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   bytes.insert(bytes.end(), data.begin(), data.end());
   Gz f(gzopen(path.c_str(), gzip ? "wb" : "wbT"));
   if (!f)
-    throw IOError(fmt::format("kdp::data: cannot create '{}': {}", path, std::strerror(errno)));
+    throw IOError(
+        fmt::format("kdp::data: cannot create '{}': {}", path, describe_file_error(errno)));
   if (gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) !=
       static_cast<int>(bytes.size())) {
     throw IOError(fmt::format("kdp::data: cannot write '{}': {}", path, gz_error(f.get())));

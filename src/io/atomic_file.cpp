@@ -20,12 +20,13 @@ void fsync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
     throw IOError(
-        fmt::format("kdp::io: cannot open '{}' to sync it: {}", path, std::strerror(errno)));
+        fmt::format("kdp::io: cannot open '{}' to sync it: {}", path, describe_file_error(errno)));
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
   if (rc != 0)
-    throw IOError(fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, std::strerror(err)));
+    throw IOError(
+        fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, describe_file_error(err)));
 }
 
 void fsync_directory(const std::string& dir) {
@@ -55,7 +56,7 @@ void AtomicFile::commit() {
   fsync_file(temp_);
   if (std::rename(temp_.c_str(), target_.c_str()) != 0) {
     throw IOError(fmt::format("kdp::io: cannot move '{}' into place as '{}': {}", temp_, target_,
-                              std::strerror(errno)));
+                              describe_file_error(errno)));
   }
   committed_ = true;
   const fs::path t(target_);

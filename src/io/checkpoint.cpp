@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include "kdp/core/error.hpp"
@@ -39,6 +40,59 @@ Tensor read_tensor(const h5::Dataset& d) {
   }
   const std::vector<float> values = d.read_all<float>();
   return Tensor::from_host(values, Shape(dims));
+}
+
+h5::File open_checkpoint(const std::string& path) {
+  h5::File f = h5::File::open(path);
+  if (!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint") {
+    throw IOError(
+        fmt::format("kdp::io: '{}' is not a kdp checkpoint (no format attribute "
+                    "'kdp-checkpoint')",
+                    path));
+  }
+  const int64_t version = f.attribute_int("format_version");
+  if (version > kFormatVersion) {
+    throw IOError(
+        fmt::format("kdp::io: '{}' has checkpoint format version {}; this kdp reads up "
+                    "to {}",
+                    path, version, kFormatVersion));
+  }
+  return f;
+}
+
+bool has_member(const h5::Group& g, const std::string& name) {
+  const std::vector<std::string> members = g.members();
+  return std::find(members.begin(), members.end(), name) != members.end();
+}
+
+TrainingState read_training_state(const h5::File& f, const std::string& path) {
+  TrainingState s;
+  s.epoch = f.attribute_int("epoch");
+  s.global_step = f.attribute_int("global_step");
+  s.batch_in_epoch = f.attribute_int("batch_in_epoch");
+  s.sampler_seed = static_cast<uint64_t>(f.attribute_int("sampler_seed"));
+  s.world_size = f.attribute_int("world_size");
+  s.devices_per_rank = f.attribute_int("devices_per_rank");
+  s.kdp_version = f.attribute_string("kdp_version");
+  s.model_signature = f.attribute_string("model_signature");
+  for (const std::string& r : f.attribute_strings("rng_states")) {
+    const size_t colon = r.find(':');
+    if (colon == std::string::npos) {
+      throw IOError(fmt::format("kdp::io: rng state '{}' in '{}' is not seed:offset", r, path));
+    }
+    s.rng.emplace_back(std::stoull(r.substr(0, colon)), std::stoull(r.substr(colon + 1)));
+  }
+  h5::Group values = f.open_group("training");
+  for (const auto& [key, text] : values.attributes()) s.values[key] = values.attribute_double(key);
+  if (has_member(f, "run")) {
+    h5::Group run = f.open_group("run");
+    for (const auto& [key, text] : run.attributes()) s.run_config[key] = run.attribute_string(key);
+  }
+  return s;
+}
+
+std::string parameters_setting(int64_t numel, const std::string& signature) {
+  return fmt::format("{} values, {}", numel, signature);
 }
 
 std::string now_utc() {
@@ -110,26 +164,17 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     f.set_attribute("rng_states", rng);
     h5::Group values = f.create_group("training");
     for (const auto& [key, v] : state.values) values.set_attribute(key, v);
+    if (!state.run_config.empty()) {
+      h5::Group run = f.create_group("run");
+      for (const auto& [key, v] : state.run_config) run.set_attribute(key, v);
+    }
     f.save_image(target.temp_path());
   }
   target.commit();
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  h5::File f = h5::File::open(path);
-  if (!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint") {
-    throw IOError(
-        fmt::format("kdp::io: '{}' is not a kdp checkpoint (no format attribute "
-                    "'kdp-checkpoint')",
-                    path));
-  }
-  const int64_t version = f.attribute_int("format_version");
-  if (version > kFormatVersion) {
-    throw IOError(
-        fmt::format("kdp::io: '{}' has checkpoint format version {}; this kdp reads up "
-                    "to {}",
-                    path, version, kFormatVersion));
-  }
+  h5::File f = open_checkpoint(path);
   Checkpoint c;
   h5::Group m = f.open_group("model");
   // Members come back sorted by name; the state dict's own order is the model's.
@@ -152,30 +197,40 @@ Checkpoint read_checkpoint(const std::string& path) {
       c.optimizer.scalars[pname][key] = pg.attribute_double(key);
     }
   }
-  TrainingState& s = c.state;
-  s.epoch = f.attribute_int("epoch");
-  s.global_step = f.attribute_int("global_step");
-  s.batch_in_epoch = f.attribute_int("batch_in_epoch");
-  s.sampler_seed = static_cast<uint64_t>(f.attribute_int("sampler_seed"));
-  s.world_size = f.attribute_int("world_size");
-  s.devices_per_rank = f.attribute_int("devices_per_rank");
-  s.kdp_version = f.attribute_string("kdp_version");
-  s.model_signature = f.attribute_string("model_signature");
-  for (const std::string& r : f.attribute_strings("rng_states")) {
-    const size_t colon = r.find(':');
-    if (colon == std::string::npos) {
-      throw IOError(fmt::format("kdp::io: rng state '{}' in '{}' is not seed:offset", r, path));
-    }
-    s.rng.emplace_back(std::stoull(r.substr(0, colon)), std::stoull(r.substr(colon + 1)));
-  }
-  h5::Group values = f.open_group("training");
-  for (const auto& [key, text] : values.attributes()) s.values[key] = values.attribute_double(key);
+  c.state = read_training_state(f, path);
   return c;
 }
 
-TrainingState load_checkpoint(const std::string& path, nn::Module& model,
-                              optim::Optimizer& optimizer) {
-  Checkpoint c = read_checkpoint(path);
+RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimizer) {
+  const nn::StateDict sd = model.state_dict();
+  int64_t numel = 0;
+  for (const auto& [name, t] : sd) numel += t.numel();
+  return {{"parameters", parameters_setting(numel, model_signature(sd))},
+          {"optimizer", optimizer.type()}};
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  h5::File f = open_checkpoint(path);
+  CheckpointInfo info;
+  info.path = path;
+  info.state = read_training_state(f, path);
+  info.optimizer_type = f.open_group("optimizer").attribute_string("type");
+  h5::Group m = f.open_group("model");
+  for (const std::string& name : m.members()) {
+    int64_t n = 1;
+    for (int64_t d : m.open_dataset(name).dims()) n *= d;
+    info.model_numel += n;
+  }
+  info.config = info.state.run_config;
+  info.recorded_partially = info.config.empty();
+  // What every configuration holds can be read off the file itself.
+  info.config["parameters"] = parameters_setting(info.model_numel, info.state.model_signature);
+  info.config["optimizer"] = info.optimizer_type;
+  return info;
+}
+
+std::vector<std::string> checkpoint_mismatches(const Checkpoint& c, const nn::Module& model,
+                                               const optim::Optimizer& optimizer) {
   const nn::StateDict own = model.state_dict();
   std::vector<std::string> problems;
   for (const auto& [name, t] : own) {
@@ -199,6 +254,12 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
     problems.push_back(
         fmt::format("the optimizer state is of {}, not {}", c.optimizer.type, optimizer.type()));
   }
+  return problems;
+}
+
+TrainingState load_checkpoint(const Checkpoint& c, const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer) {
+  const std::vector<std::string> problems = checkpoint_mismatches(c, model, optimizer);
   if (!problems.empty()) {
     throw IOError(fmt::format("kdp::io: checkpoint '{}' does not fit this model: {}", path,
                               fmt::join(problems, "; ")));
@@ -206,6 +267,11 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
   model.load_state_dict(c.model);
   optimizer.load_state_dict(c.optimizer);
   return c.state;
+}
+
+TrainingState load_checkpoint(const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer) {
+  return load_checkpoint(read_checkpoint(path), path, model, optimizer);
 }
 
 }  // namespace kdp::io

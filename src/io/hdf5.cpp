@@ -5,23 +5,41 @@
 #include "kdp/core/error.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace kdp::io::h5 {
 
 namespace {
 
-// HDF5's explanation of the last failure on this thread (innermost first).
+bool debugging() {
+  static const bool on = std::getenv("KDP_DEBUG") != nullptr;
+  return on;
+}
+
+// HDF5's explanation of the last failure on this thread, innermost first: the
+// first line of the two innermost descriptions (all of them with KDP_DEBUG),
+// without the file driver's own details (times, flags).
 std::string last_error() {
   std::vector<std::string> lines;
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_DOWNWARD,
       [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
         auto* out = static_cast<std::vector<std::string>*>(data);
-        if (e->desc != nullptr && *e->desc != '\0' && out->size() < 2) out->push_back(e->desc);
+        if (e->desc == nullptr || *e->desc == '\0') return 0;
+        std::string line = e->desc;
+        if (!debugging()) {
+          line = line.substr(0, line.find('\n'));
+          const size_t details = line.find(": time = ");
+          if (details != std::string::npos) line.erase(details);
+          if (line.rfind("time = ", 0) == 0 || out->size() >= 2) return 0;
+          if (!out->empty() && out->back() == line) return 0;
+        }
+        out->push_back(line);
         return 0;
       },
       &lines);
@@ -91,9 +109,11 @@ Handle scalar_space() {
 }  // namespace
 
 void silence_errors() {
+  // libhdf5 prints its error stack to stderr by default; kdp reports failures
+  // in its own messages, and prints the stack only when KDP_DEBUG asks.
   thread_local bool done = false;
   if (!done) {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    if (!debugging()) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     done = true;
   }
 }
@@ -358,11 +378,26 @@ Dataset Group::create_dataset(const std::string& name, Type type, const std::vec
 
 File File::open(const std::string& path, Mode mode) {
   silence_errors();
+  // The system's reason first: it says more than HDF5's for missing or
+  // unreadable files.
+  const int fd = ::open(path.c_str(), mode == Mode::ReadOnly ? O_RDONLY : O_RDWR);
+  if (fd < 0) {
+    throw IOError(fmt::format("kdp::io: cannot open '{}': {}", path, describe_file_error(errno)));
+  }
+  struct stat st {};
+  const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+  ::close(fd);
+  if (directory) throw IOError(fmt::format("kdp::io: cannot open '{}': it is a directory", path));
   Handle f(
       H5Fopen(path.c_str(), mode == Mode::ReadOnly ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
       H5Fclose);
   if (!f.valid()) {
-    throw IOError(fmt::format("kdp::io: cannot open HDF5 file '{}': {}", path, last_error()));
+    const std::string why = last_error();
+    if (H5Fis_hdf5(path.c_str()) == 0) {
+      throw IOError(fmt::format("kdp::io: cannot open '{}': it is not an HDF5 file", path));
+    }
+    H5Eclear2(H5E_DEFAULT);
+    throw IOError(fmt::format("kdp::io: cannot open HDF5 file '{}': {}", path, why));
   }
   return File(std::move(f), path, "/");
 }
@@ -398,7 +433,7 @@ void File::save_image(const std::string& path) {
     fail("take the image of", "/", file_);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
-    throw IOError(fmt::format("kdp::io: cannot create '{}': {}", path, std::strerror(errno)));
+    throw IOError(fmt::format("kdp::io: cannot create '{}': {}", path, describe_file_error(errno)));
   }
   size_t done = 0;
   while (done < image.size()) {
@@ -408,14 +443,15 @@ void File::save_image(const std::string& path) {
       const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
       throw IOError(fmt::format("kdp::io: cannot write '{}' ({} of {} bytes written): {}", path,
-                                done, image.size(), std::strerror(err)));
+                                done, image.size(), describe_file_error(err)));
     }
     done += static_cast<size_t>(n);
   }
   const int rc = ::fsync(fd);
   const int err = errno;
   if (::close(fd) != 0 || rc != 0) {
-    throw IOError(fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, std::strerror(err)));
+    throw IOError(
+        fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, describe_file_error(err)));
   }
 }
 

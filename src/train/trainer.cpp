@@ -11,6 +11,7 @@
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/dist/distributed_data_parallel.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
+#include "kdp/io/run_directory_error.hpp"
 #include "kdp/nn/clip_grad.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/reduction.hpp"
@@ -18,6 +19,7 @@
 #include "kdp/train/metrics_writer.hpp"
 #include "kdp/train/progress.hpp"
 #include "kdp/version.hpp"
+#include "start_plan.hpp"
 
 namespace kdp::train {
 
@@ -52,6 +54,48 @@ std::string first_non_finite_grad(const optim::Optimizer& optimizer) {
   return "";
 }
 
+void broadcast_string(dist::Communicator& comm, std::string& text) {
+  int64_t length = static_cast<int64_t>(text.size());
+  comm.broadcast(&length, sizeof(length), 0);
+  text.resize(static_cast<size_t>(length));
+  if (length > 0) comm.broadcast(text.data(), text.size(), 0);
+}
+
+// Runs `decide` on rank 0 and makes every rank throw what it threw: the same
+// RunDirectoryError everywhere, or an error naming rank 0's.
+void decide_on_rank0(dist::Communicator& comm, const std::function<void()>& decide) {
+  int64_t kind = 0;  // 0: fine, 1: RunDirectoryError, 2: another kdp::Error
+  int64_t reason = 0;
+  std::string texts[3];
+  if (comm.rank() == 0) {
+    try {
+      decide();
+    } catch (const io::RunDirectoryError& e) {
+      kind = 1;
+      reason = static_cast<int64_t>(e.reason());
+      texts[0] = e.summary();
+      texts[1] = e.details();
+      texts[2] = e.way_out();
+    } catch (const Error& e) {
+      kind = 2;
+      texts[0] = e.what();
+    }
+  }
+  if (comm.size() > 1) {
+    comm.broadcast(&kind, sizeof(kind), 0);
+    comm.broadcast(&reason, sizeof(reason), 0);
+    for (std::string& t : texts) broadcast_string(comm, t);
+  }
+  if (kind == 1) {
+    throw io::RunDirectoryError(static_cast<io::RunDirectoryError::Reason>(reason), texts[0],
+                                texts[1], texts[2]);
+  }
+  if (kind == 2) {
+    if (comm.rank() == 0) throw IOError(texts[0]);
+    throw IOError(fmt::format("rank 0 could not start the run: {}", texts[0]));
+  }
+}
+
 }  // namespace
 
 nn::Module& unwrap(nn::Module& model) {
@@ -84,6 +128,12 @@ Trainer::Trainer(TrainerOptions options, dist::Communicator comm)
   }
   if (options_.resume == "auto" && options_.checkpoint_dir.empty()) {
     throw ValueError("kdp::train::Trainer: resume = auto needs a checkpoint_dir");
+  }
+  if (options_.overwrite && !options_.resume.empty() && options_.resume != "never") {
+    throw ValueError(fmt::format(
+        "kdp::train::Trainer: overwrite discards what is there; it goes with a fresh start "
+        "(resume = \"never\"), not with resume = \"{}\"",
+        options_.resume));
   }
   if (options_.devices.empty()) options_.devices.push_back(get_default_device());
 }
@@ -125,12 +175,24 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
   nn::Module& bare = unwrap(model);
   FitResult result;
 
+  // The settings that must not change while the run lives in its directory.
+  io::RunConfig config = options_.run_config;
+  for (auto& [key, value] : io::model_settings(bare, optimizer)) config[key] = value;
+  config["monitor"] = options_.monitor;
+  Progress progress(options_.progress, options_.log_every_steps, rank0);
+
+  // Rank 0 checks the directory and chooses the checkpoint; nothing is written
+  // before every rank knows that the run may start.
+  StartPlan plan;
+  decide_on_rank0(comm_, [&] { plan = plan_start(options_, config, bare, optimizer); });
+  for (const std::string& m : plan.messages) progress.message(m);
+  broadcast_string(comm_, plan.resume_path);
+
   std::unique_ptr<io::CheckpointDirectory> checkpoints;
   if (!options_.checkpoint_dir.empty()) {
-    checkpoints =
-        std::make_unique<io::CheckpointDirectory>(options_.checkpoint_dir, options_.keep_last);
+    checkpoints = std::make_unique<io::CheckpointDirectory>(options_.checkpoint_dir,
+                                                            options_.keep_last, config);
   }
-  Progress progress(options_.progress, options_.log_every_steps, rank0);
 
   // ---- where to start ----------------------------------------------------------
   int64_t start_epoch = 0, start_batch = 0, global_step = 0, bad_epochs = 0;
@@ -162,13 +224,25 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     progress.message(fmt::format("resumed from {} (epoch {}, batch {}, step {})", from,
                                  st.epoch + 1, st.batch_in_epoch, st.global_step));
   };
-  if (options_.resume == "auto") {
-    std::vector<std::string> skipped;
-    auto loaded = checkpoints->load_newest(bare, optimizer, &skipped);
-    for (const auto& why : skipped) progress.message("skipped a checkpoint: " + why);
-    if (loaded) apply(loaded->state, loaded->path);
-  } else if (!options_.resume.empty()) {
-    apply(io::load_checkpoint(options_.resume, bare, optimizer), options_.resume);
+  if (!plan.resume_path.empty()) {
+    // Every rank loads the checkpoint rank 0 chose; all stop if any cannot.
+    std::string error;
+    io::TrainingState st;
+    try {
+      st = plan.resumed ? io::load_checkpoint(*plan.resumed, plan.resume_path, bare, optimizer)
+                        : io::load_checkpoint(plan.resume_path, bare, optimizer);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    int64_t failed = error.empty() ? 0 : 1;
+    comm_.allreduce(&failed, 1, dist::ReduceOp::Max);
+    if (failed != 0) {
+      throw IOError(error.empty() ? fmt::format("kdp::train: another rank could not load '{}'",
+                                                plan.resume_path)
+                                  : error);
+    }
+    plan.resumed.reset();
+    apply(st, plan.resume_path);
   }
 
   std::optional<MetricsWriter> metrics;
@@ -208,10 +282,7 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
         error = e.what();
       }
     }
-    int64_t length = static_cast<int64_t>(error.size());
-    comm_.broadcast(&length, sizeof(length), 0);
-    error.resize(static_cast<size_t>(length));
-    if (length > 0) comm_.broadcast(error.data(), error.size(), 0);
+    broadcast_string(comm_, error);
     if (!error.empty()) {
       throw IOError(rank0 ? error : fmt::format("checkpoint not written by rank 0: {}", error));
     }
@@ -371,8 +442,13 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     }
     if (checkpoints && options_.checkpoint_every_epoch) save(epoch + 1, 0);
     if (checkpoints && options_.keep_best && improved) {
-      on_rank0([&] { checkpoints->save_best(bare, optimizer, state_at(epoch + 1, 0)); });
-      result.best_checkpoint = checkpoints->best_path();
+      int64_t wrote = 0;
+      on_rank0([&] {
+        wrote = checkpoints->save_best(bare, optimizer, state_at(epoch + 1, 0),
+                                       maximise(options_.monitor));
+      });
+      comm_.broadcast(&wrote, sizeof(wrote), 0);
+      if (wrote != 0) result.best_checkpoint = checkpoints->best_path();
     }
     if (metrics) {
       metrics->write("epoch",

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 
 #include "temp_dir.hpp"
@@ -182,9 +183,9 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {
 
 TEST(CheckpointDirectory, KeepsTheLastKAndResumesFromTheNewestThatLoads) {
   TempDir dir;
-  io::CheckpointDirectory cd(dir.file("ckpts"), 2);
   auto a = std::make_shared<Net>();
   optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory cd(dir.file("ckpts"), 2, io::model_settings(*a, opt));
   io::TrainingState st = some_state();
   for (int64_t step : {10, 20, 30}) {
     st.global_step = step;
@@ -194,13 +195,169 @@ TEST(CheckpointDirectory, KeepsTheLastKAndResumesFromTheNewestThatLoads) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_NE(files[0].find("ckpt-000000020.h5"), std::string::npos);
   EXPECT_NE(files[1].find("ckpt-000000030.h5"), std::string::npos);
-  // The newest is damaged: resume takes the one before and says why.
+  // The newest is damaged: the one before qualifies, and the reason is given.
   std::ofstream(files[1], std::ios::trunc) << "truncated";
-  std::vector<std::string> skipped;
-  auto loaded = cd.load_newest(*a, opt, &skipped);
-  ASSERT_TRUE(loaded.has_value());
-  EXPECT_EQ(loaded->state.global_step, 20);
-  ASSERT_EQ(skipped.size(), 1u);
-  EXPECT_NE(skipped[0].find("ckpt-000000030.h5"), std::string::npos);
+  const auto r = cd.newest_resumable(*a, opt);
+  EXPECT_EQ(r.path, files[0]);
+  EXPECT_EQ(r.checkpoint.state.global_step, 20);
+  ASSERT_EQ(r.unusable.size(), 1u);
+  EXPECT_EQ(r.unusable[0].first, files[1]);
+  EXPECT_NE(r.unusable[0].second.find("not an HDF5 file"), std::string::npos)
+      << r.unusable[0].second;
+  EXPECT_EQ(cd.list().size(), 2u);  // looking changed nothing
   EXPECT_THROW(io::CheckpointDirectory(dir.file("ckpts/ckpt-000000020.h5/sub"), 2), IOError);
+}
+
+namespace {
+
+io::RunConfig config_with_lr(const nn::Module& m, const optim::Optimizer& opt, const char* lr) {
+  io::RunConfig c = io::model_settings(m, opt);
+  c["lr"] = lr;
+  return c;
+}
+
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+TEST(CheckpointDirectory, RetentionRemovesOnlyThisConfigurationsCheckpoints) {
+  // Another configuration's checkpoints at higher steps than ours: keep-last
+  // must count ours only, and never touch theirs.
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory theirs(dir.file("d"), 2, config_with_lr(*a, opt, "0.1"));
+  io::TrainingState st = some_state();
+  for (int64_t step : {400, 500}) {
+    st.global_step = step;
+    theirs.save(*a, opt, st);
+  }
+  const std::string their_newest = file_bytes(theirs.path_for(500));
+  io::CheckpointDirectory ours(dir.file("d"), 2, config_with_lr(*a, opt, "0.01"));
+  for (int64_t step : {1, 2, 3}) {
+    st.global_step = step;
+    ours.save(*a, opt, st);
+  }
+  std::vector<std::string> names;
+  for (const auto& f : ours.list()) names.push_back(std::filesystem::path(f).filename().string());
+  EXPECT_EQ(names, (std::vector<std::string>{"ckpt-000000002.h5", "ckpt-000000003.h5",
+                                             "ckpt-000000400.h5", "ckpt-000000500.h5"}));
+  EXPECT_EQ(file_bytes(theirs.path_for(500)), their_newest);
+  EXPECT_TRUE(ours.owns(ours.path_for(3)));
+  EXPECT_FALSE(ours.owns(ours.path_for(500)));
+  // Resuming passes over theirs with the setting that differs.
+  const auto r = ours.newest_resumable(*a, opt);
+  EXPECT_EQ(r.path, ours.path_for(3));
+  ASSERT_EQ(r.unusable.size(), 2u);
+  EXPECT_NE(r.unusable[0].second.find("lr is 0.01 here but 0.1 there"), std::string::npos)
+      << r.unusable[0].second;
+}
+
+TEST(CheckpointDirectory, BestIsReplacedOnlyByABetterMetricOfTheSameConfiguration) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory cd(dir.file("d"), 3, config_with_lr(*a, opt, "0.1"));
+  io::TrainingState st = some_state();
+  auto best_step = [&] { return io::read_checkpoint_info(cd.best_path()).state.global_step; };
+  st.global_step = 1;
+  st.values["best_metric"] = 0.80;
+  EXPECT_TRUE(cd.save_best(*a, opt, st, /*maximise=*/true));
+  st.global_step = 2;
+  st.values["best_metric"] = 0.75;  // worse
+  EXPECT_FALSE(cd.save_best(*a, opt, st, true));
+  EXPECT_EQ(best_step(), 1);
+  st.global_step = 3;
+  st.values["best_metric"] = 0.85;
+  EXPECT_TRUE(cd.save_best(*a, opt, st, true));
+  EXPECT_EQ(best_step(), 3);
+  // Another configuration never replaces it, however good its metric.
+  io::CheckpointDirectory other(dir.file("d"), 3, config_with_lr(*a, opt, "0.5"));
+  st.global_step = 4;
+  st.values["best_metric"] = 0.99;
+  EXPECT_FALSE(other.save_best(*a, opt, st, true));
+  EXPECT_EQ(best_step(), 3);
+  // An unreadable best.h5 is moved aside, not overwritten.
+  std::ofstream(cd.best_path(), std::ios::trunc) << "damaged";
+  st.values["best_metric"] = 0.5;
+  EXPECT_TRUE(cd.save_best(*a, opt, st, true));
+  EXPECT_EQ(file_bytes(cd.rejected_dir() + "/best.h5"), "damaged");
+}
+
+TEST(CheckpointDirectory, ConflictsComeFromRunJsonAndFromTheCheckpoints) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory first(dir.file("d"), 3, config_with_lr(*a, opt, "0.1"));
+  EXPECT_FALSE(first.find_conflict());
+  first.claim();
+  ASSERT_TRUE(first.recorded_config());
+  EXPECT_EQ(*first.recorded_config(), first.config());
+
+  io::CheckpointDirectory second(dir.file("d"), 3, config_with_lr(*a, opt, "0.2"));
+  auto c = second.find_conflict();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->source, second.config_path());
+  ASSERT_EQ(c->differences.size(), 1u);
+  EXPECT_EQ(c->differences[0].name, "lr");
+  EXPECT_EQ(c->differences[0].ours, "0.2");
+  EXPECT_EQ(c->differences[0].recorded, "0.1");
+
+  // A checkpoint that records no configuration (written before they were
+  // recorded) still shows its model: a model of another size conflicts.
+  TempDir legacy_dir;
+  io::TrainingState st = some_state();
+  io::save_checkpoint(legacy_dir.file("ckpt-000000007.h5"), *a, opt, st);  // no run_config
+  auto wide = std::make_shared<Net>(16);
+  optim::SGD wide_opt(wide->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory legacy(legacy_dir.path().string(), 3,
+                                 config_with_lr(*wide, wide_opt, "0.1"));
+  c = legacy.find_conflict();
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->differences.size(), 1u) << io::format_differences(c->differences, "there");
+  EXPECT_EQ(c->differences[0].name, "parameters");
+  // The same model is no conflict: what the file records agrees.
+  io::CheckpointDirectory same(legacy_dir.path().string(), 3, config_with_lr(*a, opt, "0.1"));
+  EXPECT_FALSE(same.find_conflict());
+}
+
+TEST(CheckpointDirectory, RejectMovesAsideWithoutOverwriting) {
+  TempDir dir;
+  io::CheckpointDirectory cd(dir.file("d"), 3);
+  const std::string p = cd.path_for(5);
+  std::ofstream(p) << "one";
+  const std::string first = cd.reject(p);
+  std::ofstream(p) << "two";
+  const std::string second = cd.reject(p);
+  EXPECT_NE(first, second);
+  EXPECT_EQ(file_bytes(first), "one");
+  EXPECT_EQ(file_bytes(second), "two");
+  EXPECT_FALSE(std::filesystem::exists(p));
+  cd.discard();  // run.json, best.h5 and checkpoints only
+  EXPECT_TRUE(std::filesystem::exists(first));
+}
+
+TEST(RunConfig, JsonRoundTripAndComparison) {
+  const io::RunConfig c = {{"model", "784,256,10"}, {"lr", "0.001"}, {"seed", "0"}};
+  EXPECT_EQ(io::run_config_from_json(io::run_config_to_json(c), "x"), c);
+  EXPECT_THROW(io::run_config_from_json("{\"format\": \"other\"}", "run.json"), IOError);
+  EXPECT_THROW(io::run_config_from_json("not json", "run.json"), IOError);
+  io::RunConfig d = c;
+  d["lr"] = "0.01";
+  d.erase("seed");
+  d["batch-size"] = "64";
+  const auto diff = io::compare_run_configs(c, d);
+  ASSERT_EQ(diff.size(), 3u);
+  EXPECT_EQ(diff[0].name, "batch-size");
+  EXPECT_EQ(diff[0].ours, "(not set)");
+  EXPECT_EQ(diff[1].name, "lr");
+  EXPECT_EQ(diff[2].name, "seed");
+  EXPECT_EQ(diff[2].recorded, "(not recorded)");
+  // A partial record compares what it has.
+  EXPECT_EQ(io::compare_run_configs(c, {{"lr", "0.001"}}, true).size(), 0u);
+  const std::string table = io::format_differences(diff, "recorded");
+  EXPECT_NE(table.find("lr          0.001      0.01\n"), std::string::npos) << table;
 }

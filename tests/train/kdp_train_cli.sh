@@ -38,9 +38,61 @@ done
 train=("$bin/kdp-train" --data "$work/tiny.h5" --progress lines --batch-size 40)
 
 check "help" 0 "--checkpoint-dir" "$bin/kdp-train" --help
-check "missing data file" nonzero "$work/none.h5" "${train[@]}" --data "$work/none.h5"
+check "missing data file" 1 "cannot open '$work/none.h5': no such file" \
+  "${train[@]}" --data "$work/none.h5"
 echo "not an HDF5 file" >"$work/text.h5"
-check "malformed data file" nonzero "$work/text.h5" "${train[@]}" --data "$work/text.h5"
+check "malformed data file" 1 "cannot open '$work/text.h5': it is not an HDF5 file" \
+  "${train[@]}" --data "$work/text.h5"
+# libhdf5's own error stack reaches the terminal only when KDP_DEBUG asks.
+mkdir -p "$work/dir.h5"
+for bad in "$work/text.h5" "$work/none.h5" "$work/dir.h5"; do
+  out=$("${train[@]}" --data "$bad" 2>&1)
+  if grep -qE "HDF5-DIAG|time = |tent_flags" <<<"$out" || [[ $(grep -c . <<<"$out") -gt 1 ]]; then
+    echo "FAIL file error for $bad is not one line:"
+    echo "$out"
+    failures=$((failures + 1))
+  else
+    echo "ok   one line for $bad: $out"
+  fi
+done
+check "KDP_DEBUG shows libhdf5's error stack" 1 "HDF5-DIAG" \
+  env KDP_DEBUG=1 "${train[@]}" --data "$work/text.h5"
+
+# Numeric options: one sentence naming the option, the rule and the value.
+check "epochs below 1" nonzero "--epochs must be at least 1 (got -3)" "${train[@]}" --epochs -3
+check "epochs not a number" nonzero "--epochs must be a whole number (got 'ten')" \
+  "${train[@]}" --epochs ten
+check "epochs overflowing" nonzero "--epochs must be a whole number (got '1e400')" \
+  "${train[@]}" --epochs 1e400
+check "learning rate zero" nonzero "--lr must be greater than 0 (got 0)" "${train[@]}" --lr 0
+check "learning rate infinite" nonzero "--lr must be a finite number (got '1e400')" \
+  "${train[@]}" --lr 1e400
+check "negative momentum" nonzero "--momentum must be at least 0 (got -0.5)" \
+  "${train[@]}" --momentum -0.5
+check "batch size zero" nonzero "--batch-size must be at least 1 (got 0)" \
+  "${train[@]}" --batch-size 0
+check "keep-last zero" nonzero "--keep-last must be at least 1 (got 0)" "${train[@]}" --keep-last 0
+check "devices zero" nonzero "--devices must be at least 1 (got 0)" "${train[@]}" --devices 0
+check "negative seed" nonzero "--seed must be at least 0 (got -1)" "${train[@]}" --seed -1
+check "max-steps below -1" nonzero \
+  "--max-steps must be -1 (no limit) or a number of steps (got '-5')" \
+  "${train[@]}" --max-steps -5
+check "accumulate zero" nonzero "--accumulate must be at least 1 (got 0)" \
+  "${train[@]}" --accumulate 0
+check "negative threads" nonzero "--threads must be at least 0 (got -2)" "${train[@]}" --threads -2
+check "negative gradient clip" nonzero "--grad-clip must be at least 0 (got -1)" \
+  "${train[@]}" --grad-clip -1
+check "log-every zero" nonzero "--log-every must be at least 1 (got 0)" "${train[@]}" --log-every 0
+check "checkpoint-every negative" nonzero "--checkpoint-every must be at least 0 (got -1)" \
+  "${train[@]}" --checkpoint-every -1
+check "weight decay not a number" nonzero "--weight-decay must be a number (got 'x')" \
+  "${train[@]}" --weight-decay x
+check "kdp-data classes zero" nonzero "--classes must be at least 1 (got 0)" \
+  "$bin/kdp-data" import-idx --images "$work/idx/train-images.idx.gz" \
+  --labels "$work/idx/train-labels.idx.gz" --out "$work/o.h5" --classes 0
+check "kdp-data classes above a byte" nonzero "--classes must be at most 256 (got 300)" \
+  "$bin/kdp-data" import-idx --images "$work/idx/train-images.idx.gz" \
+  --labels "$work/idx/train-labels.idx.gz" --out "$work/o.h5" --classes 300
 check "model input does not match the data" nonzero "starts with 100 inputs" \
   "${train[@]}" --model 100,10
 check "model output does not match the classes" nonzero "ends with 7 outputs" \
@@ -65,13 +117,14 @@ else
   echo "FAIL checkpoint read with h5py"
   failures=$((failures + 1))
 fi
-check "checkpoint of another model" nonzero "does not fit this model" \
+check "checkpoint of another model" 1 "belongs to another run configuration" \
   "${train[@]}" --model 784,64,10 --epochs 2 --resume "$ckpt"
 check "missing checkpoint" nonzero "$work/nothing.h5" \
   "${train[@]}" --model 784,32,10 --resume "$work/nothing.h5"
-check "kdp-data missing input" nonzero "File does not exist" \
+check "kdp-data missing input" 1 "cannot open IDX file '$work/none.gz': no such file" \
   "$bin/kdp-data" import-idx --images "$work/none.gz" --labels "$work/none.gz" --out "$work/o.h5"
-check "kdp-data info of a missing file" nonzero "$work/none.h5" "$bin/kdp-data" info "$work/none.h5"
+check "kdp-data info of a missing file" 1 "cannot open '$work/none.h5': no such file" \
+  "$bin/kdp-data" info "$work/none.h5"
 check "kdp-data info" 0 "/train/images  uint8 [600, 28, 28]" "$bin/kdp-data" info "$work/tiny.h5"
 
 if ((failures > 0)); then

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 
 #include "temp_dir.hpp"
@@ -276,4 +278,49 @@ TEST(Trainer, RejectsBadOptions) {
   t = quiet();
   t.resume = "auto";
   EXPECT_THROW(train::Trainer(t, dist::Communicator::world()), ValueError);
+}
+
+TEST(Trainer, RefusesADirectoryItWouldTakeOverAndWritesNothing) {
+  TempDir dir;
+  train::TrainerOptions t = quiet();
+  t.epochs = 1;
+  t.checkpoint_dir = dir.file("ckpt");
+  t.run_config = {{"lr", "0.1"}};
+  TrainingRun{}.fit(t);
+  auto listing = [&] {
+    std::vector<std::pair<std::string, uintmax_t>> out;
+    for (auto& e : std::filesystem::recursive_directory_iterator(t.checkpoint_dir)) {
+      out.emplace_back(e.path().string(), e.is_regular_file() ? e.file_size() : 0);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const auto before = listing();
+  auto reason_of = [&](train::TrainerOptions o) {
+    try {
+      TrainingRun{}.fit(o);
+    } catch (const io::RunDirectoryError& e) {
+      return e.reason();
+    }
+    ADD_FAILURE() << "the run started";
+    return io::RunDirectoryError::Reason::OtherConfiguration;
+  };
+  using Reason = io::RunDirectoryError::Reason;
+  train::TrainerOptions other = t;
+  other.run_config["lr"] = "0.2";
+  other.resume = "auto";
+  EXPECT_EQ(reason_of(other), Reason::OtherConfiguration);
+  EXPECT_EQ(reason_of(t), Reason::HoldsThisRun);  // a fresh start over its own checkpoints
+  train::TrainerOptions older = t;
+  older.resume = io::CheckpointDirectory(t.checkpoint_dir).list().front();
+  TrainingRun{}.fit([&] {
+    train::TrainerOptions more = t;
+    more.resume = "auto";
+    more.epochs = 2;
+    return more;
+  }());
+  const auto after_second_epoch = listing();
+  EXPECT_EQ(reason_of(older), Reason::WouldFork);
+  EXPECT_EQ(listing(), after_second_epoch);
+  EXPECT_NE(before, after_second_epoch);
 }

@@ -56,4 +56,8 @@ class NumericalError : public Error {
   using Error::Error;
 };
 
+/// A system error number as the end of a one-line message about a file:
+/// "no such file", "permission denied", "it is a directory", ...
+std::string describe_file_error(int errno_value);
+
 }  // namespace kdp

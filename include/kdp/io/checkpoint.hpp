@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdp/io/run_config.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
@@ -33,6 +34,9 @@ struct TrainingState {
   /// Further numbers: scheduler state ("scheduler.last_epoch"), metrics
   /// ("val_accuracy"), early-stopping counters.
   std::map<std::string, double> values;
+  /// The configuration of the run that wrote it (/run); empty in checkpoints
+  /// written before configurations were recorded.
+  RunConfig run_config;
 };
 
 /// A checkpoint's model state, optimizer state and training state.
@@ -45,12 +49,44 @@ struct Checkpoint {
 /// A fingerprint of names and shapes: "fnv1a64:<hex>".
 std::string model_signature(const nn::StateDict& state);
 
+/// What a checkpoint says about itself, read without its tensors: cheap enough
+/// to look at every checkpoint of a directory.
+struct CheckpointInfo {
+  std::string path;
+  TrainingState state;  // rng states and values included
+  std::string optimizer_type;
+  int64_t model_numel = 0;  // elements of all /model tensors
+  /// The configuration that wrote it: /run when recorded, else what the file
+  /// shows ("parameters" and "optimizer" only; see recorded_partially).
+  RunConfig config;
+  bool recorded_partially = false;
+};
+
+/// The settings every Trainer adds to a run's configuration: the model's size
+/// and signature ("parameters") and the optimizer's type ("optimizer").
+RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimizer);
+
 /// Writes a checkpoint to `path` atomically (temporary file, fsync, rename).
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state);
 
 /// Reads a checkpoint (tensors on the default device).
 Checkpoint read_checkpoint(const std::string& path);
+
+/// Reads a checkpoint's attributes, its optimizer type and the shapes of its
+/// model tensors, not their values.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+/// Why `checkpoint` cannot be loaded into `model` and `optimizer`: names,
+/// shapes, the model signature and the optimizer type; empty when it fits.
+std::vector<std::string> checkpoint_mismatches(const Checkpoint& checkpoint,
+                                               const nn::Module& model,
+                                               const optim::Optimizer& optimizer);
+
+/// Loads a checkpoint already read into `model` and `optimizer` after the
+/// same checks as load_checkpoint(path, ...); `path` names it in errors.
+TrainingState load_checkpoint(const Checkpoint& checkpoint, const std::string& path,
+                              nn::Module& model, optim::Optimizer& optimizer);
 
 /// Reads `path` and loads it into `model` and `optimizer`, after checking that
 /// names, shapes and the model signature match: every mismatch is reported in

@@ -1,51 +1,94 @@
 #pragma once
 /// \file
 /// CheckpointDirectory: the checkpoints of one training run. Files are named
-/// ckpt-<global step>.h5 and written atomically; after each save only the
-/// newest `keep_last` are kept. best.h5 holds the best checkpoint by the
-/// monitored metric. Resuming picks the newest checkpoint that loads, skipping
-/// any that do not.
+/// ckpt-<global step>.h5 and written atomically; best.h5 holds the best one by
+/// the monitored metric; run.json records the run configuration that owns the
+/// directory (see run_config.hpp), and every checkpoint records it too.
+///
+/// Nothing here destroys another run's work: retention (keep the newest
+/// `keep_last`) removes only checkpoints this configuration wrote, best.h5 is
+/// replaced only by a better metric of the same configuration, and a checkpoint
+/// that cannot be resumed from is moved to rejected/, never deleted.
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/io/checkpoint.hpp"
+#include "kdp/io/run_config.hpp"
 
 namespace kdp::io {
 
-/// The rotated checkpoints of one training run.
+/// The rotated checkpoints of one training run configuration.
 class CheckpointDirectory {
  public:
   /// Creates the directory when missing (throws IOError when it cannot).
-  CheckpointDirectory(std::string dir, int keep_last = 3);
+  /// `config` is the configuration of the run that uses it.
+  CheckpointDirectory(std::string dir, int keep_last = 3, RunConfig config = {});
 
   const std::string& dir() const { return dir_; }
+  const RunConfig& config() const { return config_; }
   std::string path_for(int64_t global_step) const;
   std::string best_path() const;
+  /// run.json: the configuration that owns the directory.
+  std::string config_path() const;
+  /// Where checkpoints that cannot be resumed from are moved.
+  std::string rejected_dir() const;
 
-  /// Saves ckpt-<step>.h5 and removes the oldest beyond keep_last; returns its path.
-  std::string save(const nn::Module& model, const optim::Optimizer& optimizer,
-                   const TrainingState& state);
-  /// Saves best.h5.
-  void save_best(const nn::Module& model, const optim::Optimizer& optimizer,
-                 const TrainingState& state);
   /// The step checkpoints, oldest first.
   std::vector<std::string> list() const;
 
-  /// The checkpoint that loaded and its training state.
-  struct Loaded {
-    std::string path;
-    TrainingState state;
+  /// The configuration recorded in run.json, if there is one.
+  std::optional<RunConfig> recorded_config() const;
+
+  /// A record in the directory (run.json or a checkpoint) whose settings differ
+  /// from config().
+  struct Conflict {
+    std::string source;  // the file that says so
+    std::vector<SettingDifference> differences;
   };
-  /// Loads the newest checkpoint that loads into model and optimizer; the ones
-  /// that failed are added to `skipped` with their error. Empty when none did.
-  std::optional<Loaded> load_newest(nn::Module& model, optim::Optimizer& optimizer,
-                                    std::vector<std::string>* skipped = nullptr) const;
+  /// The first record that belongs to another configuration: run.json, then
+  /// every checkpoint that can be read (unreadable ones are resume's business).
+  std::optional<Conflict> find_conflict() const;
+
+  /// Records config() in run.json (atomically) unless it is recorded already.
+  void claim() const;
+  /// Removes the step checkpoints, best.h5 and run.json: what --overwrite asks.
+  void discard() const;
+  /// Moves a checkpoint into rejected/ under a name not taken there; returns
+  /// its new path.
+  std::string reject(const std::string& path) const;
+  /// Whether the checkpoint at `path` can be read and records this
+  /// configuration (as far as it records one).
+  bool owns(const std::string& path) const;
+
+  /// Saves ckpt-<step>.h5 with config() in it, then removes the oldest of this
+  /// configuration's checkpoints beyond keep_last; returns its path.
+  std::string save(const nn::Module& model, const optim::Optimizer& optimizer,
+                   const TrainingState& state);
+  /// Saves best.h5 when there is none, or when the one there belongs to this
+  /// configuration and records a worse `state.values["best_metric"]` (higher
+  /// with `maximise`, lower otherwise). An unreadable best.h5 is moved to
+  /// rejected/ first. Returns whether it wrote.
+  bool save_best(const nn::Module& model, const optim::Optimizer& optimizer,
+                 const TrainingState& state, bool maximise);
+
+  /// The newest checkpoint to resume from and what was wrong with newer ones.
+  struct Resumable {
+    std::string path;  // empty when no checkpoint qualifies
+    Checkpoint checkpoint;
+    /// Newer checkpoints that could not be used: path, why.
+    std::vector<std::pair<std::string, std::string>> unusable;
+  };
+  /// Finds the newest checkpoint that reads, fits `model` and `optimizer` and
+  /// was written by this configuration. Changes nothing on disk.
+  Resumable newest_resumable(const nn::Module& model, const optim::Optimizer& optimizer) const;
 
  private:
   std::string dir_;
   int keep_last_;
+  RunConfig config_;
 };
 
 }  // namespace kdp::io

@@ -11,6 +11,12 @@
 /// atomically; keep the last K and the best by a monitored metric); resumes
 /// exactly where a checkpoint left off; stops early on the monitored metric.
 ///
+/// A run never destroys another run's work: rank 0 checks checkpoint_dir (and
+/// the metrics file) before anything is written and every rank throws the same
+/// io::RunDirectoryError when the directory belongs to another configuration,
+/// when a fresh start would overwrite checkpoints, when none of the existing
+/// checkpoints can be resumed from, or when resuming would fork the run.
+///
 /// SIGTERM, SIGINT or SIGUSR1 at any rank stop every rank after the same step:
 /// a checkpoint is written and fit() returns with stopped_by_signal, after which
 /// a driver exits with kExitRequeue so that a batch script can requeue the job.
@@ -26,6 +32,7 @@
 
 #include "kdp/data/data_loader.hpp"
 #include "kdp/dist/communicator.hpp"
+#include "kdp/io/run_config.hpp"
 #include "kdp/nn/loss.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/lr_scheduler.hpp"
@@ -58,9 +65,19 @@ struct TrainerOptions {
   /// The metric for best checkpoints and early stopping: val_loss, val_accuracy,
   /// loss or accuracy (losses are minimised, accuracies maximised).
   std::string monitor = "val_loss";
-  /// "" (start fresh), "auto" (the newest checkpoint in checkpoint_dir that
-  /// loads, if any) or a checkpoint's path.
+  /// "" or "never" (start fresh), "auto" (the newest checkpoint in
+  /// checkpoint_dir that reads, fits and was written by this configuration; the
+  /// newer ones that do not are moved to its rejected/) or a checkpoint's path.
   std::string resume;
+  /// The settings that identify this run (model, optimizer hyperparameters,
+  /// data and its normalisation, global batch, seed), recorded in
+  /// checkpoint_dir and in every checkpoint. The Trainer adds the model's size
+  /// and signature and the optimizer's type. A directory or checkpoint recorded
+  /// with other values is refused before anything is written.
+  io::RunConfig run_config;
+  /// With a fresh start: discard the checkpoints already in checkpoint_dir
+  /// and replace an existing metrics file, instead of refusing to start.
+  bool overwrite = false;
 
   /// Stop after this many epochs without improvement of `monitor` (0: never).
   int64_t early_stopping_patience = 0;
