@@ -26,6 +26,12 @@ int Device::concurrency() const {
 Generator& Device::generator() const {
   return state_->generator;
 }
+compat::BlasHandle& Device::blas() const {
+  return *state_->blas;
+}
+int Device::gpu() const {
+  return compat::gpu_of(state_->space);
+}
 
 std::string Device::str() const {
   return fmt::format("device {} ({})", state_->index, state_->description);

@@ -44,6 +44,19 @@ int choose_threads(int requested, int cores, int local_ranks) {
   return std::max(1, cores / std::max(1, local_ranks));
 }
 
+// Whether the program's arguments or the environment already tell Kokkos its GPU.
+bool gpu_chosen_by_user(int* argc, char*** argv) {
+  if (std::getenv("KOKKOS_DEVICE_ID") != nullptr) return true;
+  if (argc == nullptr) return false;
+  for (int i = 1; i < *argc; ++i) {
+    if (std::strncmp((*argv)[i], "--kokkos-device-id", 18) == 0 ||
+        std::strncmp((*argv)[i], "--kokkos-map-device-id-by", 25) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Seeds of devices in a set differ so that dropout masks differ between replicas.
 uint64_t device_seed(uint64_t seed, int index) {
   return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(index);
@@ -83,12 +96,29 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
     MPI_Comm local = MPI_COMM_NULL;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank_, MPI_INFO_NULL, &local);
     MPI_Comm_size(local, &local_ranks_);
+    MPI_Comm_rank(local, &local_rank_);
     MPI_Comm_free(&local);
   }
 #endif
 
   cores_ = available_cores();
   threads_ = choose_threads(options.threads, cores_, local_ranks_);
+  gpus_ = options.gpus;
+  if (gpus_.empty()) {
+    if (const char* env = std::getenv("KDP_DEVICES")) gpus_ = parse_gpu_list(env, "KDP_DEVICES");
+  }
+  if (!gpus_.empty() && !compat::gpu_backend()) {
+    throw DeviceError(fmt::format(
+        "kdp::Runtime: GPUs {} were asked for (KDP_DEVICES or RuntimeOptions::gpus), but kdp "
+        "runs on {}",
+        fmt::join(gpus_, ","), ExecSpace::name()));
+  }
+  if (gpus_.size() > 1 && !compat::several_gpus_per_process()) {
+    throw DeviceError(fmt::format(
+        "kdp::Runtime: GPUs {} were asked for in one process; that needs CUDA with Kokkos 4.3 "
+        "or newer (this is Kokkos {}): run one rank per GPU instead",
+        fmt::join(gpus_, ","), compat::kokkos_version_string()));
+  }
   if (!Kokkos::is_initialized()) {
     // Kokkos sees only its own --kokkos-* arguments: older versions also claim
     // plain ones such as --threads, which belong to the program.
@@ -99,6 +129,15 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
         if (std::strncmp((*argv)[i], "--kokkos-", 9) == 0) kokkos_args.push_back((*argv)[i]);
       }
     }
+    // One rank per GPU: each takes the GPU of its place on the node, unless
+    // the user chose (--kokkos-device-id, KOKKOS_DEVICE_ID).
+    std::string device_arg;
+    const int visible = compat::visible_gpus();
+    if (visible > 0 && !gpu_chosen_by_user(argc, argv)) {
+      const int gpu = gpus_.empty() ? gpu_for_local_rank(local_rank_, visible) : gpus_.front();
+      device_arg = fmt::format("--kokkos-device-id={}", gpu);
+      kokkos_args.push_back(device_arg.data());
+    }
     int kokkos_argc = static_cast<int>(kokkos_args.size());
     kokkos_args.push_back(nullptr);  // argv ends with a null pointer
     char** kokkos_argv = kokkos_args.data();
@@ -107,12 +146,19 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   }
   set_blas_threads(threads_);
 
+  gpu_ = compat::gpu_of(ExecSpace());
+  if (gpus_.empty() && gpu_ >= 0) gpus_.push_back(gpu_);
+
   auto state = std::make_shared<detail::DeviceState>();
   state->space = ExecSpace();
   state->index = 0;
   state->instance_id = 0;
-  state->description = fmt::format("{}, default instance", ExecSpace::name());
+  state->memory_id = std::max(gpu_, 0);
+  state->description = gpu_ >= 0
+                           ? fmt::format("{} GPU {}, default instance", ExecSpace::name(), gpu_)
+                           : fmt::format("{}, default instance", ExecSpace::name());
   state->generator.manual_seed(device_seed(seed_, 0));
+  state->blas = std::make_shared<compat::BlasHandle>(state->space);
   all_states_.push_back(state);
   default_device_ = Device(state);
   logical_devices_.push_back(default_device_);
@@ -170,18 +216,36 @@ std::vector<Device> Runtime::devices(int n) {
   } else if (devices_concurrent(n)) {
     // Real instances: as many as the backend can split into; devices beyond that
     // share instances round-robin (and run one after another on them).
-    const int parts = std::min(n, compat::max_partitions(default_device_.space()));
-    const std::vector<ExecSpace> spaces = compat::partition(default_device_.space(), parts);
+    // With several GPUs the devices are dealt over them, each on a stream of
+    // its own; otherwise the default instance is partitioned.
+    const bool over_gpus = gpus_.size() > 1;
+    const int parts = over_gpus ? n : std::min(n, compat::max_partitions(default_device_.space()));
+    std::vector<ExecSpace> spaces;
+    if (over_gpus) {
+      for (int d = 0; d < n; ++d) {
+        spaces.push_back(compat::instance_on_gpu(gpus_[static_cast<size_t>(d) % gpus_.size()]));
+      }
+    } else {
+      spaces = compat::partition(default_device_.space(), parts);
+    }
     const int first_instance = static_cast<int>(all_states_.size()) + 1000 * n;
+    std::vector<std::shared_ptr<compat::BlasHandle>> handles(static_cast<size_t>(parts));
     for (int d = 0; d < n; ++d) {
       auto state = std::make_shared<detail::DeviceState>();
       const int part = d % parts;
       state->space = spaces[static_cast<size_t>(part)];
       state->index = d;
       state->instance_id = first_instance + part;
-      state->description = fmt::format("{}, partition {} of {}, {} thread(s)", ExecSpace::name(),
-                                       part, parts, compat::concurrency(state->space));
+      const int gpu = compat::gpu_of(state->space);
+      state->memory_id = std::max(gpu, 0);
+      state->description =
+          gpu >= 0 ? fmt::format("{} GPU {}, stream {} of {}", ExecSpace::name(), gpu, part, parts)
+                   : fmt::format("{}, partition {} of {}, {} thread(s)", ExecSpace::name(), part,
+                                 parts, compat::concurrency(state->space));
       state->generator.manual_seed(device_seed(seed_, d));
+      auto& handle = handles[static_cast<size_t>(part)];
+      if (!handle) handle = std::make_shared<compat::BlasHandle>(state->space);
+      state->blas = handle;
       all_states_.push_back(state);
       set.emplace_back(state);
     }
@@ -195,6 +259,8 @@ std::vector<Device> Runtime::devices(int n) {
       state->space = default_device_.space();
       state->index = d;
       state->instance_id = 0;
+      state->memory_id = std::max(gpu_, 0);
+      state->blas = all_states_.front()->blas;  // the default instance's
       state->description =
           fmt::format("{}, logical device on the default instance", ExecSpace::name());
       state->generator.manual_seed(device_seed(seed_, d));
@@ -211,6 +277,47 @@ void Runtime::manual_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(devices_mutex_);
   seed_ = seed;
   for (auto& state : all_states_) state->generator.manual_seed(device_seed(seed, state->index));
+}
+
+TransferCounts Runtime::transfers() const {
+  TransferCounts t;
+  t.to_host = to_host_.load();
+  t.to_host_bytes = to_host_bytes_.load();
+  t.to_device = to_device_.load();
+  t.to_device_bytes = to_device_bytes_.load();
+  return t;
+}
+
+void Runtime::count_transfer(bool to_host, size_t bytes) {
+  (to_host ? to_host_ : to_device_).fetch_add(1, std::memory_order_relaxed);
+  (to_host ? to_host_bytes_ : to_device_bytes_)
+      .fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+int gpu_for_local_rank(int local_rank, int visible_gpus) {
+  if (visible_gpus <= 0) return -1;
+  return std::max(local_rank, 0) % visible_gpus;
+}
+
+std::vector<int> parse_gpu_list(const std::string& text, const std::string& source) {
+  std::vector<int> ids;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > 1 << 16) {
+      throw ValueError(
+          fmt::format("{}='{}': '{}' is not a GPU id (a list like 0,1,3)", source, text, item));
+    }
+    if (std::find(ids.begin(), ids.end(), static_cast<int>(v)) != ids.end()) {
+      throw ValueError(fmt::format("{}='{}' lists GPU {} twice", source, text, v));
+    }
+    ids.push_back(static_cast<int>(v));
+    start = comma + 1;
+  }
+  return ids;
 }
 
 void manual_seed(uint64_t seed) {

@@ -1,5 +1,7 @@
 #include "kdp/core/tensor.hpp"
 
+#include "kdp/core/runtime.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -164,6 +166,7 @@ Tensor Tensor::from_host(const float* values, const Shape& shape, const Device& 
     ConstHostView1 src(values, n);
     Kokkos::deep_copy(device.space(), t.flat(), src);
     device.fence("kdp::Tensor::from_host");  // the host memory may go away after return
+    Runtime::get().count_transfer(/*to_host=*/false, n * sizeof(float));
   }
   return t;
 }
@@ -233,6 +236,7 @@ std::vector<float> Tensor::to_vector() const {
     device().fence("kdp::Tensor::to_vector");
     HostView1 dst(out.data(), out.size());
     Kokkos::deep_copy(dst, cflat());
+    Runtime::get().count_transfer(/*to_host=*/true, out.size() * sizeof(float));
   }
   return out;
 }
@@ -243,6 +247,7 @@ float Tensor::item() const {
                                  describe(), numel()));
   }
   if constexpr (compat::launches_are_synchronous()) {
+    Runtime::get().count_transfer(/*to_host=*/true, sizeof(float));
     return *data();
   } else {
     return to_vector()[0];

@@ -289,6 +289,7 @@ void copy_back(const Tensor& t, const HostView& v) {
   Kokkos::View<const float*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> src(
       v.staged->data(), v.staged->size());
   Kokkos::deep_copy(t.flat(), src);
+  Runtime::get().count_transfer(/*to_host=*/false, v.staged->size() * sizeof(float));
 }
 
 template <class T>

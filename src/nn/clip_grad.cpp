@@ -2,51 +2,96 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/parallel_for.hpp"
+#include "kdp/core/kernels.hpp"
 
 namespace kdp::nn {
 
-namespace detail {
-double sum_of_squares(const Device& device, ConstView1 g) {
-  double total = 0.0;
-  Kokkos::parallel_reduce(
-      "kdp::grad_norm", kdp::detail::range(device, static_cast<int64_t>(g.extent(0))),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) {
-        acc += static_cast<double>(g(i)) * static_cast<double>(g(i));
-      },
-      total);
+namespace {
+
+// The gradients that exist, all on one device.
+std::vector<Tensor> gradients(const char* op, const std::vector<Tensor>& parameters) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : parameters) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (!out.empty() && g.device() != out.front().device()) {
+      throw DeviceError(fmt::format("{}: the gradient of {} is on {}, the first one on {}", op,
+                                    p.describe(), g.device().str(), out.front().device().str()));
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+// out(0) = the sum over all gradients of term(g(i)), in double on the device.
+template <class Term>
+Tensor sum_over(const char* label, const std::vector<Tensor>& grads, const Term& term) {
+  const Device device = grads.empty() ? get_default_device() : grads.front().device();
+  Tensor total = Tensor::zeros(Shape{}, device);
+  Tensor part = Tensor::empty(Shape{}, device);
+  View1 t = total.flat();
+  ConstView1 p = part.cflat();
+  for (const Tensor& g : grads) {
+    ConstView1 v = g.cflat();
+    detail::sum_into(
+        label, device, part.flat(), g.numel(), 1.0,
+        KOKKOS_LAMBDA(const int64_t i) { return term(v(i)); });
+    Kokkos::parallel_for(
+        label, detail::range(device, 1), KOKKOS_LAMBDA(const int64_t) { t(0) += p(0); });
+  }
   return total;
 }
-}  // namespace detail
 
-double grad_norm(const std::vector<Tensor>& parameters) {
-  double total = 0.0;
-  for (const Tensor& p : parameters) {
-    const Tensor g = p.grad();
-    if (g.defined()) total += detail::sum_of_squares(g.device(), g.cflat());
+struct Square {
+  KOKKOS_INLINE_FUNCTION double operator()(float x) const {
+    return static_cast<double>(x) * static_cast<double>(x);
   }
-  return std::sqrt(total);
+};
+
+struct NonFinite {
+  KOKKOS_INLINE_FUNCTION double operator()(float x) const {
+    return (x - x == 0.0f) ? 0.0 : 1.0;  // NaN and +-Inf give NaN here
+  }
+};
+
+}  // namespace
+
+Tensor grad_norm(const std::vector<Tensor>& parameters) {
+  Tensor total = sum_over("kdp::grad_norm", gradients("kdp::nn::grad_norm", parameters), Square{});
+  View1 t = total.flat();
+  Kokkos::parallel_for(
+      "kdp::grad_norm", detail::range(total.device(), 1),
+      KOKKOS_LAMBDA(const int64_t) { t(0) = compat::math::sqrt(t(0)); });
+  return total;
 }
 
-double clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
+Tensor clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
   if (!(max_norm > 0.0)) {
     throw ValueError(
         fmt::format("kdp::nn::clip_grad_norm: max_norm {} must be positive", max_norm));
   }
-  const double norm = grad_norm(parameters);
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1.0) {
-    NoGradGuard no_grad;
-    for (const Tensor& p : parameters) {
-      Tensor g = p.grad();
-      if (g.defined()) g.mul_(static_cast<float>(coef));
-    }
+  const std::vector<Tensor> grads = gradients("kdp::nn::clip_grad_norm", parameters);
+  Tensor norm = grad_norm(parameters);
+  NoGradGuard no_grad;
+  ConstView1 n = norm.cflat();
+  const float limit = static_cast<float>(max_norm);
+  for (const Tensor& g : grads) {
+    View1 v = g.flat();
+    Kokkos::parallel_for(
+        "kdp::clip_grad_norm", detail::range(g.device(), g.numel()),
+        KOKKOS_LAMBDA(const int64_t i) {
+          const float coef = limit / (n(0) + 1e-6f);
+          if (coef < 1.0f) v(i) *= coef;
+        });
   }
   return norm;
+}
+
+Tensor non_finite_grad_count(const std::vector<Tensor>& parameters) {
+  return sum_over("kdp::non_finite_grad_count",
+                  gradients("kdp::nn::non_finite_grad_count", parameters), NonFinite{});
 }
 
 }  // namespace kdp::nn

@@ -22,7 +22,7 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
     }
     return;
   }
-  compat::gemm(device.space(), ta, tb, alpha, a, b, beta, c);
+  compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
 }
 
 void fill_rows(const Device& device, View2 out, ConstView1 row) {

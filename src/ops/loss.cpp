@@ -22,11 +22,16 @@ const char* reduction_name(Reduction r) {
 }
 
 // Every target must be an integer in [0, classes). Reports the first that is not.
+// Class indices are checked here on host backends, where reading them costs
+// nothing. On a GPU that would wait for the device and copy to the host on every
+// call; there the loss kernels check each row themselves and give a NaN loss for
+// a target that is not a class index, which the Trainer's anomaly check reports.
 void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes) {
   if (target.dim() != 1 || target.size(0) != batch) {
     throw ShapeError(fmt::format("{}: target {} must be [{}] (one class index per row of input)",
                                  op, target.shape().str(), batch));
   }
+  if constexpr (!compat::host_accessible_memory()) return;
   ConstView1 t = target.cflat();
   const float c = static_cast<float>(classes);
   int64_t first_bad = batch;
@@ -73,7 +78,11 @@ void cross_entropy_kernel(const Device& device, View1 loss, View2 prob, ConstVie
         }
         const float inv = 1.0f / s;
         for (int64_t c = 0; c < classes; ++c) prob(b, c) *= inv;
-        loss(b) = m + math::log(s) - x(b, static_cast<int64_t>(t(b)));
+        const float target = t(b);
+        const bool valid =
+            target >= 0.0f && target < static_cast<float>(classes) && target == math::floor(target);
+        loss(b) =
+            valid ? m + math::log(s) - x(b, static_cast<int64_t>(target)) : compat::quiet_nan();
       });
 }
 
@@ -84,14 +93,20 @@ void cross_entropy_backward_kernel(const Device& device, View2 gx, ConstView2 pr
       "kdp::cross_entropy backward", device, static_cast<int64_t>(prob.extent(0)),
       static_cast<int64_t>(prob.extent(1)), KOKKOS_LAMBDA(const int64_t b, const int64_t c) {
         const float gs = (per_row ? g(b) : g(0)) * scale;
-        gx(b, c) = gs * (prob(b, c) - (c == static_cast<int64_t>(t(b)) ? 1.0f : 0.0f));
+        gx(b, c) = gs * (prob(b, c) - (static_cast<float>(c) == t(b) ? 1.0f : 0.0f));
       });
 }
 
 void nll_kernel(const Device& device, View1 loss, ConstView2 lp, ConstView1 t) {
+  const auto classes = static_cast<int64_t>(lp.extent(1));
   Kokkos::parallel_for(
       "kdp::nll_loss", kdp::detail::range(device, static_cast<int64_t>(lp.extent(0))),
-      KOKKOS_LAMBDA(const int64_t b) { loss(b) = -lp(b, static_cast<int64_t>(t(b))); });
+      KOKKOS_LAMBDA(const int64_t b) {
+        const float target = t(b);
+        const bool valid =
+            target >= 0.0f && target < static_cast<float>(classes) && target == math::floor(target);
+        loss(b) = valid ? -lp(b, static_cast<int64_t>(target)) : compat::quiet_nan();
+      });
 }
 
 void nll_backward_kernel(const Device& device, View2 gx, ConstView1 t, ConstView1 g, bool per_row,
@@ -100,7 +115,7 @@ void nll_backward_kernel(const Device& device, View2 gx, ConstView1 t, ConstView
       "kdp::nll_loss backward", device, static_cast<int64_t>(gx.extent(0)),
       static_cast<int64_t>(gx.extent(1)), KOKKOS_LAMBDA(const int64_t b, const int64_t c) {
         const float gs = (per_row ? g(b) : g(0)) * scale;
-        gx(b, c) = c == static_cast<int64_t>(t(b)) ? -gs : 0.0f;
+        gx(b, c) = static_cast<float>(c) == t(b) ? -gs : 0.0f;
       });
 }
 
@@ -169,15 +184,12 @@ void mse_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b) {
 }
 
 void mse_sum_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b, double scale) {
-  double total = 0.0;
-  Kokkos::parallel_reduce(
-      "kdp::mse_loss", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) {
+  kdp::detail::sum_into(
+      "kdp::mse_loss", device, out, static_cast<int64_t>(a.extent(0)), scale,
+      KOKKOS_LAMBDA(const int64_t i) {
         const double d = static_cast<double>(a(i)) - static_cast<double>(b(i));
-        acc += d * d;
-      },
-      total);
-  kdp::detail::fill(device, out, static_cast<float>(total * scale));
+        return d * d;
+      });
 }
 
 // ga = gs * 2 (a - b), gb = -ga

@@ -22,11 +22,9 @@ Shape reduced_shape(const Shape& s, int dim, bool keepdim) {
 // Whole-tensor sum in double (a float running sum over millions of elements
 // loses digits), written into a scalar tensor.
 void sum_all_kernel(const Device& device, View1 out, ConstView1 x, double scale) {
-  double total = 0.0;
-  Kokkos::parallel_reduce(
-      "kdp::sum", kdp::detail::range(device, static_cast<int64_t>(x.extent(0))),
-      KOKKOS_LAMBDA(const int64_t i, double& acc) { acc += static_cast<double>(x(i)); }, total);
-  kdp::detail::fill(device, out, static_cast<float>(total * scale));
+  kdp::detail::sum_into(
+      "kdp::sum", device, out, static_cast<int64_t>(x.extent(0)), scale,
+      KOKKOS_LAMBDA(const int64_t i) { return static_cast<double>(x(i)); });
 }
 
 // out[o, i] = scale * sum_d x[o, d, i]. Each work item handles a block of up to
@@ -244,6 +242,31 @@ Tensor max(const Tensor& x_in, int dim, bool keepdim) {
 
 Tensor argmax(const Tensor& x_in, int dim, bool keepdim) {
   return max_dim("kdp::argmax", resolve(x_in), dim, keepdim).second;
+}
+
+Tensor count_correct(const Tensor& logits, const Tensor& target) {
+  check_defined("kdp::count_correct", logits, "logits");
+  check_defined("kdp::count_correct", target, "target");
+  if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0)) {
+    throw ShapeError(
+        fmt::format("kdp::count_correct: logits {} and target {} must be [B, C] and [B]",
+                    logits.shape().str(), target.shape().str()));
+  }
+  check_same_device("kdp::count_correct", logits, "logits", target, "target");
+  Tensor out = Tensor::empty(Shape{}, logits.device());
+  ConstView2 x = logits.cmatrix();
+  ConstView1 t = target.cflat();
+  const auto classes = static_cast<int64_t>(x.extent(1));
+  kdp::detail::sum_into(
+      "kdp::count_correct", logits.device(), out.flat(), logits.size(0), 1.0,
+      KOKKOS_LAMBDA(const int64_t b) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; ++c) {
+          if (x(b, c) > x(b, best)) best = c;
+        }
+        return static_cast<float>(best) == t(b) ? 1.0 : 0.0;
+      });
+  return out;
 }
 
 }  // namespace kdp

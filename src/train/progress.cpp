@@ -19,6 +19,15 @@ void Progress::start_epoch(int64_t epoch, int64_t epochs, int64_t batches) {
   epoch_start_ = std::chrono::steady_clock::now();
 }
 
+bool Progress::shows(int64_t global_step, bool last_batch) const {
+  if (!enabled_) return false;
+  if (bar_) {
+    return last_batch ||
+           std::chrono::steady_clock::now() - last_draw_ >= std::chrono::milliseconds(250);
+  }
+  return global_step % every_ == 0;
+}
+
 void Progress::step(int64_t batch, int64_t global_step, double loss, double accuracy,
                     double samples_per_s) {
   if (!enabled_) return;

@@ -31,25 +31,43 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Correct predictions of logits [B, C] against class indices [B].
-int64_t count_correct(const Tensor& output, const Tensor& labels) {
-  if (output.dim() != 2 || labels.dim() != 1) return 0;
-  const std::vector<float> pred = argmax(output, 1).to_vector();
-  const std::vector<float> truth = labels.to_vector();
-  int64_t n = 0;
-  for (size_t i = 0; i < pred.size() && i < truth.size(); ++i) n += pred[i] == truth[i];
-  return n;
+// Loss and correct predictions summed over an epoch, on the device.
+struct EpochSums {
+  Tensor loss_sum, correct;
+  explicit EpochSums(const Device& device)
+      : loss_sum(Tensor::zeros(Shape{}, device)), correct(Tensor::zeros(Shape{}, device)) {}
+  // loss: the batch's mean loss over n samples; out: logits when the labels are
+  // classes (undefined otherwise).
+  void add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels) {
+    loss_sum.add_(loss.to(loss_sum.device()), n);
+    if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
+      correct.add_(count_correct(out, labels.to(out.device())).to(correct.device()));
+    }
+  }
+};
+
+// Scalar tensors (undefined ones read as NaN) read back in one copy.
+std::vector<float> read_scalars(const std::vector<Tensor>& scalars) {
+  std::vector<Tensor> parts;
+  for (const Tensor& t : scalars) {
+    if (t.defined()) parts.push_back(t.reshape({1}));
+  }
+  std::vector<float> values = parts.empty() ? std::vector<float>() : cat(parts).to_vector();
+  std::vector<float> out;
+  size_t next = 0;
+  for (const Tensor& t : scalars) out.push_back(t.defined() ? values[next++] : std::nanf(""));
+  return out;
 }
 
 bool maximise(const std::string& metric) {
   return metric.find("accuracy") != std::string::npos;
 }
 
-// The first parameter whose gradient holds a NaN or an Inf, or "".
+// The first parameter whose gradient holds a NaN or an Inf, or "" (reads every
+// gradient's count: only for the error message).
 std::string first_non_finite_grad(const optim::Optimizer& optimizer) {
   for (const auto& [name, p] : optimizer.parameters()) {
-    const Tensor g = p.grad();
-    if (g.defined() && !std::isfinite(nn::grad_norm({p}))) return name;
+    if (p.grad().defined() && nn::non_finite_grad_count({p}).item() > 0.0f) return name;
   }
   return "";
 }
@@ -148,16 +166,18 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
   const bool was_training = local.is_training();
   local.eval();
   NoGradGuard no_grad;
-  double sums[3] = {0.0, 0.0, 0.0};  // loss * samples, correct, samples
   const bool classes = loader.dataset().num_classes() > 0;
+  EpochSums running(options_.devices.front());
+  int64_t samples = 0;
   for (data::Batch& b : loader) {
     const Tensor out = local.forward(b.features);
-    const double n = static_cast<double>(b.features.size(0));
-    sums[0] += static_cast<double>(loss(out, b.labels).item()) * n;
-    if (classes) sums[1] += static_cast<double>(count_correct(out, b.labels));
-    sums[2] += n;
+    const auto n = b.features.size(0);
+    running.add(loss(out, b.labels), static_cast<float>(n), classes ? out : Tensor(), b.labels);
+    samples += n;
   }
   local.train(was_training);
+  const std::vector<float> totals = read_scalars({running.loss_sum, running.correct});
+  double sums[3] = {totals[0], totals[1], static_cast<double>(samples)};
   comm_.allreduce(sums, 3, dist::ReduceOp::Sum);
   EvalResult r;
   r.count = static_cast<int64_t>(sums[2]);
@@ -313,8 +333,12 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     const auto epoch_start = Clock::now();
     const double wait_before = train_loader.wait_seconds();
     const double comm_before = ddp != nullptr ? ddp->comm_wait_seconds() : 0.0;
-    double sums[3] = {0.0, 0.0, 0.0};  // loss * samples, correct, samples
+    // The epoch's sums stay on the device; the host reads them when a step is
+    // checked or shown, and at the end of the epoch.
+    EpochSums running(options_.devices.front());
+    int64_t samples = 0;
     int64_t batch = first;
+    Tensor step_loss;  // the micro-batch losses of this step, summed (non-finite if any is)
 
     for (data::Batch& b : train_loader) {
       const bool last_micro = (batch + 1) % accum == 0 || batch + 1 == batches;
@@ -324,57 +348,73 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
         if (ddp != nullptr && !last_micro) no_sync.emplace(*ddp);
         const Tensor out = model.forward(b.features);
         const Tensor loss = loss_fn(out, b.labels);
-        const float value = loss.item();
-        if (check && !std::isfinite(value)) {
-          throw NumericalError(fmt::format(
-              "kdp::train: the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
-              "stopped before the optimizer step, no checkpoint was written after it",
-              value, global_step + 1, epoch + 1, batch, comm_.rank()));
-        }
         (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
-        sums[0] += static_cast<double>(value) * static_cast<double>(n);
-        if (classes) sums[1] += static_cast<double>(count_correct(out, b.labels));
-        sums[2] += static_cast<double>(n);
+        NoGradGuard no_grad;
+        running.add(loss.detach(), static_cast<float>(n), classes ? out.detach() : Tensor(),
+                    b.labels);
+        if (check) step_loss = step_loss.defined() ? step_loss + loss.detach() : loss.detach();
       }
+      samples += n;
       ++batch;
       if (!last_micro) continue;
 
-      if (check) {
-        const std::string bad = first_non_finite_grad(optimizer);
-        if (!bad.empty()) {
-          throw NumericalError(fmt::format(
-              "kdp::train: the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) "
-              "on rank {}; training stopped before the optimizer step",
-              bad, global_step + 1, epoch + 1, batch - 1, comm_.rank()));
-        }
-      }
-      double norm = std::nan("");
-      if (options_.gradient_clip_norm > 0.0) {
-        std::vector<Tensor> params;
+      // What this step must read: the loss and the gradients' health (anomaly
+      // checks), the running figures (progress, metrics). One copy holds all.
+      const int64_t step_number = global_step + 1;
+      const bool show = progress.shows(step_number, batch == batches);
+      const bool log_row =
+          metrics && step_number % std::max<int64_t>(1, options_.log_every_steps) == 0;
+      std::vector<Tensor> params;
+      if (check || options_.gradient_clip_norm > 0.0) {
         for (const auto& [name, p] : optimizer.parameters()) params.push_back(p);
+      }
+      Tensor bad_values = check ? nn::non_finite_grad_count(params) : Tensor();
+      Tensor norm;
+      if (options_.gradient_clip_norm > 0.0) {
         norm = nn::clip_grad_norm(params, options_.gradient_clip_norm);
+      }
+      std::vector<float> probe;  // step loss, bad gradient values, loss sum, correct, norm
+      if (check || show || log_row) {
+        probe = read_scalars({step_loss, bad_values, running.loss_sum, running.correct, norm});
+      }
+      step_loss = Tensor();
+      if (check && !std::isfinite(probe[0])) {
+        throw NumericalError(fmt::format(
+            "kdp::train: the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
+            "stopped before the optimizer step, no checkpoint was written after it",
+            probe[0], step_number, epoch + 1, batch - 1, comm_.rank()));
+      }
+      if (check && probe[1] > 0.0f) {
+        throw NumericalError(fmt::format(
+            "kdp::train: the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) "
+            "on rank {}; training stopped before the optimizer step",
+            first_non_finite_grad(optimizer), step_number, epoch + 1, batch - 1, comm_.rank()));
       }
       optimizer.step();
       optimizer.zero_grad(/*set_to_none=*/ddp == nullptr);  // DDP keeps its bucket views
       ++global_step;
       if (scheduler != nullptr && options_.step_scheduler_per_batch) scheduler->step();
 
-      const double elapsed = seconds_since(epoch_start);
-      const double rate = elapsed > 0 ? sums[2] * comm_.size() / elapsed : 0.0;
-      const double loss_avg = sums[0] / std::max(1.0, sums[2]);
-      const double acc_avg = classes ? sums[1] / std::max(1.0, sums[2]) : std::nan("");
-      progress.step(batch - 1, global_step, loss_avg, acc_avg, rate);
-      if (metrics && global_step % std::max<int64_t>(1, options_.log_every_steps) == 0) {
-        metrics->write("step",
-                       {{"epoch", static_cast<double>(epoch + 1)},
-                        {"step", static_cast<double>(global_step)},
-                        {"loss", loss_avg},
-                        {"accuracy", acc_avg},
-                        {"lr", optimizer.lr()},
-                        {"samples_per_s", rate},
-                        {"data_wait_s", train_loader.wait_seconds() - wait_before},
-                        {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
-                        {"grad_norm", norm}});
+      if (show || log_row) {
+        const double count = std::max<double>(1.0, static_cast<double>(samples));
+        const double elapsed = seconds_since(epoch_start);
+        const double rate =
+            elapsed > 0 ? static_cast<double>(samples) * comm_.size() / elapsed : 0.0;
+        const double loss_avg = probe[2] / count;
+        const double acc_avg = classes ? probe[3] / count : std::nan("");
+        if (show) progress.step(batch - 1, global_step, loss_avg, acc_avg, rate);
+        if (log_row) {
+          metrics->write("step",
+                         {{"epoch", static_cast<double>(epoch + 1)},
+                          {"step", static_cast<double>(global_step)},
+                          {"loss", loss_avg},
+                          {"accuracy", acc_avg},
+                          {"lr", optimizer.lr()},
+                          {"samples_per_s", rate},
+                          {"data_wait_s", train_loader.wait_seconds() - wait_before},
+                          {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
+                          {"grad_norm", norm.defined() ? probe[4] : std::nan("")}});
+        }
       }
 
       // Every rank stops after the same step when any of them got a signal.
@@ -399,7 +439,7 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
         break;
       }
     }
-    samples_total += static_cast<int64_t>(sums[2]);
+    samples_total += samples;
 
     if (reached_max && batch < batches) {  // stopped inside the epoch
       save(epoch, batch);
@@ -407,6 +447,8 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     }
 
     // ---- end of epoch ----------------------------------------------------------
+    const std::vector<float> totals = read_scalars({running.loss_sum, running.correct});
+    double sums[3] = {totals[0], totals[1], static_cast<double>(samples)};
     comm_.allreduce(sums, 3, dist::ReduceOp::Sum);
     EpochRecord rec;
     rec.epoch = epoch + 1;

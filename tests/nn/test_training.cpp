@@ -101,3 +101,54 @@ TEST(Training, SteadyStateStepMakesNoNewAllocation) {
   EXPECT_EQ(after.dedicated_allocations, before.dedicated_allocations);
   EXPECT_GT(after.cache_hits, before.cache_hits);  // the steps did allocate, from the cache
 }
+
+TEST(Training, AStepCopiesNothingToTheHost) {
+  // Forward, loss, backward, clipping, the anomaly count and the optimizer step
+  // all stay in device memory: on a GPU nothing waits for a copy. Counted on
+  // every backend (on host ones the same reads would be plain loads).
+  auto model = nn::mlp({20, 64, 5});
+  optim::Adam opt(model->named_parameters(), optim::AdamOptions{});
+  Tensor x = test::random_tensor({32, 20}, 1);
+  Tensor y = Tensor::from_host(std::vector<float>(32, 3.0f), {32});
+  std::vector<Tensor> params;
+  for (auto& [name, p] : model->named_parameters()) params.push_back(p);
+  Tensor loss_sum = Tensor::zeros({}), correct = Tensor::zeros({});
+  const TransferCounts before = Runtime::get().transfers();
+  for (int i = 0; i < 3; ++i) {
+    opt.zero_grad();
+    Tensor out = model->forward(x);
+    Tensor loss = cross_entropy(out, y);
+    loss.backward();
+    Tensor bad = nn::non_finite_grad_count(params);
+    Tensor norm = nn::clip_grad_norm(params, 1.0);
+    opt.step();
+    loss_sum.add_(loss.detach(), 32.0f);
+    correct.add_(count_correct(out.detach(), y));
+  }
+  const TransferCounts after = Runtime::get().transfers();
+  EXPECT_EQ(after.to_host, before.to_host);
+  EXPECT_EQ(after.to_device, before.to_device);
+  // Reading a figure is one counted copy.
+  EXPECT_GT(loss_sum.item(), 0.0f);
+  EXPECT_EQ(Runtime::get().transfers().to_host, after.to_host + 1);
+}
+
+TEST(Training, ClipGradNormMatchesTheClosedForm) {
+  Tensor a = Tensor::from_host({3, 4}, {2}).requires_grad_();
+  Tensor b = Tensor::from_host({0, 12}, {2}).requires_grad_();
+  Tensor c = Tensor::zeros({2}).requires_grad_();  // no gradient: skipped
+  sum(a * a * 0.5f + b * b * 0.5f).backward();     // grads are a and b
+  // |(3, 4, 0, 12)| = 13; clipped to 6.5 the gradients halve (up to the 1e-6).
+  Tensor norm = nn::clip_grad_norm({a, b, c}, 6.5);
+  EXPECT_FLOAT_EQ(norm.item(), 13.0f);
+  const float k = 6.5f / (13.0f + 1e-6f);
+  test::expect_close(a.grad().to_vector(), {3 * k, 4 * k}, 1e-6, 1e-6);
+  test::expect_close(b.grad().to_vector(), {0, 12 * k}, 1e-6, 1e-6);
+  // Below the limit nothing changes.
+  EXPECT_FLOAT_EQ(nn::clip_grad_norm({a, b}, 100.0).item(), 6.5f);
+  test::expect_close(a.grad().to_vector(), {3 * k, 4 * k}, 1e-6, 1e-6);
+  // Non-finite values are counted, whatever their sign.
+  b.grad().copy_(Tensor::from_host({std::nanf(""), -INFINITY}, {2}));
+  EXPECT_EQ(nn::non_finite_grad_count({a, b, c}).item(), 2.0f);
+  EXPECT_THROW(nn::clip_grad_norm({a}, 0.0), ValueError);
+}

@@ -50,3 +50,27 @@ TEST(Reduction, BadDimensionsThrow) {
   EXPECT_THROW(max(Tensor::scalar(1.0f), 0), ShapeError);
   EXPECT_THROW(mean(Tensor::zeros({0})), ShapeError);
 }
+
+TEST(Reduction, CountCorrectMatchesArgmaxOnTheHost) {
+  const Tensor logits = test::random_tensor({50, 7}, 3);
+  std::vector<float> labels(50);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<float>((i * 5) % 7);
+  const std::vector<float> x = logits.to_vector();
+  int want = 0;
+  for (size_t b = 0; b < 50; ++b) {
+    size_t best = 0;
+    for (size_t c = 1; c < 7; ++c) {
+      if (x[b * 7 + c] > x[b * 7 + best]) best = c;
+    }
+    want += static_cast<float>(best) == labels[b];
+  }
+  ASSERT_GT(want, 0);  // the check can tell a count from zero
+  EXPECT_EQ(count_correct(logits, Tensor::from_host(labels, {50})).item(),
+            static_cast<float>(want));
+  // A logit row whose target is its argmax counts; ties go to the first class.
+  EXPECT_EQ(
+      count_correct(Tensor::from_host({1, 1, 0, 0, 2, 2}, {2, 3}), Tensor::from_host({0, 1}, {2}))
+          .item(),
+      2.0f);
+  EXPECT_THROW(count_correct(logits, Tensor::zeros({49})), ShapeError);
+}

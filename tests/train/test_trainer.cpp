@@ -324,3 +324,27 @@ TEST(Trainer, RefusesADirectoryItWouldTakeOverAndWritesNothing) {
   EXPECT_EQ(listing(), after_second_epoch);
   EXPECT_NE(before, after_second_epoch);
 }
+
+TEST(Trainer, AStepReadsBackOnlyWhatItMustShow) {
+  // 96 samples, batches of 16: 6 steps. Besides the batches going up, the host
+  // reads: one copy per step with anomaly checks (loss and gradient health
+  // together), one per shown progress line, and the epoch's sums at its end.
+  auto copies = [](bool anomaly, int64_t log_every) {
+    TrainingRun run;
+    train::TrainerOptions t = quiet();
+    t.epochs = 1;
+    t.detect_anomaly = anomaly;
+    t.log_every_steps = log_every;
+    const TransferCounts before = Runtime::get().transfers();
+    run.fit(t);
+    const TransferCounts after = Runtime::get().transfers();
+    // Features and labels of every batch: 6 of training, 3 of validation.
+    EXPECT_EQ(after.to_device - before.to_device, (6 + 3) * 2);
+    // The validation pass reads its sums once, too.
+    return after.to_host - before.to_host - 2;
+  };
+  EXPECT_EQ(copies(false, 1000000), 0);
+  EXPECT_EQ(copies(true, 1000000), 6);
+  EXPECT_EQ(copies(false, 2), 3);  // lines at steps 2, 4 and 6
+  EXPECT_EQ(copies(true, 2), 6);   // the same copies carry the lines
+}

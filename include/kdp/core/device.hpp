@@ -35,6 +35,11 @@ class Device {
   int concurrency() const;
   /// The device's random generator (used by rand, randn, dropout).
   Generator& generator() const;
+  /// The BLAS handle of the device's instance (one per instance: devices that
+  /// share an instance share it).
+  compat::BlasHandle& blas() const;
+  /// The GPU the device runs on (-1 on host backends).
+  int gpu() const;
 
   /// "device 1 (Serial, shared instance 0)".
   std::string str() const;
@@ -60,6 +65,7 @@ struct DeviceState {
   int memory_id = 0;
   std::string description;
   Generator generator;
+  std::shared_ptr<compat::BlasHandle> blas;
 };
 }  // namespace detail
 

@@ -5,9 +5,28 @@
 
 #include <cstdint>
 
+#include "kdp/core/parallel_for.hpp"
 #include "kdp/core/tensor.hpp"
 
 namespace kdp::detail {
+
+/// A double in device memory, the target of reductions that stay on the device.
+using DeviceDouble = Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// out(0) = scale * the sum of term(i) for i < n, accumulated in double on the
+/// device. The result stays in device memory: nothing waits for the kernel and
+/// nothing crosses to the host (a reduction into a host scalar would do both).
+template <class Term>
+void sum_into(const char* label, const Device& device, View1 out, int64_t n, double scale,
+              const Term& term) {
+  const Tensor scratch = Tensor::empty(Shape{2}, device);  // 8 bytes: one double
+  const DeviceDouble acc(reinterpret_cast<double*>(scratch.data()));
+  Kokkos::parallel_reduce(
+      label, range(device, n), KOKKOS_LAMBDA(const int64_t i, double& a) { a += term(i); }, acc);
+  Kokkos::parallel_for(
+      label, range(device, 1),
+      KOKKOS_LAMBDA(const int64_t) { out(0) = static_cast<float>(acc() * scale); });
+}
 
 void fill(const Device& device, View1 out, float value);
 void fill_randn(const Device& device, View1 out, uint64_t seed, uint64_t base);

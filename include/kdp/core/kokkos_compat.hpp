@@ -7,7 +7,13 @@
 #include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +39,15 @@ namespace math = ::Kokkos;
 namespace math = ::Kokkos::Experimental;
 #endif
 
+/// A quiet NaN, in kernels too (Kokkos' numeric traits have it from 4.0).
+KOKKOS_INLINE_FUNCTION float quiet_nan() {
+#if KOKKOS_VERSION >= 40000
+  return Kokkos::Experimental::quiet_NaN<float>::value;
+#else
+  return __builtin_nanf("");
+#endif
+}
+
 /// Waits for the work queued on `space`; labelled where Kokkos can (3.5+).
 inline void fence(const ExecSpace& space, const char* label) {
 #if KOKKOS_VERSION >= 30500
@@ -54,6 +69,160 @@ void gemm(const ExecSpace& space, const char* trans_a, const char* trans_b, floa
 #else
   (void)space;
   KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+/// A BLAS handle of one execution-space instance. Kokkos Kernels' cuBLAS path
+/// shares one handle per process and sets its stream on every call, so calls
+/// from several host threads race; kdp gives every instance a handle of its
+/// own, bound to the instance's stream once, and calls cuBLAS through it. On
+/// host backends the BLAS needs no handle: only the instance is remembered.
+class BlasHandle {
+ public:
+  explicit BlasHandle(const ExecSpace& space) : space_(space) {}
+  ~BlasHandle() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if (handle_ != nullptr) cublasDestroy(handle_);
+#endif
+  }
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+
+  const ExecSpace& space() const {
+    return space_;
+  }
+
+#if defined(KOKKOS_ENABLE_CUDA)
+  /// The cuBLAS handle, created on first use on the instance's GPU and bound
+  /// to its stream.
+  cublasHandle_t cublas() {
+    if (handle_ == nullptr) {
+      int current = 0;
+      cudaGetDevice(&current);
+      cudaSetDevice(space_.cuda_device());
+      const cublasStatus_t created = cublasCreate(&handle_);
+      cudaSetDevice(current);
+      if (created != CUBLAS_STATUS_SUCCESS) {
+        handle_ = nullptr;
+        throw std::runtime_error("kdp: cublasCreate failed with status " +
+                                 std::to_string(static_cast<int>(created)));
+      }
+      cublasSetStream(handle_, space_.cuda_stream());
+    }
+    return handle_;
+  }
+#endif
+
+ private:
+  ExecSpace space_;
+#if defined(KOKKOS_ENABLE_CUDA)
+  cublasHandle_t handle_ = nullptr;
+#endif
+};
+
+/// C = alpha op(A) op(B) + beta C on the instance of `handle`, all row-major.
+/// With CUDA the call goes to cuBLAS through the instance's own handle; on
+/// host backends to Kokkos Kernels (the BLAS TPL).
+template <class AView, class BView, class CView>
+void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha, const AView& a,
+          const BView& b, float beta, const CView& c) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  const bool ta = trans_a[0] == 'T' || trans_a[0] == 't';
+  const bool tb = trans_b[0] == 'T' || trans_b[0] == 't';
+  const int m = static_cast<int>(c.extent(0));
+  const int n = static_cast<int>(c.extent(1));
+  const int k = static_cast<int>(ta ? a.extent(0) : a.extent(1));
+  if (m == 0 || n == 0) return;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+  // same call with the operands swapped and the leading dimensions of the
+  // row-major matrices.
+  const int lda = static_cast<int>(a.extent(1) > 0 ? a.extent(1) : 1);
+  const int ldb = static_cast<int>(b.extent(1) > 0 ? b.extent(1) : 1);
+  cudaSetDevice(handle.space().cuda_device());  // the handle's GPU, where several are driven
+  const cublasStatus_t status =
+      cublasSgemm(handle.cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  n, m, k, &alpha, b.data(), ldb, a.data(), lda, &beta, c.data(), n);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error("kdp: cublasSgemm failed with status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+#else
+  gemm(handle.space(), trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+/// Whether two instances are the same (Kokkos 3.4 has no operator== on
+/// execution spaces; its Serial backend has one instance).
+inline bool same_instance(const ExecSpace& a, const ExecSpace& b) {
+#if KOKKOS_VERSION >= 40000
+  return a == b;
+#else
+  (void)a;
+  (void)b;
+  return true;
+#endif
+}
+
+/// Whether kernels run on a GPU.
+constexpr bool gpu_backend() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+/// GPUs the process sees before Kokkos starts (0 on host backends).
+inline int visible_gpus() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+/// The GPU an instance runs on (-1 on host backends).
+inline int gpu_of(const ExecSpace& space) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return space.cuda_device();
+#else
+  (void)space;
+  return -1;
+#endif
+}
+
+/// Whether one process can drive several GPUs (CUDA from Kokkos 4.3).
+constexpr bool several_gpus_per_process() {
+#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40300
+  return true;
+#else
+  return false;
+#endif
+}
+
+/// A new instance on GPU `gpu` with a stream of its own (only where
+/// several_gpus_per_process()).
+inline ExecSpace instance_on_gpu(int gpu) {
+#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40300
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaStream_t stream = nullptr;
+  cudaSetDevice(gpu);
+  const cudaError_t created = cudaStreamCreate(&stream);
+  cudaSetDevice(current);
+  if (created != cudaSuccess) {
+    throw std::runtime_error("kdp: cannot create a stream on GPU " + std::to_string(gpu) + ": " +
+                             cudaGetErrorString(created));
+  }
+  return ExecSpace(stream, Kokkos::Impl::ManageStream::yes);
+#else
+  (void)gpu;
+  throw std::runtime_error("kdp: this Kokkos build cannot drive several GPUs from one process");
 #endif
 }
 

@@ -4,10 +4,12 @@
 /// Kokkos, and finalises them in reverse order. Create one per process, first
 /// thing in main(); it owns the devices and the tensor allocator.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kdp/core/caching_allocator.hpp"
@@ -26,6 +28,24 @@ struct RuntimeOptions {
   /// Threads per rank for BLAS and host backends; 0 picks cores / ranks on the
   /// node (or KDP_NUM_THREADS), so that ranks sharing a node never oversubscribe it.
   int threads = 0;
+  /// GPUs for this process to drive at once: devices(n) deals its devices over
+  /// them (CUDA with Kokkos 4.3 or newer). Empty: those KDP_DEVICES lists
+  /// ("0,1"), else the one GPU of the rank (gpu_for_local_rank()).
+  std::vector<int> gpus;
+};
+
+/// Parses a list of GPU ids ("0,1,3"); ValueError naming `source` otherwise.
+std::vector<int> parse_gpu_list(const std::string& text, const std::string& source);
+
+/// Copies between tensor memory and host memory since the Runtime started: the
+/// edges of a training step (a loss read, a batch uploaded, MPI staging). On
+/// host backends they are plain reads and memcpys, counted all the same, so
+/// that a test on any backend shows what would cross a GPU's bus.
+struct TransferCounts {
+  int64_t to_host = 0;  // to_vector, item, staging for MPI and checkpoints
+  int64_t to_host_bytes = 0;
+  int64_t to_device = 0;  // from_host, batches, staged MPI results
+  int64_t to_device_bytes = 0;
 };
 
 /// The guard that starts MPI and Kokkos and finalises them; one per process.
@@ -65,6 +85,18 @@ class Runtime {
   /// Cores this process may run on (its affinity mask, as mpirun or Slurm set it).
   int cores() const { return cores_; }
   bool mpi_active() const { return mpi_initialized_; }
+  /// This rank's position among the ranks of its node (MPI_Comm_split_type).
+  int local_rank() const { return local_rank_; }
+  /// The GPU this rank runs on (-1 on host backends): the one Kokkos was told
+  /// (--kokkos-device-id, KOKKOS_DEVICE_ID), else gpu_for_local_rank().
+  int gpu() const { return gpu_; }
+  /// The GPUs devices(n) deals its devices over (empty on host backends).
+  const std::vector<int>& gpus() const { return gpus_; }
+
+  /// Copies between tensor memory and the host so far.
+  TransferCounts transfers() const;
+  /// Counts one copy (called by the edges: Tensor, DataLoader, Communicator).
+  void count_transfer(bool to_host, size_t bytes);
 
  private:
   void start(int* argc, char*** argv, const RuntimeOptions& options);
@@ -75,6 +107,10 @@ class Runtime {
   int world_rank_ = 0;
   int world_size_ = 1;
   int local_ranks_ = 1;
+  int local_rank_ = 0;
+  int gpu_ = -1;
+  std::vector<int> gpus_;
+  std::atomic<int64_t> to_host_{0}, to_host_bytes_{0}, to_device_{0}, to_device_bytes_{0};
   int threads_ = 1;
   int cores_ = 1;
   uint64_t seed_ = 0;
@@ -87,6 +123,11 @@ class Runtime {
   std::vector<Device> logical_devices_;
   std::vector<std::shared_ptr<detail::DeviceState>> all_states_;
 };
+
+/// The GPU for the rank at `local_rank` on a node where it sees `visible_gpus`
+/// GPUs: ranks are dealt round-robin (with one GPU per task, as under Slurm's
+/// --gpus-per-task=1, every rank takes its only one); -1 when there is none.
+int gpu_for_local_rank(int local_rank, int visible_gpus);
 
 /// Seeds every device's generator: Runtime::get().manual_seed(seed).
 void manual_seed(uint64_t seed);

@@ -17,5 +17,9 @@ Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 Tensor max(const Tensor& x, int dim, bool keepdim = false);
 /// Index (as a float) of the first largest value along `dim`.
 Tensor argmax(const Tensor& x, int dim, bool keepdim = false);
+/// How many rows of logits [B, C] have their first largest value at the class
+/// that `target` [B] gives: a scalar tensor on the device (no gradient), so a
+/// training loop can add up its accuracy without reading anything back.
+Tensor count_correct(const Tensor& logits, const Tensor& target);
 
 }  // namespace kdp

@@ -17,6 +17,10 @@ class Progress {
   /// `bar`: 1 always, 0 never, -1 when stdout is a terminal.
   Progress(int bar, int64_t every, bool enabled);
   void start_epoch(int64_t epoch, int64_t epochs, int64_t batches);
+  /// Whether step() would print at `global_step` (the bar: a quarter second
+  /// after its last draw, or the epoch's last batch): the loop reads the loss
+  /// back from the device only then.
+  bool shows(int64_t global_step, bool last_batch) const;
   void step(int64_t batch, int64_t global_step, double loss, double accuracy, double samples_per_s);
   void end_epoch(const std::string& summary);
   void message(const std::string& text);
