@@ -5,21 +5,53 @@
 #include <chrono>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/parallel_for.hpp"
+#include "kdp/core/runtime.hpp"
 
 namespace kdp::data {
 
 namespace {
 struct HostBatch {
   std::vector<float> features;
+  std::vector<uint8_t> bytes;  // the features as stored, when converted on the device
   std::vector<float> labels;
   std::vector<int64_t> indices;
   std::exception_ptr error;
 };
+
+// features = (bytes * scale - mean) / stddev on the device, as HDF5Dataset
+// does it on the host (the same operations in the same order).
+Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures& how,
+                           const Shape& shape, const Device& device) {
+  const auto n = static_cast<int64_t>(bytes.size());
+  Tensor staging = Tensor::empty(Shape{(n + 3) / 4}, device);  // the bytes, in device memory
+  using DeviceBytes =
+      Kokkos::View<uint8_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using HostBytes =
+      Kokkos::View<const uint8_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const DeviceBytes raw(reinterpret_cast<uint8_t*>(staging.data()), static_cast<size_t>(n));
+  Kokkos::deep_copy(device.space(), raw, HostBytes(bytes.data(), bytes.size()));
+  Runtime::get().count_transfer(/*to_host=*/false, bytes.size());
+  Tensor out = Tensor::empty(shape, device);
+  View1 f = out.flat();
+  const float scale = how.scale, mean = how.mean;
+  const bool standardise = how.stddev > 0.0f;
+  const float inv = standardise ? 1.0f / how.stddev : 1.0f;
+  Kokkos::parallel_for(
+      "kdp::DataLoader bytes to features", kdp::detail::range(device, n),
+      KOKKOS_LAMBDA(const int64_t i) {
+        const float v = static_cast<float>(raw(i)) * scale;
+        f(i) = standardise ? (v - mean) * inv : v;
+      });
+  device.fence("kdp::DataLoader bytes to features");  // the host bytes go away after return
+  return out;
+}
 }  // namespace
 
 // One epoch: its batches' indices, and the thread that prepares them.
 struct DataLoader::Epoch {
   std::shared_ptr<const Dataset> dataset;
+  std::optional<ByteFeatures> bytes;  // features are fetched as bytes and converted so
   std::vector<std::vector<int64_t>> batches;
   size_t next_to_fetch = 0;  // the worker's position
   size_t capacity = 0;
@@ -35,9 +67,15 @@ struct DataLoader::Epoch {
     h.indices = batches[b];
     try {
       const auto n = h.indices.size();
-      h.features.resize(n * static_cast<size_t>(dataset->sample_shape().numel()));
+      const auto row = static_cast<size_t>(dataset->sample_shape().numel());
       h.labels.resize(n * static_cast<size_t>(dataset->label_shape().numel()));
-      dataset->fetch(h.indices, h.features.data(), h.labels.data());
+      if (bytes) {
+        h.bytes.resize(n * row);
+        dataset->fetch_bytes(h.indices, h.bytes.data(), h.labels.data());
+      } else {
+        h.features.resize(n * row);
+        dataset->fetch(h.indices, h.features.data(), h.labels.data());
+      }
     } catch (...) {
       h.error = std::current_exception();
     }
@@ -103,6 +141,7 @@ DataLoader::Iterator DataLoader::begin() {
   epoch_.reset();  // stops the previous epoch's thread, if a loop left early
   auto e = std::make_shared<Epoch>();
   e->dataset = dataset_;
+  if (options_.convert_on_device) e->bytes = dataset_->byte_features();
   const std::vector<int64_t> indices = sampler_->indices();
   const auto bs = static_cast<size_t>(options_.batch_size);
   for (size_t start = 0; start < indices.size(); start += bs) {
@@ -172,7 +211,9 @@ void DataLoader::Iterator::fetch_next() {
   for (int64_t d : ds.sample_shape().to_vector()) fshape.push_back(d);
   std::vector<int64_t> lshape{n};
   for (int64_t d : ds.label_shape().to_vector()) lshape.push_back(d);
-  current_.features = Tensor::from_host(h.features, Shape(fshape), loader_->options_.device);
+  current_.features =
+      e.bytes ? features_from_bytes(h.bytes, *e.bytes, Shape(fshape), loader_->options_.device)
+              : Tensor::from_host(h.features, Shape(fshape), loader_->options_.device);
   current_.labels = Tensor::from_host(h.labels, Shape(lshape), loader_->options_.device);
   current_.indices = std::move(h.indices);
 }

@@ -10,6 +10,10 @@
 
 namespace kdp::data {
 
+void Dataset::fetch_bytes(const std::vector<int64_t>&, uint8_t*, float*) const {
+  throw StateError("kdp::data::Dataset::fetch_bytes: this dataset's features are not bytes");
+}
+
 TensorDataset::TensorDataset(std::vector<float> features, Shape sample_shape,
                              std::vector<float> labels, Shape label_shape, int64_t num_classes)
     : features_(std::move(features)),

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -109,6 +110,29 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
 }
 
 void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, float* labels) const {
+  fill(indices, features, nullptr, labels);
+}
+
+std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
+  if (!uint8_) return std::nullopt;
+  ByteFeatures how;
+  how.scale = options_.scale ? 1.0f / 255.0f : 1.0f;
+  how.mean = options_.stddev > 0.0f ? options_.mean : 0.0f;
+  how.stddev = options_.stddev > 0.0f ? options_.stddev : 0.0f;
+  return how;
+}
+
+void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                              float* labels) const {
+  if (!uint8_) {
+    throw StateError(fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' holds floats, not bytes",
+                                 images_, path_));
+  }
+  fill(indices, nullptr, features, labels);
+}
+
+void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
+                       float* labels) const {
   const size_t n = indices.size();
   if (n == 0) return;
   for (int64_t i : indices) {
@@ -180,6 +204,11 @@ void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, fl
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
     const size_t offset = static_cast<size_t>(i % block_rows_) * row;
+    labels[k] = label_values_[static_cast<size_t>(i)];
+    if (bytes != nullptr) {
+      std::memcpy(bytes + k * row, block.data() + offset, row);
+      continue;
+    }
     float* dst = features + k * row;
     if (uint8_) {
       const unsigned char* src = block.data() + offset;
@@ -201,7 +230,6 @@ void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, fl
     if (standardise) {
       for (size_t j = 0; j < row; ++j) dst[j] = (dst[j] - options_.mean) * inv;
     }
-    labels[k] = label_values_[static_cast<size_t>(i)];
   }
 
   // Beyond the budget, drop the least recently used blocks (not this batch's).

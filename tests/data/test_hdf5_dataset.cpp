@@ -130,3 +130,41 @@ TEST(HDF5Dataset, BadFilesAndDatasetsAreReported) {
   expect([&] { data::HDF5Dataset(path, "huge"); }, "claims");
   fs::remove(path);
 }
+
+TEST(HDF5Dataset, BytesConvertedOnTheDeviceEqualTheHostConversion) {
+  // The DataLoader sends byte features as stored and converts them on the
+  // device (the default where device memory is not the host's): the batches
+  // equal those converted on the host, and a quarter of the bytes go up.
+  const std::string path = make_file("bytes.h5");
+  data::HDF5DatasetOptions o;
+  o.mean = 0.05f;
+  o.stddev = 0.03f;
+  auto ds = std::make_shared<data::HDF5Dataset>(path, "train", o);
+  ASSERT_TRUE(ds->byte_features().has_value());
+  auto batches = [&](bool on_device, int64_t* bytes_up) {
+    data::DataLoaderOptions lo;
+    lo.batch_size = 8;
+    lo.convert_on_device = on_device;
+    data::DataLoader loader(ds, std::make_shared<data::RandomSampler>(ds->size(), 5), lo);
+    const int64_t before = Runtime::get().transfers().to_device_bytes;
+    std::vector<std::vector<float>> out;
+    for (data::Batch& b : loader) {
+      EXPECT_EQ(b.features.shape(), (Shape{b.labels.size(0), 2, 3}));
+      out.push_back(b.features.to_vector());
+      out.push_back(b.labels.to_vector());
+    }
+    *bytes_up = Runtime::get().transfers().to_device_bytes - before;
+    return out;
+  };
+  int64_t host_bytes = 0, device_bytes = 0;
+  const auto on_host = batches(false, &host_bytes);
+  const auto on_device = batches(true, &device_bytes);
+  ASSERT_EQ(on_host.size(), on_device.size());
+  for (size_t i = 0; i < on_host.size(); ++i) {
+    test::expect_close(on_device[i], on_host[i], 1e-6, 1e-6);
+  }
+  const int64_t labels_bytes = 30 * 4;
+  EXPECT_EQ(host_bytes, 30 * 6 * 4 + labels_bytes);
+  EXPECT_EQ(device_bytes, 30 * 6 + labels_bytes);
+  fs::remove(path);
+}

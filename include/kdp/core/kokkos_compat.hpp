@@ -4,16 +4,9 @@
 /// against (Debian's 3.4 or a standalone 4.x). Everything else calls these.
 
 #include <KokkosKernels_config.h>
-#include <KokkosBlas3_gemm.hpp>
 #include <Kokkos_Core.hpp>
 
-#if defined(KOKKOS_ENABLE_CUDA)
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#endif
-
 #include <cstdlib>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,12 +18,6 @@ using MemSpace = ExecSpace::memory_space;
 using HostMirrorSpace = Kokkos::HostSpace;
 
 namespace compat {
-
-#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 30600
-inline constexpr bool kGemmTakesSpace = true;
-#else
-inline constexpr bool kGemmTakesSpace = false;
-#endif
 
 /// Math functions usable in kernels: Kokkos::Experimental:: in 3.x, Kokkos:: from 3.7.
 #if KOKKOS_VERSION >= 30700
@@ -58,19 +45,18 @@ inline void fence(const ExecSpace& space, const char* label) {
 #endif
 }
 
-/// C = alpha op(A) op(B) + beta C on `space`. Kokkos Kernels before 3.6 has no
-/// execution-space argument; there the call runs on the default instance, which
-/// is the only one such a build has.
-template <class AView, class BView, class CView>
+/// The matrices kdp multiplies: row-major float views of device memory.
+using ConstMatrix = Kokkos::View<const float**, Kokkos::LayoutRight, MemSpace,
+                                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+using Matrix =
+    Kokkos::View<float**, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// C = alpha op(A) op(B) + beta C on `space` through Kokkos Kernels (cuBLAS
+/// through its shared handle on CUDA, the BLAS on host backends). Kokkos
+/// Kernels before 3.6 has no execution-space argument; there the call runs on
+/// the default instance, which is the only one such a build has.
 void gemm(const ExecSpace& space, const char* trans_a, const char* trans_b, float alpha,
-          const AView& a, const BView& b, float beta, const CView& c) {
-#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 30600
-  KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
-#else
-  (void)space;
-  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
-#endif
-}
+          ConstMatrix a, ConstMatrix b, float beta, Matrix c);
 
 /// A BLAS handle of one execution-space instance. Kokkos Kernels' cuBLAS path
 /// shares one handle per process and sets its stream on every call, so calls
@@ -80,86 +66,36 @@ void gemm(const ExecSpace& space, const char* trans_a, const char* trans_b, floa
 class BlasHandle {
  public:
   explicit BlasHandle(const ExecSpace& space) : space_(space) {}
-  ~BlasHandle() {
-#if defined(KOKKOS_ENABLE_CUDA)
-    if (handle_ != nullptr) cublasDestroy(handle_);
-#endif
-  }
+  ~BlasHandle();
   BlasHandle(const BlasHandle&) = delete;
   BlasHandle& operator=(const BlasHandle&) = delete;
 
-  const ExecSpace& space() const {
-    return space_;
-  }
-
-#if defined(KOKKOS_ENABLE_CUDA)
-  /// The cuBLAS handle, created on first use on the instance's GPU and bound
-  /// to its stream.
-  cublasHandle_t cublas() {
-    if (handle_ == nullptr) {
-      int current = 0;
-      cudaGetDevice(&current);
-      cudaSetDevice(space_.cuda_device());
-      const cublasStatus_t created = cublasCreate(&handle_);
-      cudaSetDevice(current);
-      if (created != CUBLAS_STATUS_SUCCESS) {
-        handle_ = nullptr;
-        throw std::runtime_error("kdp: cublasCreate failed with status " +
-                                 std::to_string(static_cast<int>(created)));
-      }
-      cublasSetStream(handle_, space_.cuda_stream());
-    }
-    return handle_;
-  }
-#endif
+  const ExecSpace& space() const { return space_; }
+  /// The cuBLAS handle (a cublasHandle_t), created on first use on the
+  /// instance's GPU and bound to its stream; null on host backends.
+  void* cublas();
 
  private:
   ExecSpace space_;
-#if defined(KOKKOS_ENABLE_CUDA)
-  cublasHandle_t handle_ = nullptr;
-#endif
+  void* cublas_ = nullptr;
 };
 
-/// C = alpha op(A) op(B) + beta C on the instance of `handle`, all row-major.
-/// With CUDA the call goes to cuBLAS through the instance's own handle; on
-/// host backends to Kokkos Kernels (the BLAS TPL).
-template <class AView, class BView, class CView>
-void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha, const AView& a,
-          const BView& b, float beta, const CView& c) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  const bool ta = trans_a[0] == 'T' || trans_a[0] == 't';
-  const bool tb = trans_b[0] == 'T' || trans_b[0] == 't';
-  const int m = static_cast<int>(c.extent(0));
-  const int n = static_cast<int>(c.extent(1));
-  const int k = static_cast<int>(ta ? a.extent(0) : a.extent(1));
-  if (m == 0 || n == 0) return;
-  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
-  // same call with the operands swapped and the leading dimensions of the
-  // row-major matrices.
-  const int lda = static_cast<int>(a.extent(1) > 0 ? a.extent(1) : 1);
-  const int ldb = static_cast<int>(b.extent(1) > 0 ? b.extent(1) : 1);
-  cudaSetDevice(handle.space().cuda_device());  // the handle's GPU, where several are driven
-  const cublasStatus_t status =
-      cublasSgemm(handle.cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  n, m, k, &alpha, b.data(), ldb, a.data(), lda, &beta, c.data(), n);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error("kdp: cublasSgemm failed with status " +
-                             std::to_string(static_cast<int>(status)));
-  }
-#else
-  gemm(handle.space(), trans_a, trans_b, alpha, a, b, beta, c);
-#endif
-}
+/// C = alpha op(A) op(B) + beta C on the instance of `handle`, all row-major:
+/// with CUDA, cuBLAS through the instance's own handle; on host backends,
+/// Kokkos Kernels (the BLAS).
+void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha,
+          ConstMatrix a, ConstMatrix b, float beta, Matrix c);
 
-/// Whether two instances are the same (Kokkos 3.4 has no operator== on
-/// execution spaces; its Serial backend has one instance).
-inline bool same_instance(const ExecSpace& a, const ExecSpace& b) {
-#if KOKKOS_VERSION >= 40000
-  return a == b;
+/// GPUs the process sees before Kokkos starts (0 on host backends).
+int visible_gpus();
+
+/// The GPU an instance runs on (-1 on host backends).
+inline int gpu_of(const ExecSpace& space) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return space.cuda_device();
 #else
-  (void)a;
-  (void)b;
-  return true;
+  (void)space;
+  return -1;
 #endif
 }
 
@@ -169,30 +105,6 @@ constexpr bool gpu_backend() {
   return true;
 #else
   return false;
-#endif
-}
-
-/// GPUs the process sees before Kokkos starts (0 on host backends).
-inline int visible_gpus() {
-#if defined(KOKKOS_ENABLE_CUDA)
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return 0;
-  }
-  return n;
-#else
-  return 0;
-#endif
-}
-
-/// The GPU an instance runs on (-1 on host backends).
-inline int gpu_of(const ExecSpace& space) {
-#if defined(KOKKOS_ENABLE_CUDA)
-  return space.cuda_device();
-#else
-  (void)space;
-  return -1;
 #endif
 }
 
@@ -207,22 +119,17 @@ constexpr bool several_gpus_per_process() {
 
 /// A new instance on GPU `gpu` with a stream of its own (only where
 /// several_gpus_per_process()).
-inline ExecSpace instance_on_gpu(int gpu) {
-#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40300
-  int current = 0;
-  cudaGetDevice(&current);
-  cudaStream_t stream = nullptr;
-  cudaSetDevice(gpu);
-  const cudaError_t created = cudaStreamCreate(&stream);
-  cudaSetDevice(current);
-  if (created != cudaSuccess) {
-    throw std::runtime_error("kdp: cannot create a stream on GPU " + std::to_string(gpu) + ": " +
-                             cudaGetErrorString(created));
-  }
-  return ExecSpace(stream, Kokkos::Impl::ManageStream::yes);
+ExecSpace instance_on_gpu(int gpu);
+
+/// Whether two instances are the same (Kokkos 3.4 has no operator== on
+/// execution spaces; its Serial backend has one instance).
+inline bool same_instance(const ExecSpace& a, const ExecSpace& b) {
+#if KOKKOS_VERSION >= 40000
+  return a == b;
 #else
-  (void)gpu;
-  throw std::runtime_error("kdp: this Kokkos build cannot drive several GPUs from one process");
+  (void)a;
+  (void)b;
+  return true;
 #endif
 }
 

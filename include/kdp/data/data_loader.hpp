@@ -36,6 +36,10 @@ struct DataLoaderOptions {
   /// Batches prepared ahead by a background thread (0: none, fetched in place).
   int prefetch = 2;
   Device device = get_default_device();
+  /// Datasets of byte features (byte_features()) send their bytes to `device`
+  /// and have them converted there: a quarter of the bytes cross to a GPU, and
+  /// the conversion runs on it. Default: where device memory is not the host's.
+  bool convert_on_device = !compat::host_accessible_memory();
 };
 
 /// Batches of a dataset in a sampler's order, prefetched on a thread.

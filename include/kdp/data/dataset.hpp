@@ -6,11 +6,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "kdp/core/shape.hpp"
 
 namespace kdp::data {
+
+/// How the bytes fetch_bytes() gives become features:
+/// feature = (byte * scale - mean) / stddev (no standardisation when stddev is 0).
+struct ByteFeatures {
+  float scale = 1.0f;
+  float mean = 0.0f;
+  float stddev = 0.0f;
+};
 
 /// A numbered collection of samples that fills host buffers.
 class Dataset {
@@ -26,6 +35,15 @@ class Dataset {
   /// Writes samples `indices` (in that order) into `features` and `labels`,
   /// which hold indices.size() samples. Called from the loader's thread.
   virtual void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const = 0;
+
+  /// Datasets that store features as bytes can hand them over as stored (a
+  /// quarter of the floats), for the DataLoader to convert on the device:
+  /// this says how, or nothing when the features are not bytes.
+  virtual std::optional<ByteFeatures> byte_features() const { return std::nullopt; }
+  /// Like fetch(), with the features as stored bytes (byte_features() says how
+  /// they become floats). Only called when byte_features() has a value.
+  virtual void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                           float* labels) const;
 };
 
 /// Samples held in host memory.

@@ -51,6 +51,10 @@ class HDF5Dataset : public Dataset {
   Shape label_shape() const override { return Shape{}; }
   int64_t num_classes() const override { return num_classes_; }
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
+  /// uint8 images: their scale and standardisation.
+  std::optional<ByteFeatures> byte_features() const override;
+  void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                   float* labels) const override;
 
   /// How many hyperslab reads the last fetch made (0 when all was cached).
   int64_t last_read_runs() const { return last_runs_.load(); }
@@ -59,6 +63,9 @@ class HDF5Dataset : public Dataset {
   const std::string& path() const { return path_; }
 
  private:
+  // fetch() with float features, or fetch_bytes() with `bytes` instead.
+  void fill(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
+            float* labels) const;
   struct Files;
   std::unique_ptr<Files> files_;
   std::string path_, images_, labels_;

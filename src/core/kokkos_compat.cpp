@@ -1,0 +1,113 @@
+// The compiled half of kokkos_compat.hpp: the GEMM paths (Kokkos Kernels'
+// headers are heavy, so only this file includes them) and the CUDA runtime and
+// cuBLAS calls behind BlasHandle and instance_on_gpu.
+#include "kdp/core/kokkos_compat.hpp"
+
+#include <KokkosBlas3_gemm.hpp>
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
+#include <stdexcept>
+
+namespace kdp::compat {
+
+void gemm(const ExecSpace& space, const char* trans_a, const char* trans_b, float alpha,
+          ConstMatrix a, ConstMatrix b, float beta, Matrix c) {
+#if defined(KOKKOSKERNELS_VERSION) && KOKKOSKERNELS_VERSION >= 30600
+  KokkosBlas::gemm(space, trans_a, trans_b, alpha, a, b, beta, c);
+#else
+  (void)space;
+  KokkosBlas::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+BlasHandle::~BlasHandle() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (cublas_ != nullptr) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+#endif
+}
+
+void* BlasHandle::cublas() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (cublas_ == nullptr) {
+    int current = 0;
+    cudaGetDevice(&current);
+    cudaSetDevice(space_.cuda_device());
+    cublasHandle_t handle = nullptr;
+    const cublasStatus_t created = cublasCreate(&handle);
+    cudaSetDevice(current);
+    if (created != CUBLAS_STATUS_SUCCESS) {
+      throw std::runtime_error("kdp: cublasCreate failed with status " +
+                               std::to_string(static_cast<int>(created)));
+    }
+    cublasSetStream(handle, space_.cuda_stream());
+    cublas_ = handle;
+  }
+#endif
+  return cublas_;
+}
+
+void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha,
+          ConstMatrix a, ConstMatrix b, float beta, Matrix c) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  const bool ta = trans_a[0] == 'T' || trans_a[0] == 't';
+  const bool tb = trans_b[0] == 'T' || trans_b[0] == 't';
+  const int m = static_cast<int>(c.extent(0));
+  const int n = static_cast<int>(c.extent(1));
+  const int k = static_cast<int>(ta ? a.extent(0) : a.extent(1));
+  if (m == 0 || n == 0) return;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same
+  // call with the operands swapped and the row-major matrices' row lengths as
+  // leading dimensions.
+  const int lda = static_cast<int>(a.extent(1) > 0 ? a.extent(1) : 1);
+  const int ldb = static_cast<int>(b.extent(1) > 0 ? b.extent(1) : 1);
+  cudaSetDevice(handle.space().cuda_device());  // the handle's GPU, where several are driven
+  const cublasStatus_t status = cublasSgemm(
+      static_cast<cublasHandle_t>(handle.cublas()), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+      ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data(), ldb, a.data(), lda, &beta,
+      c.data(), n);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error("kdp: cublasSgemm failed with status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+#else
+  gemm(handle.space(), trans_a, trans_b, alpha, a, b, beta, c);
+#endif
+}
+
+int visible_gpus() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+#else
+  return 0;
+#endif
+}
+
+ExecSpace instance_on_gpu(int gpu) {
+#if defined(KOKKOS_ENABLE_CUDA) && KOKKOS_VERSION >= 40300
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaStream_t stream = nullptr;
+  cudaSetDevice(gpu);
+  const cudaError_t created = cudaStreamCreate(&stream);
+  cudaSetDevice(current);
+  if (created != cudaSuccess) {
+    throw std::runtime_error("kdp: cannot create a stream on GPU " + std::to_string(gpu) + ": " +
+                             cudaGetErrorString(created));
+  }
+  return ExecSpace(stream, Kokkos::Impl::ManageStream::yes);
+#else
+  (void)gpu;
+  throw std::runtime_error("kdp: this Kokkos build cannot drive several GPUs from one process");
+#endif
+}
+
+}  // namespace kdp::compat
