@@ -1,27 +1,25 @@
 // Training steps of the three reference models, as fractions of the GEMM
-// roofline measured first in the same run on the same cores. Run under mpirun
-// at any rank count; --kdp_devices N puts N device instances in each rank
-// (DataParallel), ranks > 1 use DistributedDataParallel.
+// roofline measured first in the same run on the same cores. Runs alone or
+// under mpirun at any rank count; --kdp_devices N puts N device instances in
+// each rank (DataParallel), ranks > 1 use DistributedDataParallel.
 //
 //   T: 10-100-10 at batch 64 per rank (overhead-bound: time per step)
 //   M: 784-256-256-10 at batch 256 per rank (target >= 70 % of the roofline)
 //   L: 784-1024-1024-10 at batch 256 per rank (target >= 85 %)
 // A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP.
 #include <benchmark/benchmark.h>
-#include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "kdp/kdp.hpp"
-#include "mpi_bench.hpp"
+#include "rank_bench.hpp"
 
 using namespace kdp;
 
 namespace {
 
-MPI_Comm raw_comm = MPI_COMM_NULL;
 int devices_per_rank = 1;
 bool quick = false;
 
@@ -41,15 +39,15 @@ void Roofline(benchmark::State& state) {
   Kokkos::deep_copy(a, 0.5f);
   Kokkos::deep_copy(b, 0.25f);
   const ExecSpace space = get_default_device().space();
+  dist::Communicator comm = dist::Communicator::world();
   compat::gemm(space, "N", "N", 1.0f, a, b, 0.0f, c);  // warm-up
   for (auto _ : state) {
-    state.SetIterationTime(perf::timed_on_all_ranks(raw_comm, [&] {
+    state.SetIterationTime(perf::timed_on_all_ranks(comm, [&] {
       compat::gemm(space, "N", "N", 1.0f, a, b, 0.0f, c);
       compat::fence(space, "roofline");
     }));
   }
-  int size = 1;
-  MPI_Comm_size(raw_comm, &size);
+  const int size = comm.size();
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n * size * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -84,7 +82,7 @@ void Step(benchmark::State& state, const ModelSpec& spec) {
   };
   step();
   step();  // warm: caches filled, buckets built
-  for (auto _ : state) state.SetIterationTime(perf::timed_on_all_ranks(raw_comm, step));
+  for (auto _ : state) state.SetIterationTime(perf::timed_on_all_ranks(comm, step));
   int64_t params = 0;
   for (size_t i = 0; i + 1 < spec.sizes.size(); ++i)
     params += spec.sizes[i] * spec.sizes[i + 1] + spec.sizes[i + 1];
@@ -104,7 +102,6 @@ int main(int argc, char** argv) {
       devices_per_rank = std::atoi(argv[i] + 14);
   }
   Runtime runtime(argc, argv);
-  MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
   benchmark::Initialize(&argc, argv);
   const int64_t reps = quick ? 2 : 20;
   benchmark::RegisterBenchmark("roofline/sgemm1024", Roofline)
@@ -121,9 +118,7 @@ int main(int argc, char** argv) {
   }
   perf::RatioReporter loud;
   perf::SilentReporter silent;
-  int rank = 0, size = 1;
-  MPI_Comm_rank(raw_comm, &rank);
-  MPI_Comm_size(raw_comm, &size);
+  const int rank = runtime.world_rank(), size = runtime.world_size();
   perf::RatioReporter& reporter = rank == 0 ? loud : silent;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   if (rank == 0 && reporter.has("roofline/sgemm1024")) {
@@ -145,6 +140,5 @@ int main(int argc, char** argv) {
     }
   }
   benchmark::Shutdown();
-  MPI_Comm_free(&raw_comm);
   return 0;
 }

@@ -1,16 +1,10 @@
 #pragma once
-// Helpers for benchmarks that run under mpirun: every rank must run the same
-// number of iterations (collectives would otherwise deadlock), each iteration's
-// time is the slowest rank's, and only rank 0 reports.
+// Helpers for benchmarks that measure MPI itself (raw MPI is their reference):
+// rank_bench.hpp's, with the slowest rank's time over a raw communicator.
 
-#include <benchmark/benchmark.h>
 #include <mpi.h>
 
-#include <chrono>
-#include <cstring>
-#include <string>
-
-#include "perf_reporter.hpp"
+#include "rank_bench.hpp"
 
 namespace kdp::perf {
 
@@ -23,29 +17,6 @@ double timed_on_all_ranks(MPI_Comm comm, F&& body) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, comm);
   return elapsed;
-}
-
-/// Reports nothing (ranks other than 0).
-class SilentReporter : public RatioReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>& runs) override { record(runs); }
-};
-
-/// Removes "--kdp_quick" from argv; returns whether it was there (smoke tests
-/// run each benchmark for a few iterations only).
-inline bool take_quick_flag(int& argc, char** argv) {
-  bool quick = false;
-  int out = 0;
-  for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--kdp_quick") == 0) {
-      quick = true;
-    } else {
-      argv[out++] = argv[i];
-    }
-  }
-  argc = out;
-  return quick;
 }
 
 }  // namespace kdp::perf

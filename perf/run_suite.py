@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,10 +31,23 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def mpirun(ranks):
     # Unbound, so that one rank may use every core (kdp divides them among ranks).
+    # Without an MPI launcher (a build without MPI) one rank runs alone.
+    if shutil.which("mpirun") is None:
+        return [] if ranks == 1 else None
     flags = ["--oversubscribe", "--bind-to", "none"]
     if os.geteuid() == 0:
         flags.append("--allow-run-as-root")
     return ["mpirun", *flags, "-np", str(ranks)]
+
+
+def runnable(cmd):
+    """Why a run cannot happen here (a launcher or a program not built), or None."""
+    if cmd is None:
+        return "needs mpirun for several ranks"
+    program = next(c for c in cmd if "/perf/" in c)
+    if not os.path.exists(program):
+        return f"{os.path.basename(program)} is not built (an option of this build is off)"
+    return None
 
 
 def slug(text):
@@ -68,12 +82,13 @@ def benchmarks(build, quick):
     # Scaling from 1 to 2 ranks compares like with like: the single rank gets
     # the threads each of the two ranks gets (cores / 2), as one node of two would.
     per_rank = {"KDP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
-    runs.append(("ddp_r1", [*mpirun(1), p("kdp_bench_ddp"), *q, *reps], per_rank))
-    runs.append(("allreduce_r2", [*mpirun(2), p("kdp_bench_allreduce"), *q, *reps], {}))
-    runs.append(("ddp_r2", [*mpirun(2), p("kdp_bench_ddp"), *q, *reps], {}))
+    launch = lambda ranks, *cmd: None if mpirun(ranks) is None else [*mpirun(ranks), *cmd]  # noqa: E731
+    runs.append(("ddp_r1", launch(1, p("kdp_bench_ddp"), *q, *reps), per_rank))
+    runs.append(("allreduce_r2", launch(2, p("kdp_bench_allreduce"), *q, *reps), {}))
+    runs.append(("ddp_r2", launch(2, p("kdp_bench_ddp"), *q, *reps), {}))
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
-                     [*mpirun(ranks), p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps], {}))
+                     launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
     return runs
 
 
@@ -224,8 +239,13 @@ def main():
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
-    metrics, models, logs, failures = {}, {}, {}, []
+    metrics, models, logs, failures, skipped = {}, {}, {}, [], []
     for name, cmd, env in benchmarks(args.build, args.quick):
+        why = runnable(cmd)
+        if why:
+            print(f"== {name}: skipped: {why}", flush=True)
+            skipped.append(f"{name}: {why}")
+            continue
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
         proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
@@ -264,7 +284,8 @@ def main():
 
     result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(),
               "metrics": metrics, "models": models, "best_layouts": best,
-              "regressions": regressions, "failures": failures, "tolerance": args.tolerance}
+              "regressions": regressions, "failures": failures, "skipped": skipped,
+              "tolerance": args.tolerance}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
     pictures = charts(out, models, metrics)
@@ -291,6 +312,8 @@ def main():
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in regressions]
     if failures:
         lines += ["", "## Failures", ""] + [f"- {r}" for r in failures]
+    if skipped:
+        lines += ["", "## Not run here", ""] + [f"- {r}" for r in skipped]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

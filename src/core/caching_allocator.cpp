@@ -11,7 +11,8 @@ size_t CachingAllocator::size_class(size_t count) {
   return (count + step - 1) / step * step;
 }
 
-CachingAllocator::Block CachingAllocator::allocate(size_t count, int instance_id) {
+CachingAllocator::Block CachingAllocator::allocate(size_t count, int instance_id,
+                                                   const ExecSpace& space) {
   const size_t rounded = size_class(count);
   const size_t bytes = rounded * sizeof(float);
   {
@@ -34,8 +35,9 @@ CachingAllocator::Block CachingAllocator::allocate(size_t count, int instance_id
       stats_.peak_bytes_in_use = stats_.bytes_in_use;
     }
   }
-  return Block(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdp::CachingAllocator::block"),
-               rounded);
+  return Block(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, "kdp::CachingAllocator::block"),
+      rounded);
 }
 
 void CachingAllocator::release(Block&& block, int instance_id) {

@@ -6,11 +6,12 @@ namespace kdp {
 
 Storage::Storage(size_t count, const Device& device)
     : count_(count), instance_id_(device.instance_id()), cached_(true) {
-  view_ = Runtime::get().allocator().allocate(count, instance_id_);
+  view_ = Runtime::get().allocator().allocate(count, instance_id_, device.space());
 }
 
 Storage::Storage(size_t count, const Device& device, const std::string& label)
-    : view_(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), count == 0 ? 1 : count),
+    : view_(Kokkos::view_alloc(device.space(), Kokkos::WithoutInitializing, label),
+            count == 0 ? 1 : count),
       count_(count),
       instance_id_(device.instance_id()),
       cached_(false) {

@@ -41,9 +41,10 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  /// A block of at least `count` floats for the instance `instance_id`; its
-  /// contents are uninitialised.
-  Block allocate(size_t count, int instance_id);
+  /// A block of at least `count` floats for the instance `instance_id`, new
+  /// ones allocated through `space` (so on its GPU where a process drives
+  /// several); its contents are uninitialised.
+  Block allocate(size_t count, int instance_id, const ExecSpace& space);
   /// Returns a block obtained from allocate() to the free lists.
   void release(Block&& block, int instance_id);
 
