@@ -1,7 +1,8 @@
 // Saving and loading a checkpoint of the L model (784-1024-1024-10 with Adam
 // state: 3 x 1.86 M floats) against a raw HDF5 write and read of the same
 // bytes (one float dataset per tensor, H5Fflush), in the same run.
-// Target: save within 2x of the raw write.
+// Targets: save within 2x of the raw write; load at least 0.8 of the raw read
+// (every dataset checked and read before any parameter changes).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -102,7 +103,7 @@ int main(int argc, char** argv) {
   reporter.print_ratio("checkpoint save vs raw HDF5 write (target 0.5 = 2x)", "checkpoint/save",
                        "checkpoint/raw_write", 0.5);
   reporter.print_ratio("checkpoint load vs raw HDF5 read", "checkpoint/load", "checkpoint/raw_read",
-                       0.5);
+                       0.8);
   fs::remove_all(dir);
   adam.reset();  // tensors must go before the Runtime finalises Kokkos
   model.reset();

@@ -40,12 +40,12 @@ def mpirun(ranks):
     return ["mpirun", *flags, "-np", str(ranks)]
 
 
-def runnable(cmd):
+def runnable(cmd, build):
     """Why a run cannot happen here (a launcher or a program not built), or None."""
     if cmd is None:
         return "needs mpirun for several ranks"
-    program = next(c for c in cmd if "/perf/" in c)
-    if not os.path.exists(program):
+    program = next((c for c in cmd if c.startswith(build)), None)
+    if program is not None and not os.path.exists(program):
         return f"{os.path.basename(program)} is not built (an option of this build is off)"
     return None
 
@@ -89,7 +89,70 @@ def benchmarks(build, quick):
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
+    # Side by side with PyTorch at processes x threads layouts, taking turns so
+    # that a busy machine slows both alike; the best round of each counts.
+    cores = len(os.sched_getaffinity(0))
+    peer = os.path.join(HERE, "peers", "torch_mlp.py")
+    for rnd in range(1 if quick else 2):
+        for layout, ranks, threads in (("1x1", 1, 1), ("1xN", 1, cores), ("2x1", 2, 1)):
+            runs.append((f"peer_kdp_{layout}_{rnd}", launch(ranks, p("kdp_bench_models"), *q),
+                         {"KDP_NUM_THREADS": str(threads)}))
+            runs.append((f"peer_torch_{layout}_{rnd}",
+                         ["/usr/bin/python3", peer, "--layout", layout, *(["--quick"] if quick else [])],
+                         {}))
+    # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
+    # same model, data, batch, optimizer, learning rate and epochs.
+    if not quick:
+        data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
+        if not os.path.exists(data) and os.path.exists(os.path.join(build, "examples", "kdp-data")):
+            runs.append(("tta_import", [os.path.join(build, "examples", "kdp-data"),
+                                        "import-fashion-mnist", "--out", data], {}))
+        common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
+        runs.append(("tta_kdp", [os.path.join(build, "examples", "kdp-train"), "--data", data,
+                                 "--model", "784,256,256,10", "--optimizer", "adam", *common,
+                                 "--progress", "lines", "--log-every", "1000000"], {}))
+        runs.append(("tta_torch", ["/usr/bin/python3", os.path.join(HERE, "peers", "torch_fmnist.py"),
+                                   *common, "--target", str(TTA_TARGET)], {}))
     return runs
+
+
+TTA_EPOCHS = 10
+TTA_TARGET = 0.88
+# The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model.
+PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0}
+
+
+def parse_peer(run, text, peers):
+    """Samples/s of kdp's or PyTorch's models in a peer run (the best round counts)."""
+    side, layout = run.split("_")[1], run.split("_")[2]
+    found = {}
+    if side == "kdp":
+        for m in re.finditer(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s", text):
+            found[m[1]] = float(m[3])
+    else:
+        for line in text.splitlines():
+            if line.startswith("{"):
+                for name, v in json.loads(line).get("models", {}).items():
+                    found[name] = v["samples_per_s"]
+    for name, sps in found.items():
+        slot = peers.setdefault(side, {}).setdefault(layout, {})
+        slot[name] = max(sps, slot.get(name, 0.0))
+
+
+def parse_tta(run, text, tta):
+    """Training seconds to the target test accuracy (None: not reached)."""
+    if run == "tta_torch":
+        for line in text.splitlines():
+            if line.startswith("{"):
+                tta["torch"] = json.loads(line).get("seconds_to_target")
+        return
+    total = 0.0
+    tta["kdp"] = None
+    for m in re.finditer(r"val_acc ([\d.]+) \([\d.]+ samples/s, ([\d.]+) s\)", text):
+        total += float(m[2])
+        if float(m[1]) >= TTA_TARGET:
+            tta["kdp"] = total
+            break
 
 
 def suffix(run):
@@ -195,6 +258,38 @@ def charts(out, models, metrics):
     return files
 
 
+def peer_chart(out, peers):
+    """kdp / PyTorch samples/s per model and layout, as bars."""
+    if not peers.get("kdp") or not peers.get("torch"):
+        return []
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    layouts = [l for l in ("1x1", "1xN", "2x1") if l in peers["kdp"] and l in peers["torch"]]
+    names = ("T", "M", "L")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(1, len(layouts))
+    for i, layout in enumerate(layouts):
+        ratios = [peers["kdp"][layout].get(n, 0) / peers["torch"][layout][n]
+                  if peers["torch"][layout].get(n) else 0 for n in names]
+        ax.bar([j + i * width for j in range(len(names))], ratios, width, label=layout)
+    ax.set_xticks([j + width * (len(layouts) - 1) / 2 for j in range(len(names))])
+    ax.set_xticklabels(names)
+    ax.axhline(1.0, color="0.5", ls="--", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_title("kdp samples/s / PyTorch samples/s (processes x threads)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out, "vs_torch.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return [path]
+
+
 def comparable(key, better):
     # Only dimensionless figures are compared across runs; absolute times and
     # rates depend on the machine.
@@ -240,8 +335,9 @@ def main():
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures, skipped = {}, {}, {}, [], []
+    peers, tta = {}, {}
     for name, cmd, env in benchmarks(args.build, args.quick):
-        why = runnable(cmd)
+        why = runnable(cmd, args.build)
         if why:
             print(f"== {name}: skipped: {why}", flush=True)
             skipped.append(f"{name}: {why}")
@@ -253,11 +349,35 @@ def main():
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:
             f.write(text)
+        if proc.returncode == 3 and "PyTorch is not installed" in text:
+            print(f"   skipped: PyTorch is not installed (python3-torch)", flush=True)
+            skipped.append(f"{name}: PyTorch is not installed (python3-torch)")
+            continue
         if proc.returncode != 0:
             failures.append(f"{name} exited with {proc.returncode}")
             print(text[-2000:])
             continue
-        parse(name, text, metrics, models)
+        if name.startswith("peer_"):
+            parse_peer(name, text, peers)
+        elif name.startswith("tta_"):
+            parse_tta(name, text, tta)
+        else:
+            parse(name, text, metrics, models)
+    for layout, kdp_models in sorted(peers.get("kdp", {}).items()):
+        for model, sps in sorted(kdp_models.items()):
+            theirs = peers.get("torch", {}).get(layout, {}).get(model)
+            if not theirs:
+                continue
+            target = PEER_TARGETS.get((model, layout), PEER_TARGETS.get(model))
+            metrics[f"kdp_vs_torch_{model}_{layout}"] = {
+                "value": sps / theirs, "target": target, "better": "higher" if target else "info"}
+    for side in ("kdp", "torch"):
+        if side in tta:
+            metrics[f"time_to_88_{side}_s"] = {
+                "value": float("nan") if tta[side] is None else tta[side], "target": None, "better": "info"}
+    if tta.get("kdp") and tta.get("torch"):
+        metrics["kdp_vs_torch_time_to_88"] = {"value": tta["kdp"] / tta["torch"], "target": 0.5,
+                                              "better": "lower"}
     s1 = metrics.get("ddp_samples_per_s_ddp_r1", {}).get("value")
     s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
     if s1 and s2:
@@ -283,12 +403,13 @@ def main():
             regressions.append(f"{key}: {entry['value']:.3f} > baseline {base:.3f} + {args.tolerance:.0%}")
 
     result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(),
-              "metrics": metrics, "models": models, "best_layouts": best,
+              "metrics": metrics, "models": models, "best_layouts": best, "peers": peers,
+              "time_to_88": tta,
               "regressions": regressions, "failures": failures, "skipped": skipped,
               "tolerance": args.tolerance}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
-    pictures = charts(out, models, metrics)
+    pictures = charts(out, models, metrics) + peer_chart(out, peers)
 
     lines = [f"# kdp performance report ({stamp})", "",
              f"Host {platform.node()}, {os.cpu_count()} CPUs. Every figure is a ratio against a "
@@ -307,6 +428,21 @@ def main():
             mark = " (best)" if best.get(name, {}).get("layout") == layout else ""
             lines.append(f"| {name} | {layout}{mark} | {v['step_us']:.1f} | {v['samples_per_s']:.0f} | "
                          f"{v['gflops']:.1f} | {100 * v['roofline']:.1f} % |")
+    if peers.get("torch"):
+        lines += ["", "## Side by side with PyTorch (processes x threads)", "",
+                  "| model | layout | kdp samples/s | PyTorch samples/s | kdp / PyTorch |",
+                  "|---|---|---|---|---|"]
+        for name in ("T", "M", "L"):
+            for layout in ("1x1", "1xN", "2x1"):
+                mine = peers.get("kdp", {}).get(layout, {}).get(name)
+                theirs = peers["torch"].get(layout, {}).get(name)
+                if mine and theirs:
+                    lines.append(f"| {name} | {layout} | {mine:.0f} | {theirs:.0f} | {mine / theirs:.2f} |")
+    if tta:
+        shown = {k: ("not reached" if v is None else f"{v:.1f} s") for k, v in tta.items()}
+        lines += ["", f"Time to {TTA_TARGET:.0%} test accuracy on Fashion-MNIST (training time, "
+                      f"784-256-256-10, Adam 1e-3, batch 128): kdp {shown.get('kdp', 'not run')}, "
+                      f"PyTorch {shown.get('torch', 'not run')}."]
     lines += [""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in pictures]
     if regressions:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in regressions]

@@ -40,21 +40,15 @@ if ((pack)); then
   [[ -f $kokkos_src/CMakeLists.txt && -f $kernels_src/CMakeLists.txt ]] ||
     { echo "gpu-check --pack: give --kokkos-src and --kernels-src source trees" >&2; exit 2; }
   rm -rf "$deps" && mkdir -p "$deps/prefix"
-  # The sources without what the build does not use.
-  cp -a "$kokkos_src" "$deps/kokkos" && rm -rf "$deps"/kokkos/{.git,example,doc,benchmarks}
-  cp -a "$kernels_src" "$deps/kokkos-kernels" &&
-    rm -rf "$deps"/kokkos-kernels/{.git,perf_test,example,docs} "$deps"/kokkos-kernels/*/unit_test
-  for pkg in libfmt-dev libfmt9 libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev; do
+  cp -a "$kokkos_src" "$deps/kokkos" && rm -rf "$deps/kokkos/.git"
+  cp -a "$kernels_src" "$deps/kokkos-kernels" && rm -rf "$deps/kokkos-kernels/.git"
+  for pkg in libfmt-dev libfmt9 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian libcli11-dev; do
     dpkg-query -L "$pkg" 2>/dev/null | while read -r f; do
       [[ -f $f && $f == /usr/* && $f != /usr/share/doc/* && $f != /usr/src/* ]] || continue
       rel=${f#/usr/}
-      rel=${rel/lib\/x86_64-linux-gnu/lib}
       mkdir -p "$deps/prefix/$(dirname "$rel")" && cp -a "$f" "$deps/prefix/$rel"
     done
   done
-  # Debian's CMake files point at /usr/lib/x86_64-linux-gnu; the packed ones at the prefix.
-  grep -rl "x86_64-linux-gnu" "$deps/prefix/lib/cmake" "$deps/prefix/share" 2>/dev/null |
-    xargs -r sed -i 's|lib/x86_64-linux-gnu|lib|g'
   echo "packed into $deps ($(du -sh "$deps" | cut -f1)); carry .gpu-deps to the GPU machine"
   exit 0
 fi
@@ -86,15 +80,19 @@ step() {  # step NAME COMMAND...: runs it with its log in $out/logs/NAME.log, ti
 } >"$out/machine.txt"
 
 prefix=$work/kokkos-cuda
-prefix_path=$prefix
-[[ -d $deps/prefix ]] && prefix_path="$prefix;$deps/prefix"
+# Packed packages keep Debian's layout; their CMake files are named directly,
+# since another system need not search lib/x86_64-linux-gnu.
+packed=()
+for config in "$deps"/prefix/lib/*/cmake/{fmt,GTest,benchmark} "$deps"/prefix/share/cmake/CLI11; do
+  [[ -d $config ]] && packed+=("-D$(basename "$config")_DIR=$config")
+done
 step build-kokkos "$root/scripts/build-kokkos.sh" --backend cuda --arch "$arch" --jobs "$jobs" \
   --src "$kokkos_src" --kernels-src "$kernels_src" --prefix "$prefix" || exit 1
 sm=$(sed -nE 's/^HOPPER90$/90/p; s/^ADA89$/89/p; s/^AMPERE80$/80/p; s/^AMPERE86$/86/p; s/^BLACKWELL100$/100/p' <<<"$arch")
 build=$work/build
 step configure cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release \
-  "-DCMAKE_PREFIX_PATH=$prefix_path" "-DCMAKE_CXX_COMPILER=$prefix/bin/nvcc_wrapper" \
-  "-DCMAKE_CXX_FLAGS=-arch=sm_$sm" -DKDP_ENABLE_MPI=OFF -DKDP_ENABLE_HDF5=OFF || exit 1
+  "-DCMAKE_PREFIX_PATH=$prefix" "-DCMAKE_CXX_COMPILER=$prefix/bin/nvcc_wrapper" \
+  "-DCMAKE_CXX_FLAGS=-arch=sm_$sm" -DKDP_ENABLE_MPI=OFF -DKDP_ENABLE_HDF5=OFF "${packed[@]}" || exit 1
 step build cmake --build "$build" -j "$jobs" || exit 1
 if ((build_only)); then
   echo "gpu-check: built in $((SECONDS - check_start)) s; --build-only: nothing run"

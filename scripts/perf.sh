@@ -10,6 +10,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
+"$root/scripts/install-packages.sh" "$root/scripts/perf-packages.txt" ||
+  echo "perf.sh: the peer packages could not be installed; the suite skips the PyTorch rows"
 args=(--build "${KDP_BUILD_DIR:-$root/build}")
 [[ -n ${KDP_PERF_OUT:-} ]] && args+=(--out "$KDP_PERF_OUT")
 exec /usr/bin/python3 "$root/perf/run_suite.py" "${args[@]}" "$@"

@@ -363,6 +363,26 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
   return *this;
 }
 
+Tensor& Tensor::set_data(const Tensor& src_in) {
+  check_defined("set_data");
+  const Tensor& src = resolve(src_in);
+  if (src.shape() != shape()) {
+    throw ShapeError(fmt::format("kdp::Tensor::set_data: {} cannot take the memory of {}",
+                                 describe(), src.describe()));
+  }
+  if (src.device().memory_id() != device().memory_id()) {
+    throw DeviceError(
+        fmt::format("kdp::Tensor::set_data: {} on {} and {} on {} do not share memory",
+                    src.describe(), src.device().str(), describe(), device().str()));
+  }
+  if (src.device() != device()) src.device().fence("kdp::Tensor::set_data (source)");
+  impl_->storage->bump_version();  // what autograd saved of the old memory is stale
+  impl_->storage = src.impl()->storage;
+  impl_->offset = src.impl()->offset;
+  impl_->storage->bump_version();
+  return *this;
+}
+
 Tensor& Tensor::add_(const Tensor& other_in, float alpha) {
   check_defined("add_");
   const Tensor& other = resolve(other_in);

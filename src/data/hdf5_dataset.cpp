@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "kdp/core/error.hpp"
@@ -12,11 +12,23 @@
 
 namespace kdp::data {
 
+// A cached block: a range of the buffer one read filled. When the whole
+// dataset fits in the cache, blocks share their read's buffer instead of
+// copying out of it (the first epoch reads every block once, and a copy of
+// each costs as much as the read); otherwise each has its own, so that
+// evicting it frees it.
+struct CachedBlock {
+  std::shared_ptr<const std::vector<unsigned char>> run;
+  size_t offset = 0, size = 0;
+  bool empty() const { return !run; }
+  const unsigned char* data() const { return run->data() + offset; }
+};
+
 struct HDF5Dataset::Files {
   io::h5::File file;
   io::h5::Dataset images;
   // Cached blocks of raw feature bytes, with least-recently-used order.
-  std::vector<std::vector<unsigned char>> blocks;
+  std::vector<CachedBlock> blocks;
   std::vector<uint64_t> last_use;
   uint64_t clock = 0;
   size_t cached_bytes = 0;
@@ -181,18 +193,25 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
   for (const auto& [first, count] : runs) {
     const int64_t row0 = first * block_rows_;
     const int64_t rows = std::min(n_, (first + count) * block_rows_) - row0;
-    std::vector<unsigned char> raw(static_cast<size_t>(rows) * row * elem);
+    auto raw = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * row * elem);
     if (uint8_) {
-      f.images.read_rows<uint8_t>(row0, rows, raw.data());
+      f.images.read_rows<uint8_t>(row0, rows, raw->data());
     } else {
-      f.images.read_rows<float>(row0, rows, reinterpret_cast<float*>(raw.data()));
+      f.images.read_rows<float>(row0, rows, reinterpret_cast<float*>(raw->data()));
     }
     for (int64_t b = first; b < first + count; ++b) {
       f.last_use[static_cast<size_t>(b)] = now;
       const size_t from = static_cast<size_t>((b - first) * block_rows_) * row * elem;
-      const size_t to = std::min(raw.size(), from + static_cast<size_t>(block_rows_) * row * elem);
-      f.blocks[static_cast<size_t>(b)].assign(raw.begin() + static_cast<long>(from),
-                                              raw.begin() + static_cast<long>(to));
+      const size_t to = std::min(raw->size(), from + static_cast<size_t>(block_rows_) * row * elem);
+      if (fits) {
+        f.blocks[static_cast<size_t>(b)] = CachedBlock{raw, from, to - from};
+      } else {
+        // Evicting a block must free its memory: a block of its own.
+        f.blocks[static_cast<size_t>(b)] = CachedBlock{
+            std::make_shared<std::vector<unsigned char>>(raw->begin() + static_cast<long>(from),
+                                                         raw->begin() + static_cast<long>(to)),
+            0, to - from};
+      }
       f.cached_bytes += to - from;
     }
   }
@@ -242,8 +261,8 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
       }
     }
     if (victim == f.blocks.size()) break;
-    f.cached_bytes -= f.blocks[victim].size();
-    std::vector<unsigned char>().swap(f.blocks[victim]);
+    f.cached_bytes -= f.blocks[victim].size;
+    f.blocks[victim] = CachedBlock{};
   }
 }
 

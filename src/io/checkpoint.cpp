@@ -173,8 +173,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
   target.commit();
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
-  h5::File f = open_checkpoint(path);
+namespace {
+
+// Every dataset of an opened checkpoint, read into fresh tensors.
+Checkpoint read_contents(const h5::File& f, const std::string& path) {
   Checkpoint c;
   h5::Group m = f.open_group("model");
   // Members come back sorted by name; the state dict's own order is the model's.
@@ -199,6 +201,101 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
   c.state = read_training_state(f, path);
   return c;
+}
+
+// What loading needs to know before any tensor is read: names and shapes.
+struct Layout {
+  std::vector<std::pair<std::string, Shape>> model;
+  std::string signature;
+  std::string optimizer_type;
+  std::vector<std::pair<std::string, Shape>> optimizer_state;  // "<parameter>/<key>"
+};
+
+Layout read_layout(const h5::File& f) {
+  Layout l;
+  h5::Group m = f.open_group("model");
+  for (const std::string& name : m.members()) {
+    l.model.emplace_back(name, Shape(m.open_dataset(name).dims()));
+  }
+  l.signature = f.attribute_string("model_signature");
+  h5::Group o = f.open_group("optimizer");
+  l.optimizer_type = o.attribute_string("type");
+  h5::Group st = o.open_group("state");
+  for (const std::string& pname : st.members()) {
+    h5::Group pg = st.open_group(pname);
+    for (const std::string& key : pg.members()) {
+      l.optimizer_state.emplace_back(pname + "/" + key, Shape(pg.open_dataset(key).dims()));
+    }
+  }
+  return l;
+}
+
+Layout layout_of(const Checkpoint& c) {
+  Layout l;
+  for (const auto& [name, t] : c.model) l.model.emplace_back(name, t.shape());
+  l.signature = c.state.model_signature;
+  l.optimizer_type = c.optimizer.type;
+  for (const auto& [pname, entries] : c.optimizer.tensors) {
+    for (const auto& [key, t] : entries)
+      l.optimizer_state.emplace_back(pname + "/" + key, t.shape());
+  }
+  return l;
+}
+
+std::vector<std::string> layout_mismatches(const Layout& saved, const nn::Module& model,
+                                           const optim::Optimizer& optimizer) {
+  const nn::StateDict own = model.state_dict();
+  auto saved_shape = [&](const std::string& name) -> const Shape* {
+    for (const auto& [n, shape] : saved.model) {
+      if (n == name) return &shape;
+    }
+    return nullptr;
+  };
+  std::vector<std::string> problems;
+  for (const auto& [name, t] : own) {
+    const Shape* shape = saved_shape(name);
+    if (shape == nullptr) {
+      problems.push_back(fmt::format("'{}' is missing", name));
+    } else if (*shape != t.shape()) {
+      problems.push_back(fmt::format("'{}' is {} in the checkpoint but {} in the model", name,
+                                     shape->str(), t.shape().str()));
+    }
+  }
+  for (const auto& [name, shape] : saved.model) {
+    if (nn::find(own, name) == nullptr)
+      problems.push_back(fmt::format("'{}' is not in the model", name));
+  }
+  if (problems.empty() && saved.signature != model_signature(own)) {
+    problems.push_back(fmt::format("model signature {} differs from the model's {}",
+                                   saved.signature, model_signature(own)));
+  }
+  if (saved.optimizer_type != optimizer.type()) {
+    problems.push_back(fmt::format("the optimizer state is of {}, not {}", saved.optimizer_type,
+                                   optimizer.type()));
+  }
+  for (const auto& [entry, shape] : saved.optimizer_state) {
+    const std::string param = entry.substr(0, entry.find('/'));
+    const Tensor* p = nn::find(optimizer.parameters(), param);
+    if (p == nullptr) {
+      problems.push_back(
+          fmt::format("optimizer state '{}' is for no parameter of the optimizer", entry));
+    } else if (p->shape() != shape) {
+      problems.push_back(fmt::format("optimizer state '{}' is {} but the parameter is {}", entry,
+                                     shape.str(), p->shape().str()));
+    }
+  }
+  return problems;
+}
+
+[[noreturn]] void does_not_fit(const std::string& path, const std::vector<std::string>& problems) {
+  throw IOError(fmt::format("kdp::io: checkpoint '{}' does not fit this model: {}", path,
+                            fmt::join(problems, "; ")));
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  return read_contents(open_checkpoint(path), path);
 }
 
 RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimizer) {
@@ -231,47 +328,28 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
 
 std::vector<std::string> checkpoint_mismatches(const Checkpoint& c, const nn::Module& model,
                                                const optim::Optimizer& optimizer) {
-  const nn::StateDict own = model.state_dict();
-  std::vector<std::string> problems;
-  for (const auto& [name, t] : own) {
-    const Tensor* saved = nn::find(c.model, name);
-    if (saved == nullptr) {
-      problems.push_back(fmt::format("'{}' is missing", name));
-    } else if (saved->shape() != t.shape()) {
-      problems.push_back(fmt::format("'{}' is {} in the checkpoint but {} in the model", name,
-                                     saved->shape().str(), t.shape().str()));
-    }
-  }
-  for (const auto& [name, t] : c.model) {
-    if (nn::find(own, name) == nullptr)
-      problems.push_back(fmt::format("'{}' is not in the model", name));
-  }
-  if (problems.empty() && c.state.model_signature != model_signature(own)) {
-    problems.push_back(fmt::format("model signature {} differs from the model's {}",
-                                   c.state.model_signature, model_signature(own)));
-  }
-  if (c.optimizer.type != optimizer.type()) {
-    problems.push_back(
-        fmt::format("the optimizer state is of {}, not {}", c.optimizer.type, optimizer.type()));
-  }
-  return problems;
+  return layout_mismatches(layout_of(c), model, optimizer);
 }
 
-TrainingState load_checkpoint(const Checkpoint& c, const std::string& path, nn::Module& model,
+TrainingState load_checkpoint(Checkpoint c, const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer) {
   const std::vector<std::string> problems = checkpoint_mismatches(c, model, optimizer);
-  if (!problems.empty()) {
-    throw IOError(fmt::format("kdp::io: checkpoint '{}' does not fit this model: {}", path,
-                              fmt::join(problems, "; ")));
-  }
-  model.load_state_dict(c.model);
-  optimizer.load_state_dict(c.optimizer);
+  if (!problems.empty()) does_not_fit(path, problems);
+  // The checkpoint's tensors were read for this: parameters and optimizer
+  // state take their memory instead of a copy.
+  model.adopt_state_dict(c.model);
+  optimizer.adopt_state_dict(c.optimizer);
   return c.state;
 }
 
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer) {
-  return load_checkpoint(read_checkpoint(path), path, model, optimizer);
+  // Names, shapes, signature and optimizer state first, from the metadata;
+  // then every dataset into fresh tensors; only then does anything change.
+  const h5::File f = open_checkpoint(path);
+  const std::vector<std::string> problems = layout_mismatches(read_layout(f), model, optimizer);
+  if (!problems.empty()) does_not_fit(path, problems);
+  return load_checkpoint(read_contents(f, path), path, model, optimizer);
 }
 
 }  // namespace kdp::io

@@ -190,7 +190,15 @@ StateDict Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const StateDict& dict_in, bool strict) {
+void Module::load_state_dict(const StateDict& dict, bool strict) {
+  load_state(dict, strict, /*adopt=*/false);
+}
+
+void Module::adopt_state_dict(const StateDict& dict, bool strict) {
+  load_state(dict, strict, /*adopt=*/true);
+}
+
+void Module::load_state(const StateDict& dict_in, bool strict, bool adopt) {
   const StateDict own = state_dict();
   std::set<std::string> known;
   for (const auto& [name, t] : own) known.insert(name);
@@ -236,7 +244,11 @@ void Module::load_state_dict(const StateDict& dict_in, bool strict) {
     Tensor dst = t;
     if (src->device().memory_id() == dst.device().memory_id()) {
       if (src->device() != dst.device()) src->device().fence("kdp::nn::Module::load_state_dict");
-      dst.copy_(src->detach());
+      if (adopt) {
+        dst.set_data(src->detach());
+      } else {
+        dst.copy_(src->detach());
+      }
     } else {
       dst.copy_(src->to(dst.device()));
     }

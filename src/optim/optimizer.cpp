@@ -85,6 +85,14 @@ OptimizerState Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const OptimizerState& state) {
+  load_state(state, /*adopt=*/false);
+}
+
+void Optimizer::adopt_state_dict(const OptimizerState& state) {
+  load_state(state, /*adopt=*/true);
+}
+
+void Optimizer::load_state(const OptimizerState& state, bool adopt) {
   if (state.type != type_) {
     throw ValueError(fmt::format("kdp::optim::{}::load_state_dict: the state is of a {} optimizer",
                                  type_, state.type));
@@ -119,6 +127,10 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
   for (const auto& [name, entries] : state.tensors) {
     const Tensor* p = nn::find(params_, name);
     for (const auto& [key, t] : entries) {
+      if (adopt && t.device() == p->device()) {
+        tensor_state_[name][key] = t.detach();
+        continue;
+      }
       Tensor copy =
           Tensor::empty_labeled(p->shape(), p->device(), "kdp::optim::" + type_ + "::" + key);
       copy.copy_(t.device() == p->device() ? t : t.to(p->device()));

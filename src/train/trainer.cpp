@@ -249,8 +249,9 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     std::string error;
     io::TrainingState st;
     try {
-      st = plan.resumed ? io::load_checkpoint(*plan.resumed, plan.resume_path, bare, optimizer)
-                        : io::load_checkpoint(plan.resume_path, bare, optimizer);
+      st = plan.resumed
+               ? io::load_checkpoint(std::move(*plan.resumed), plan.resume_path, bare, optimizer)
+               : io::load_checkpoint(plan.resume_path, bare, optimizer);
     } catch (const Error& e) {
       error = e.what();
     }

@@ -155,6 +155,10 @@ class Tensor {
   Tensor& zero_() { return fill_(0.0f); }
   /// Copies `src` (same number of elements) into this tensor's memory.
   Tensor& copy_(const Tensor& src);
+  /// Makes this tensor view `src`'s memory instead of its own (same shape, same
+  /// device memory), as PyTorch's `param.data = src`: every handle to this
+  /// tensor sees the new values, and nothing is copied.
+  Tensor& set_data(const Tensor& src);
   /// this += alpha * other (same shape).
   Tensor& add_(const Tensor& other, float alpha = 1.0f);
   /// this *= value.

@@ -84,13 +84,17 @@ std::vector<std::string> checkpoint_mismatches(const Checkpoint& checkpoint,
                                                const optim::Optimizer& optimizer);
 
 /// Loads a checkpoint already read into `model` and `optimizer` after the
-/// same checks as load_checkpoint(path, ...); `path` names it in errors.
-TrainingState load_checkpoint(const Checkpoint& checkpoint, const std::string& path,
-                              nn::Module& model, optim::Optimizer& optimizer);
+/// same checks as load_checkpoint(path, ...), which take its tensors' memory;
+/// `path` names it in errors.
+TrainingState load_checkpoint(Checkpoint checkpoint, const std::string& path, nn::Module& model,
+                              optim::Optimizer& optimizer);
 
-/// Reads `path` and loads it into `model` and `optimizer`, after checking that
-/// names, shapes and the model signature match: every mismatch is reported in
-/// one error naming the file. Returns the training state.
+/// Reads `path` and loads it into `model` and `optimizer`: names, shapes, the
+/// model signature and the optimizer state's shapes are checked from the
+/// file's metadata first (every mismatch in one error naming the file), then
+/// every dataset is read into fresh tensors, and only then do the parameters
+/// and the optimizer state take those tensors' memory. Returns the training
+/// state.
 TrainingState load_checkpoint(const std::string& path, nn::Module& model,
                               optim::Optimizer& optimizer);
 

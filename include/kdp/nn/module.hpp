@@ -80,6 +80,11 @@ class Module : public std::enable_shared_from_this<Module> {
   /// every missing key, unexpected key and shape mismatch is reported in one
   /// ShapeError; otherwise missing and unexpected keys are skipped.
   void load_state_dict(const StateDict& dict, bool strict = true);
+  /// load_state_dict() that lets parameters and buffers take the memory of the
+  /// dict's tensors (on the same device memory) instead of copying it: for a
+  /// dict made to be loaded, such as a checkpoint's. The checks come first;
+  /// nothing changes unless all pass.
+  void adopt_state_dict(const StateDict& dict, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }
   /// "Sequential(\n  (0): Linear(in_features=10, out_features=100, bias=true)\n ...)".
@@ -94,6 +99,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void copy_state_into(Module& other) const;
 
  private:
+  void load_state(const StateDict& dict, bool strict, bool adopt);
+
   void collect(const std::string& prefix, bool recurse, bool buffers, NamedTensors& out) const;
   void to_string_into(std::string& out, int indent) const;
 

@@ -52,6 +52,10 @@ class Optimizer {
   /// Restores a state from state_dict(); throws ValueError naming what does not
   /// match (type, parameter names, shapes).
   void load_state_dict(const OptimizerState& state);
+  /// load_state_dict() that keeps the state's tensors (on the parameters'
+  /// device memory) instead of copying them: for a state made to be loaded,
+  /// such as a checkpoint's.
+  void adopt_state_dict(const OptimizerState& state);
 
  protected:
   /// Updates one parameter; `grad` is defined.
@@ -64,6 +68,8 @@ class Optimizer {
   std::map<std::string, std::map<std::string, double>> scalar_state_;
 
  private:
+  void load_state(const OptimizerState& state, bool adopt);
+
   std::string type_;
   NamedParameters params_;
   double lr_;
