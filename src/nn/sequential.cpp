@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <typeinfo>
+
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/linear.hpp"
+#include "kdp/ops/linear.hpp"
 
 namespace kdp::nn {
 
@@ -20,7 +23,19 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (auto& m : modules_) x = m->forward(x);
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    // A Linear followed by a ReLU (exactly those, not subclasses that might
+    // change forward) runs as one fused op; the modules and names stay.
+    const Module& m = *modules_[i];
+    if (i + 1 < modules_.size() && typeid(m) == typeid(Linear) &&
+        typeid(*modules_[i + 1].get()) == typeid(ReLU)) {
+      const auto& lin = static_cast<const Linear&>(m);
+      x = linear_relu(x, lin.weight(), lin.bias());
+      ++i;
+      continue;
+    }
+    x = modules_[i]->forward(x);
+  }
   return x;
 }
 

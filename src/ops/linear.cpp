@@ -112,9 +112,157 @@ class MatmulNode : public autograd::Node {
   Shape a_shape_, b_shape_;
 };
 
+// y = max(y + bias, 0), the forward epilogue of linear_relu.
+void bias_relu(const Device& device, View2 y, ConstView1 bias, bool has_bias) {
+  kdp::detail::for_each_2d(
+      "kdp::linear_relu bias+relu", device, static_cast<int64_t>(y.extent(0)),
+      static_cast<int64_t>(y.extent(1)), KOKKOS_LAMBDA(const int64_t r, const int64_t c) {
+        const float v = y(r, c) + (has_bias ? bias(c) : 0.0f);
+        y(r, c) = v > 0.0f ? v : 0.0f;
+      });
+}
+
+// gz = g where y > 0 (else 0), and gb = the column sums of gz when wanted. On
+// host backends both in one pass, in blocks of columns that each walk every
+// row (the same order of additions as sum_dim_kernel).
+void relu_grad_and_bias(const Device& device, View2 gz, View1 gb, ConstView2 g, ConstView2 y,
+                        bool want_bias) {
+  const auto rows = static_cast<int64_t>(g.extent(0));
+  const auto cols = static_cast<int64_t>(g.extent(1));
+  if constexpr (compat::launches_are_synchronous()) {
+    constexpr int64_t kBlock = 64;
+    const int64_t blocks = (cols + kBlock - 1) / kBlock;
+    Kokkos::parallel_for(
+        "kdp::linear_relu backward", kdp::detail::range(device, blocks),
+        KOKKOS_LAMBDA(const int64_t w) {
+          const int64_t c0 = w * kBlock;
+          const int64_t width = cols - c0 < kBlock ? cols - c0 : kBlock;
+          float acc[kBlock] = {};
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* gr = &g(r, c0);
+            const float* yr = &y(r, c0);
+            float* zr = &gz(r, c0);
+            for (int64_t k = 0; k < width; ++k) {
+              const float v = yr[k] > 0.0f ? gr[k] : 0.0f;
+              zr[k] = v;
+              acc[k] += v;
+            }
+          }
+          if (want_bias) {
+            for (int64_t k = 0; k < width; ++k) gb(c0 + k) = acc[k];
+          }
+        });
+  } else {
+    kdp::detail::for_each_2d(
+        "kdp::linear_relu backward", device, rows, cols,
+        KOKKOS_LAMBDA(const int64_t r, const int64_t c) {
+          gz(r, c) = y(r, c) > 0.0f ? g(r, c) : 0.0f;
+        });
+    if (want_bias) {
+      sum_dim_kernel(device, gb, View1(gz.data(), gz.size()), DimSplit{1, rows, cols}, 1.0f);
+    }
+  }
+}
+
+class LinearReluNode : public autograd::Node {
+ public:
+  LinearReluNode(const Tensor& x, const Tensor& weight, const Tensor& y, bool has_bias)
+      : Node(x.device()),
+        x_shape_(x.shape()),
+        x_(weight.requires_grad() ? autograd::SavedTensor(x) : autograd::SavedTensor()),
+        weight_(x.requires_grad() ? autograd::SavedTensor(weight) : autograd::SavedTensor()),
+        y_(y),
+        has_bias_(has_bias) {}
+  const char* name() const override { return "kdp::linear_relu"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    const auto& edges = next_edges();
+    const int64_t out_f = g.shape()[g.dim() - 1];
+    const int64_t rows = out_f == 0 ? 0 : g.numel() / out_f;
+    const bool want_bias = has_bias_ && edges[2].valid();
+    Tensor gz = Tensor::empty(Shape{rows, out_f}, device());
+    Tensor gb = want_bias ? Tensor::empty(Shape{out_f}, device()) : Tensor();
+    relu_grad_and_bias(device(), gz.matrix(), want_bias ? gb.flat() : View1(),
+                       g.cmatrix(rows, out_f), y_.get(*this).cmatrix(rows, out_f), want_bias);
+    ConstView2 gm = gz.cmatrix();
+    Tensor gx, gw;
+    if (edges[0].valid()) {
+      const Tensor& w = weight_.get(*this);
+      gx = Tensor::empty(x_shape_, device());
+      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
+    }
+    if (edges[1].valid()) {
+      const Tensor& x = x_.get(*this);
+      const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
+      gw = Tensor::empty(Shape{out_f, in_f}, device());
+      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
+    }
+    if (has_bias_) return {gx, gw, gb};
+    return {gx, gw};
+  }
+  void release_saved() override {
+    x_.reset();
+    weight_.reset();
+    y_.reset();
+  }
+
+ private:
+  Shape x_shape_;
+  autograd::SavedTensor x_, weight_, y_;
+  bool has_bias_;
+};
+
+// The checks of linear(): names the op, the input, the weight and the bias.
+void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_defined(op, x, "input");
+  check_defined(op, w, "weight");
+  if (w.dim() != 2) {
+    throw ShapeError(fmt::format("{}: weight {} must be [out_features, in_features]", op,
+                                 w.describe()));
+  }
+  const int64_t out_f = w.size(0);
+  const int64_t in_f = w.size(1);
+  if (x.dim() == 0 || x.size(-1) != in_f) {
+    throw ShapeError(fmt::format(
+        "{}: input {} has {} features in its last dimension but weight {} expects {}", op,
+        x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
+  }
+  if (b.defined() && (b.dim() != 1 || b.size(0) != out_f)) {
+    throw ShapeError(fmt::format("{}: bias {} does not match weight {} (needs [{}])", op,
+                                 b.shape().str(), w.shape().str(), out_f));
+  }
+  check_same_device(op, x, "input", w, "weight");
+  if (b.defined()) check_same_device(op, x, "input", b, "bias");
+}
+
 }  // namespace ops_detail
 
 using namespace ops_detail;
+
+Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  const Tensor& x = resolve(x_in);
+  const Tensor& w = resolve(w_in);
+  const Tensor& b = resolve(b_in);
+  check_linear("kdp::linear_relu", x, w, b);
+  const int64_t out_f = w.size(0);
+  const int64_t in_f = w.size(1);
+  const int64_t rows = in_f == 0 ? x.numel() : x.numel() / in_f;
+  Tensor out = Tensor::empty(x.shape().with(-1, out_f), x.device());
+  View2 y = out.matrix(rows, out_f);
+  gemm(x.device(), "N", "T", 1.0f, x.cmatrix(rows, in_f), w.cmatrix(), 0.0f, y);
+  bias_relu(x.device(), y, b.defined() ? b.cflat() : ConstView1(), b.defined());
+  if (autograd::needs_grad({&x, &w, &b})) {
+    auto node = std::make_shared<LinearReluNode>(x, w, out, b.defined());
+    if (b.defined()) {
+      node->set_next_edges({&x, &w, &b});
+    } else {
+      node->set_next_edges({&x, &w});
+    }
+    autograd::set_history(out, node);
+  }
+  return out;
+}
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor& a = resolve(a_in);
@@ -140,26 +288,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   const Tensor& x = resolve(x_in);
   const Tensor& w = resolve(w_in);
   const Tensor& b = resolve(b_in);
-  check_defined("kdp::linear", x, "input");
-  check_defined("kdp::linear", w, "weight");
-  if (w.dim() != 2) {
-    throw ShapeError(
-        fmt::format("kdp::linear: weight {} must be [out_features, in_features]", w.describe()));
-  }
+  check_linear("kdp::linear", x, w, b);
   const int64_t out_f = w.size(0);
   const int64_t in_f = w.size(1);
-  if (x.dim() == 0 || x.size(-1) != in_f) {
-    throw ShapeError(fmt::format(
-        "kdp::linear: input {} has {} features in its last dimension but weight {} expects {}",
-        x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
-  }
-  if (b.defined() && (b.dim() != 1 || b.size(0) != out_f)) {
-    throw ShapeError(fmt::format("kdp::linear: bias {} does not match weight {} (needs [{}])",
-                                 b.shape().str(), w.shape().str(), out_f));
-  }
-  check_same_device("kdp::linear", x, "input", w, "weight");
-  if (b.defined()) check_same_device("kdp::linear", x, "input", b, "bias");
-
   const int64_t rows = in_f == 0 ? x.numel() : x.numel() / in_f;
   Shape out_shape = x.shape().with(-1, out_f);
   Tensor out = Tensor::empty(out_shape, x.device());

@@ -81,6 +81,49 @@ TEST(Linear, GradientsMatchFiniteDifferences) {
                   {x3, w, b}, {}, "linear rank 3");
 }
 
+TEST(Linear, FusedLinearReluEqualsTheTwoOps) {
+  // Values and gradients against relu(linear(...)), with and without bias,
+  // for inputs of rank 2 and 3, with more columns than one block of 64.
+  for (const Shape& xs : {Shape{6, 4}, Shape{2, 3, 4}}) {
+    for (int64_t out_f : {5, 70}) {
+      for (bool bias : {true, false}) {
+        Tensor x1 = leaf(random_tensor(xs, 1)), x2 = leaf(x1.detach().clone());
+        Tensor w1 = leaf(random_tensor({out_f, 4}, 2)), w2 = leaf(w1.detach().clone());
+        Tensor b1 = bias ? leaf(random_tensor({out_f}, 3)) : Tensor();
+        Tensor b2 = bias ? leaf(b1.detach().clone()) : Tensor();
+        Tensor fused = linear_relu(x1, w1, b1), plain = relu(linear(x2, w2, b2));
+        ASSERT_EQ(fused.shape(), plain.shape());
+        test::expect_close(fused.to_vector(), plain.to_vector(), 1e-6, 1e-6, "values");
+        const Tensor g = random_tensor(fused.shape(), 4);
+        fused.backward(g);
+        plain.backward(g);
+        test::expect_close(x1.grad().to_vector(), x2.grad().to_vector(), 1e-6, 1e-6, "dx");
+        test::expect_close(w1.grad().to_vector(), w2.grad().to_vector(), 1e-6, 1e-6, "dw");
+        if (bias) test::expect_close(b1.grad().to_vector(), b2.grad().to_vector(), 1e-6, 1e-6, "db");
+      }
+    }
+  }
+  Tensor x = leaf(random_tensor({3, 4}, 5)), w = leaf(random_tensor({5, 4}, 6));
+  Tensor b = leaf(random_tensor({5}, 7));
+  check_gradients([](const std::vector<Tensor>& in) { return linear_relu(in[0], in[1], in[2]); },
+                  {x, w, b}, {}, "linear_relu");
+  EXPECT_THROW(linear_relu(x, random_tensor({5, 3}, 8)), ShapeError);
+}
+
+TEST(Linear, SequentialFusesLinearAndReluWithoutChangingNames) {
+  manual_seed(3);
+  auto net = nn::mlp({4, 8, 3});
+  std::vector<std::string> names;
+  for (const auto& [name, p] : net->named_parameters()) names.push_back(name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  const Tensor x = random_tensor({5, 4}, 9);
+  const auto& l0 = static_cast<const nn::Linear&>(*(*net)[0]);
+  const auto& l2 = static_cast<const nn::Linear&>(*(*net)[2]);
+  const Tensor want = linear(relu(linear(x, l0.weight(), l0.bias())), l2.weight(), l2.bias());
+  test::expect_close(net->forward(x).to_vector(), want.to_vector(), 1e-6, 1e-6);
+  EXPECT_EQ(net->forward(x).grad_fn()->next_edges()[0].node->name(), std::string("kdp::linear_relu"));
+}
+
 TEST(Linear, MatmulGradientsMatchFiniteDifferences) {
   Tensor a = leaf(random_tensor({3, 4}, 5));
   Tensor b = leaf(random_tensor({4, 2}, 6));
