@@ -32,6 +32,28 @@ void fill_rows(const Device& device, View2 out, ConstView1 row) {
       KOKKOS_LAMBDA(const int64_t r, const int64_t c) { out(r, c) = row(c); });
 }
 
+// The GEMMs of a linear layer's backward from the output gradient gm [rows,
+// out]: gx = gm W for the input and gw = gm^T x for the weight, each only when
+// its edge wants it (edges 0 and 1 of `node`).
+void linear_backward_gemms(const autograd::Node& node, ConstView2 gm, const Shape& x_shape,
+                           const autograd::SavedTensor& x_saved,
+                           const autograd::SavedTensor& w_saved, Tensor& gx, Tensor& gw) {
+  const auto rows = static_cast<int64_t>(gm.extent(0));
+  const auto out_f = static_cast<int64_t>(gm.extent(1));
+  const auto& edges = node.next_edges();
+  if (edges[0].valid()) {
+    const Tensor& w = w_saved.get(node);
+    gx = Tensor::empty(x_shape, node.device());
+    gemm(node.device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
+  }
+  if (edges[1].valid()) {
+    const Tensor& x = x_saved.get(node);
+    const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
+    gw = Tensor::empty(Shape{out_f, in_f}, node.device());
+    gemm(node.device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
+  }
+}
+
 class LinearNode : public autograd::Node {
  public:
   LinearNode(const Tensor& x, const Tensor& weight, bool has_bias)
@@ -47,19 +69,8 @@ class LinearNode : public autograd::Node {
     const auto& edges = next_edges();
     const int64_t out_f = g.shape()[g.dim() - 1];
     const int64_t rows = out_f == 0 ? 0 : g.numel() / out_f;
-    ConstView2 gm = g.cmatrix(rows, out_f);
     Tensor gx, gw, gb;
-    if (edges[0].valid()) {
-      const Tensor& w = weight_.get(*this);
-      gx = Tensor::empty(x_shape_, device());
-      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
-    }
-    if (edges[1].valid()) {
-      const Tensor& x = x_.get(*this);
-      const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
-      gw = Tensor::empty(Shape{out_f, in_f}, device());
-      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
-    }
+    linear_backward_gemms(*this, g.cmatrix(rows, out_f), x_shape_, x_, weight_, gx, gw);
     if (has_bias_ && edges[2].valid()) {
       gb = Tensor::empty(Shape{out_f}, device());
       sum_dim_kernel(device(), gb.flat(), g.cflat(), DimSplit{1, rows, out_f}, 1.0f);
@@ -139,11 +150,12 @@ void relu_grad_and_bias(const Device& device, View2 gz, View1 gb, ConstView2 g, 
           const int64_t width = cols - c0 < kBlock ? cols - c0 : kBlock;
           float acc[kBlock] = {};
           for (int64_t r = 0; r < rows; ++r) {
-            const float* gr = &g(r, c0);
-            const float* yr = &y(r, c0);
-            float* zr = &gz(r, c0);
+            const float* __restrict gr = &g(r, c0);
+            const float* __restrict yr = &y(r, c0);
+            float* __restrict zr = &gz(r, c0);
             for (int64_t k = 0; k < width; ++k) {
-              const float v = yr[k] > 0.0f ? gr[k] : 0.0f;
+              const float gv = gr[k];  // read whatever the mask says: a select, no branch
+              const float v = yr[k] > 0.0f ? gv : 0.0f;
               zr[k] = v;
               acc[k] += v;
             }
@@ -185,19 +197,8 @@ class LinearReluNode : public autograd::Node {
     Tensor gb = want_bias ? Tensor::empty(Shape{out_f}, device()) : Tensor();
     relu_grad_and_bias(device(), gz.matrix(), want_bias ? gb.flat() : View1(),
                        g.cmatrix(rows, out_f), y_.get(*this).cmatrix(rows, out_f), want_bias);
-    ConstView2 gm = gz.cmatrix();
     Tensor gx, gw;
-    if (edges[0].valid()) {
-      const Tensor& w = weight_.get(*this);
-      gx = Tensor::empty(x_shape_, device());
-      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
-    }
-    if (edges[1].valid()) {
-      const Tensor& x = x_.get(*this);
-      const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
-      gw = Tensor::empty(Shape{out_f, in_f}, device());
-      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
-    }
+    linear_backward_gemms(*this, gz.cmatrix(), x_shape_, x_, weight_, gx, gw);
     if (has_bias_) return {gx, gw, gb};
     return {gx, gw};
   }
@@ -218,15 +219,15 @@ void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor
   check_defined(op, x, "input");
   check_defined(op, w, "weight");
   if (w.dim() != 2) {
-    throw ShapeError(fmt::format("{}: weight {} must be [out_features, in_features]", op,
-                                 w.describe()));
+    throw ShapeError(
+        fmt::format("{}: weight {} must be [out_features, in_features]", op, w.describe()));
   }
   const int64_t out_f = w.size(0);
   const int64_t in_f = w.size(1);
   if (x.dim() == 0 || x.size(-1) != in_f) {
-    throw ShapeError(fmt::format(
-        "{}: input {} has {} features in its last dimension but weight {} expects {}", op,
-        x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
+    throw ShapeError(
+        fmt::format("{}: input {} has {} features in its last dimension but weight {} expects {}",
+                    op, x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
   }
   if (b.defined() && (b.dim() != 1 || b.size(0) != out_f)) {
     throw ShapeError(fmt::format("{}: bias {} does not match weight {} (needs [{}])", op,

@@ -1,6 +1,9 @@
 #include "kdp/ops/loss.hpp"
 
+#include <cmath>
+
 #include "kdp/core/kernels.hpp"
+#include "kdp/core/vector_exp.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -31,22 +34,16 @@ void check_class_targets(const char* op, const Tensor& target, int64_t batch, in
     throw ShapeError(fmt::format("{}: target {} must be [{}] (one class index per row of input)",
                                  op, target.shape().str(), batch));
   }
-  if constexpr (!compat::host_accessible_memory()) return;
-  ConstView1 t = target.cflat();
-  const float c = static_cast<float>(classes);
-  int64_t first_bad = batch;
-  Kokkos::parallel_reduce(
-      "kdp::check_class_targets", kdp::detail::range(target.device(), batch),
-      KOKKOS_LAMBDA(const int64_t i, int64_t& first) {
-        const float v = t(i);
-        const bool ok = v >= 0.0f && v < c && v == math::floor(v);
-        if (!ok && i < first) first = i;
-      },
-      Kokkos::Min<int64_t>(first_bad));
-  if (first_bad < batch) {
-    const float v = target.to_vector()[static_cast<size_t>(first_bad)];
-    throw ValueError(fmt::format("{}: target[{}] = {} is not a class index in [0, {})", op,
-                                 first_bad, v, classes));
+  if constexpr (compat::host_accessible_memory()) {
+    // Host memory, written by kernels that have finished: read it in place.
+    const float* t = target.data();
+    for (int64_t i = 0; i < batch; ++i) {
+      const float v = t[i];
+      if (!(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v))) {
+        throw ValueError(
+            fmt::format("{}: target[{}] = {} is not a class index in [0, {})", op, i, v, classes));
+      }
+    }
   }
 }
 
@@ -68,16 +65,15 @@ void cross_entropy_kernel(const Device& device, View1 loss, View2 prob, ConstVie
   Kokkos::parallel_for(
       "kdp::cross_entropy", kdp::detail::range(device, static_cast<int64_t>(x.extent(0))),
       KOKKOS_LAMBDA(const int64_t b) {
-        float m = x(b, 0);
-        for (int64_t c = 1; c < classes; ++c) m = x(b, c) > m ? x(b, c) : m;
+        const float* __restrict xr = &x(b, 0);
+        float* __restrict pr = &prob(b, 0);
+        float m = xr[0];
+        for (int64_t c = 1; c < classes; ++c) m = xr[c] > m ? xr[c] : m;
+        for (int64_t c = 0; c < classes; ++c) pr[c] = kdp::detail::vector_exp(xr[c] - m);
         float s = 0.0f;
-        for (int64_t c = 0; c < classes; ++c) {
-          const float e = math::exp(x(b, c) - m);
-          prob(b, c) = e;
-          s += e;
-        }
+        for (int64_t c = 0; c < classes; ++c) s += pr[c];
         const float inv = 1.0f / s;
-        for (int64_t c = 0; c < classes; ++c) prob(b, c) *= inv;
+        for (int64_t c = 0; c < classes; ++c) pr[c] *= inv;
         const float target = t(b);
         const bool valid =
             target >= 0.0f && target < static_cast<float>(classes) && target == math::floor(target);

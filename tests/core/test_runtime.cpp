@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
+#include "kdp/core/vector_exp.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -62,4 +64,26 @@ TEST(Runtime, EveryInstanceHasItsOwnBlasHandle) {
       Runtime::get().device_threads().run(tasks, devs, Runtime::get().devices_concurrent(2));
   for (const auto& e : errors) EXPECT_FALSE(e);
   for (const auto& g : got) test::expect_close(g, want, 1e-6, 1e-6);
+}
+
+TEST(VectorExp, AgreesWithExpfToTwoUlpsOverTheFloatRange) {
+  // A million values spread over [-87, 88], and the saturation ends.
+  double worst = 0.0;
+  float worst_x = 0.0f;
+  for (int i = 0; i < 1000000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 1e6f;
+    const float want = std::exp(x);
+    const float got = detail::vector_exp(x);
+    const double ulps = std::fabs(static_cast<double>(got) - want) /
+                        (std::nextafter(want, INFINITY) - static_cast<double>(want));
+    if (ulps > worst) {
+      worst = ulps;
+      worst_x = x;
+    }
+  }
+  EXPECT_LE(worst, 2.0) << "at x = " << worst_x;
+  EXPECT_EQ(detail::vector_exp(0.0f), 1.0f);
+  EXPECT_GT(detail::vector_exp(-100.0f), 0.0f);
+  EXPECT_LT(detail::vector_exp(-100.0f), 1e-37f);
+  EXPECT_TRUE(std::isfinite(detail::vector_exp(200.0f)));
 }

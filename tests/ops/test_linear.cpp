@@ -99,7 +99,8 @@ TEST(Linear, FusedLinearReluEqualsTheTwoOps) {
         plain.backward(g);
         test::expect_close(x1.grad().to_vector(), x2.grad().to_vector(), 1e-6, 1e-6, "dx");
         test::expect_close(w1.grad().to_vector(), w2.grad().to_vector(), 1e-6, 1e-6, "dw");
-        if (bias) test::expect_close(b1.grad().to_vector(), b2.grad().to_vector(), 1e-6, 1e-6, "db");
+        if (bias)
+          test::expect_close(b1.grad().to_vector(), b2.grad().to_vector(), 1e-6, 1e-6, "db");
       }
     }
   }
@@ -121,7 +122,8 @@ TEST(Linear, SequentialFusesLinearAndReluWithoutChangingNames) {
   const auto& l2 = static_cast<const nn::Linear&>(*(*net)[2]);
   const Tensor want = linear(relu(linear(x, l0.weight(), l0.bias())), l2.weight(), l2.bias());
   test::expect_close(net->forward(x).to_vector(), want.to_vector(), 1e-6, 1e-6);
-  EXPECT_EQ(net->forward(x).grad_fn()->next_edges()[0].node->name(), std::string("kdp::linear_relu"));
+  EXPECT_EQ(net->forward(x).grad_fn()->next_edges()[0].node->name(),
+            std::string("kdp::linear_relu"));
 }
 
 TEST(Linear, MatmulGradientsMatchFiniteDifferences) {

@@ -19,6 +19,19 @@ using DeviceDouble = Kokkos::View<double, MemSpace, Kokkos::MemoryTraits<Kokkos:
 template <class Term>
 void sum_into(const char* label, const Device& device, View1 out, int64_t n, double scale,
               const Term& term) {
+  if constexpr (compat::launches_are_synchronous()) {
+    // A short sum on a host backend: one work item adds in order (a reduction
+    // costs more to set up than a few thousand additions).
+    if (n <= 4096) {
+      Kokkos::parallel_for(
+          label, range(device, 1), KOKKOS_LAMBDA(const int64_t) {
+            double a = 0.0;
+            for (int64_t i = 0; i < n; ++i) a += term(i);
+            out(0) = static_cast<float>(a * scale);
+          });
+      return;
+    }
+  }
   const Tensor scratch = Tensor::empty(Shape{2}, device);  // 8 bytes: one double
   const DeviceDouble acc(reinterpret_cast<double*>(scratch.data()));
   Kokkos::parallel_reduce(

@@ -83,8 +83,8 @@ class BlasHandle {
 /// C = alpha op(A) op(B) + beta C on the instance of `handle`, all row-major:
 /// with CUDA, cuBLAS through the instance's own handle; on host backends,
 /// Kokkos Kernels (the BLAS).
-void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha,
-          ConstMatrix a, ConstMatrix b, float beta, Matrix c);
+void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha, ConstMatrix a,
+          ConstMatrix b, float beta, Matrix c);
 
 /// GPUs the process sees before Kokkos starts (0 on host backends).
 int visible_gpus();

@@ -1,0 +1,45 @@
+#pragma once
+/// \file
+/// exp for kernels whose loops the compiler should vectorize. Without
+/// -ffast-math a host compiler calls expf once per element; this is the same
+/// function as a branch-free polynomial (Cody and Waite's range reduction with
+/// a degree-6 minimax polynomial, as in Cephes' expf: within 2 ulp of expf
+/// over the whole float range), which vectorizes. Device backends keep their
+/// native exp.
+
+#include <cstdint>
+#include <cstring>
+
+#include "kdp/core/kokkos_compat.hpp"
+
+namespace kdp::detail {
+
+/// e^x, within 2 ulp for x in [-87.3, 88.3]; outside, e^-87.3 and e^88.3
+/// (the largest power of two it scales by is 2^127).
+KOKKOS_INLINE_FUNCTION float vector_exp(float x) {
+  if constexpr (!compat::launches_are_synchronous()) {
+    return compat::math::exp(x);
+  } else {
+    constexpr float kLog2e = 1.44269504088896341f;
+    constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that k * kLn2Hi is exact
+    constexpr float kLn2Lo = -2.12194440e-4f;
+    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+    const float z = x * kLog2e;
+    const auto k = static_cast<int32_t>(z + (z >= 0.0f ? 0.5f : -0.5f));  // nearest integer
+    const float kf = static_cast<float>(k);
+    const float r = (x - kf * kLn2Hi) - kf * kLn2Lo;  // |r| <= ln(2) / 2
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const int32_t bits = (k + 127) << 23;  // 2^k
+    float scale;
+    std::memcpy(&scale, &bits, sizeof(scale));
+    return p * scale;
+  }
+}
+
+}  // namespace kdp::detail
