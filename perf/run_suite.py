@@ -105,6 +105,7 @@ def benchmarks(build, quick):
     if not quick:
         data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
         if not os.path.exists(data) and os.path.exists(os.path.join(build, "examples", "kdp-data")):
+            os.makedirs(os.path.dirname(data), exist_ok=True)
             runs.append(("tta_import", [os.path.join(build, "examples", "kdp-data"),
                                         "import-fashion-mnist", "--out", data], {}))
         common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
@@ -117,6 +118,8 @@ def benchmarks(build, quick):
 
 
 TTA_EPOCHS = 10
+# A run that hangs (a collective whose peer died, say) is stopped and reported.
+RUN_TIMEOUT_S = 900
 TTA_TARGET = 0.88
 # The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model.
 PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0}
@@ -344,7 +347,14 @@ def main():
             continue
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
+                                  timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            failures.append(f"{name} did not finish within {RUN_TIMEOUT_S} s")
+            print(f"   {name}: stopped after {RUN_TIMEOUT_S} s", flush=True)
+            logs[name] = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            continue
         text = proc.stdout + proc.stderr
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:

@@ -48,13 +48,13 @@ def time_model(torch, name, rank, world, seconds, quick):
 
     for _ in range(3):
         step()
-    # Calibrate to about `seconds` of steps, then time them; every rank runs
-    # the same number of steps (DDP's collectives need it).
+    # Calibrate to about `seconds` of steps, then time them. Every rank runs
+    # the same number of steps (DDP's collectives need it): a fixed count to
+    # calibrate, then rank 0's choice.
+    calib = 5
     start = time.perf_counter()
-    calib = 0
-    while time.perf_counter() - start < 0.05 or calib < 3:
+    for _ in range(calib):
         step()
-        calib += 1
     per_step = (time.perf_counter() - start) / calib
     steps = 5 if quick else max(10, int(seconds / per_step))
     if world > 1:

@@ -122,12 +122,17 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
   {
     // Built in memory, then written with plain writes: a full disk is an error
     // here, never a half-closed HDF5 file.
-    h5::File f = h5::File::create_in_memory(path);
     const nn::StateDict sd = model.state_dict();
+    const optim::OptimizerState os = optimizer.state_dict();
+    size_t bytes = size_t{1} << 20;  // attributes and HDF5's own structures
+    for (const auto& [name, t] : sd) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
+    for (const auto& [pname, entries] : os.tensors) {
+      for (const auto& [key, t] : entries) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
+    }
+    h5::File f = h5::File::create_in_memory(path, bytes);
     h5::Group m = f.create_group("model");
     for (const auto& [name, t] : sd) write_tensor(m, name, t);
 
-    const optim::OptimizerState os = optimizer.state_dict();
     h5::Group o = f.create_group("optimizer");
     o.set_attribute("type", os.type);
     for (const auto& [key, value] : os.hyperparameters) o.set_attribute(key, value);
@@ -175,47 +180,22 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
 
 namespace {
 
-// Every dataset of an opened checkpoint, read into fresh tensors.
-Checkpoint read_contents(const h5::File& f, const std::string& path) {
-  Checkpoint c;
-  h5::Group m = f.open_group("model");
-  // Members come back sorted by name; the state dict's own order is the model's.
-  for (const std::string& name : m.members()) {
-    c.model.emplace_back(name, read_tensor(m.open_dataset(name)));
-  }
-  h5::Group o = f.open_group("optimizer");
-  c.optimizer.type = o.attribute_string("type");
-  for (const auto& [key, text] : o.attributes()) {
-    if (key == "type" || key == "parameters") continue;
-    c.optimizer.hyperparameters[key] = o.attribute_double(key);
-  }
-  h5::Group st = o.open_group("state");
-  for (const std::string& pname : st.members()) {
-    h5::Group pg = st.open_group(pname);
-    for (const std::string& key : pg.members()) {
-      c.optimizer.tensors[pname][key] = read_tensor(pg.open_dataset(key));
-    }
-    for (const auto& [key, text] : pg.attributes()) {
-      c.optimizer.scalars[pname][key] = pg.attribute_double(key);
-    }
-  }
-  c.state = read_training_state(f, path);
-  return c;
-}
-
-// What loading needs to know before any tensor is read: names and shapes.
+// What loading needs to know before any tensor is read: names and shapes (and,
+// read from a file, the open datasets, so that reading them opens nothing again).
 struct Layout {
   std::vector<std::pair<std::string, Shape>> model;
   std::string signature;
   std::string optimizer_type;
   std::vector<std::pair<std::string, Shape>> optimizer_state;  // "<parameter>/<key>"
+  std::vector<h5::Dataset> model_sets, state_sets;             // in the same orders
 };
 
 Layout read_layout(const h5::File& f) {
   Layout l;
   h5::Group m = f.open_group("model");
   for (const std::string& name : m.members()) {
-    l.model.emplace_back(name, Shape(m.open_dataset(name).dims()));
+    l.model_sets.push_back(m.open_dataset(name));
+    l.model.emplace_back(name, Shape(l.model_sets.back().dims()));
   }
   l.signature = f.attribute_string("model_signature");
   h5::Group o = f.open_group("optimizer");
@@ -224,10 +204,42 @@ Layout read_layout(const h5::File& f) {
   for (const std::string& pname : st.members()) {
     h5::Group pg = st.open_group(pname);
     for (const std::string& key : pg.members()) {
-      l.optimizer_state.emplace_back(pname + "/" + key, Shape(pg.open_dataset(key).dims()));
+      l.state_sets.push_back(pg.open_dataset(key));
+      l.optimizer_state.emplace_back(pname + "/" + key, Shape(l.state_sets.back().dims()));
     }
   }
   return l;
+}
+
+// Every dataset of an opened checkpoint (whose layout was read), into fresh
+// tensors, with the optimizer's hyperparameters and the training state.
+Checkpoint read_contents(const h5::File& f, const Layout& layout, const std::string& path) {
+  Checkpoint c;
+  // Members come back sorted by name; the state dict's own order is the model's.
+  for (size_t i = 0; i < layout.model.size(); ++i) {
+    c.model.emplace_back(layout.model[i].first, read_tensor(layout.model_sets[i]));
+  }
+  h5::Group o = f.open_group("optimizer");
+  c.optimizer.type = layout.optimizer_type;
+  for (const auto& [key, text] : o.attributes()) {
+    if (key == "type" || key == "parameters") continue;
+    c.optimizer.hyperparameters[key] = o.attribute_double(key);
+  }
+  for (size_t i = 0; i < layout.optimizer_state.size(); ++i) {
+    const std::string& entry = layout.optimizer_state[i].first;
+    const size_t slash = entry.find('/');
+    c.optimizer.tensors[entry.substr(0, slash)][entry.substr(slash + 1)] =
+        read_tensor(layout.state_sets[i]);
+  }
+  h5::Group st = o.open_group("state");
+  for (const std::string& pname : st.members()) {
+    h5::Group pg = st.open_group(pname);
+    for (const auto& [key, text] : pg.attributes()) {
+      c.optimizer.scalars[pname][key] = pg.attribute_double(key);
+    }
+  }
+  c.state = read_training_state(f, path);
+  return c;
 }
 
 Layout layout_of(const Checkpoint& c) {
@@ -295,7 +307,8 @@ std::vector<std::string> layout_mismatches(const Layout& saved, const nn::Module
 }  // namespace
 
 Checkpoint read_checkpoint(const std::string& path) {
-  return read_contents(open_checkpoint(path), path);
+  const h5::File f = open_checkpoint(path);
+  return read_contents(f, read_layout(f), path);
 }
 
 RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimizer) {
@@ -347,9 +360,10 @@ TrainingState load_checkpoint(const std::string& path, nn::Module& model,
   // Names, shapes, signature and optimizer state first, from the metadata;
   // then every dataset into fresh tensors; only then does anything change.
   const h5::File f = open_checkpoint(path);
-  const std::vector<std::string> problems = layout_mismatches(read_layout(f), model, optimizer);
+  const Layout layout = read_layout(f);
+  const std::vector<std::string> problems = layout_mismatches(layout, model, optimizer);
   if (!problems.empty()) does_not_fit(path, problems);
-  return load_checkpoint(read_contents(f, path), path, model, optimizer);
+  return load_checkpoint(read_contents(f, layout, path), path, model, optimizer);
 }
 
 }  // namespace kdp::io

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "kdp/core/error.hpp"
@@ -18,14 +17,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string why_not_ours(const CheckpointInfo& info, const RunConfig& ours) {
-  const auto differences = compare_run_configs(ours, info.config, info.recorded_partially);
+// "" when nothing differs, else the differences in one line.
+std::string describe_differences(const std::vector<SettingDifference>& differences) {
   if (differences.empty()) return "";
   std::vector<std::string> parts;
   for (const auto& d : differences) {
     parts.push_back(fmt::format("{} is {} here but {} there", d.name, d.ours, d.recorded));
   }
   return fmt::format("written by another run configuration ({})", fmt::join(parts, "; "));
+}
+
+std::string why_not_ours(const CheckpointInfo& info, const RunConfig& ours) {
+  return describe_differences(compare_run_configs(ours, info.config, info.recorded_partially));
 }
 
 }  // namespace
@@ -60,10 +63,20 @@ std::string CheckpointDirectory::rejected_dir() const {
 }
 
 std::vector<std::string> CheckpointDirectory::list() const {
-  static const std::regex pattern(R"(ckpt-(\d+)\.h5)");
+  // ckpt-<digits>.h5
+  auto is_checkpoint = [](const std::string& name) {
+    const std::string head = "ckpt-", tail = ".h5";
+    if (name.size() <= head.size() + tail.size() || name.rfind(head, 0) != 0 ||
+        name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+      return false;
+    }
+    return std::all_of(name.begin() + static_cast<long>(head.size()),
+                       name.end() - static_cast<long>(tail.size()),
+                       [](char c) { return c >= '0' && c <= '9'; });
+  };
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(dir_)) {
-    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), pattern)) {
+    if (entry.is_regular_file() && is_checkpoint(entry.path().filename().string())) {
       out.push_back(entry.path().string());
     }
   }
@@ -208,15 +221,8 @@ CheckpointDirectory::Resumable CheckpointDirectory::newest_resumable(
       std::vector<std::string> problems = checkpoint_mismatches(c, model, optimizer);
       if (problems.empty()) {
         // Parameters and optimizer were compared tensor by tensor above.
-        CheckpointInfo info;
-        info.config = c.state.run_config;
-        info.recorded_partially = info.config.empty();
-        RunConfig ours = config_;
-        for (const char* key : {"parameters", "optimizer"}) {
-          ours.erase(key);
-          info.config.erase(key);
-        }
-        const std::string why = why_not_ours(info, ours);
+        const std::string why =
+            describe_differences(checkpoint_differences(config_, c.state.run_config));
         if (!why.empty()) problems.push_back(why);
       }
       if (problems.empty()) {

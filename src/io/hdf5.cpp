@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -411,10 +412,10 @@ File File::create(const std::string& path) {
   return File(std::move(f), path, "/");
 }
 
-File File::create_in_memory(const std::string& name) {
+File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   silence_errors();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_fapl_core(fapl.id(), size_t{1} << 20, /*backing_store=*/0);
+  H5Pset_fapl_core(fapl.id(), std::max(size_t{1} << 20, expected_bytes), /*backing_store=*/0);
   Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
   if (!f.valid()) {
     throw IOError(

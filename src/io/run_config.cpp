@@ -37,6 +37,16 @@ std::vector<SettingDifference> compare_run_configs(const RunConfig& ours, const 
   return out;
 }
 
+std::vector<SettingDifference> checkpoint_differences(const RunConfig& ours,
+                                                      const RunConfig& recorded) {
+  RunConfig mine = ours, theirs = recorded;
+  for (const char* key : {"parameters", "optimizer"}) {
+    mine.erase(key);
+    theirs.erase(key);
+  }
+  return compare_run_configs(mine, theirs, /*partial=*/recorded.empty());
+}
+
 std::string format_differences(const std::vector<SettingDifference>& differences,
                                const std::string& recorded_label) {
   size_t w0 = std::string("setting").size(), w1 = std::string("this run").size();

@@ -113,13 +113,7 @@ StartPlan plan_start(const TrainerOptions& o, const io::RunConfig& config, const
     }
   } else {
     io::Checkpoint c = io::read_checkpoint(o.resume);
-    io::RunConfig recorded = c.state.run_config;
-    io::RunConfig ours = config;
-    for (const char* key : {"parameters", "optimizer"}) {  // compared tensor by tensor on load
-      ours.erase(key);
-      recorded.erase(key);
-    }
-    const auto differences = io::compare_run_configs(ours, recorded, c.state.run_config.empty());
+    const auto differences = io::checkpoint_differences(config, c.state.run_config);
     if (!differences.empty()) {
       other_configuration(Reason::CheckpointOfOtherConfiguration,
                           fmt::format("the checkpoint '{}'", o.resume), o.resume, differences);

@@ -118,7 +118,10 @@ class File : public Group {
   /// Creates a file that lives in memory until save_image(); `name` is used in
   /// messages. Disk errors then surface in save_image as plain IOErrors, and a
   /// failed write never leaves HDF5 holding a half-written file.
-  static File create_in_memory(const std::string& name);
+  /// `expected_bytes`: about how large the file will grow; the image grows in
+  /// steps of that size (at least 1 MiB), so that a large file is not copied
+  /// again at every MiB.
+  static File create_in_memory(const std::string& name, size_t expected_bytes = 0);
   /// Writes the whole file (created in memory) to `path` and fsyncs it.
   void save_image(const std::string& path);
   /// Flushes HDF5's buffers to the operating system.

@@ -30,6 +30,13 @@ struct SettingDifference {
 std::vector<SettingDifference> compare_run_configs(const RunConfig& ours, const RunConfig& recorded,
                                                    bool partial = false);
 
+/// The settings a checkpoint, read and about to be loaded, records otherwise
+/// than `ours`. The model's ("parameters") and the optimizer's are left out:
+/// loading compares those tensor by tensor. A checkpoint that records no
+/// configuration (written before they were recorded) differs in nothing.
+std::vector<SettingDifference> checkpoint_differences(const RunConfig& ours,
+                                                      const RunConfig& recorded);
+
 /// The differences as a table: setting, this run's value, the recorded value
 /// (whose column is headed `recorded_label`).
 std::string format_differences(const std::vector<SettingDifference>& differences,
