@@ -67,4 +67,16 @@ inline void use_plain_messages(CLI::App& app, const std::string& program) {
   });
 }
 
+/// Parses the command line. Returns -1 when the program goes on, else its exit
+/// status: 0 after --help, 1 for a bad option, the status of every other kind
+/// of bad input.
+inline int parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 1;
+  }
+}
+
 }  // namespace kdp::cli

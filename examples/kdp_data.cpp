@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
       "info", "Print the groups, datasets, shapes, types and attributes of an HDF5 file");
   info->add_option("file", file, "HDF5 file")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
   try {
     if (*idx) {
       data::ImportOptions options;

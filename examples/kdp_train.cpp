@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps")
       ->check(cli::whole_number(1));
-  CLI11_PARSE(app, argc, argv);
+  if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
   if (o.overwrite && o.resume != "never") {
     std::fprintf(stderr,
                  "kdp-train: --overwrite discards what --checkpoint-dir holds; it goes with "

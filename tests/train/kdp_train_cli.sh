@@ -61,49 +61,49 @@ check "KDP_DEBUG shows libhdf5's error stack" 1 "HDF5-DIAG" \
   env KDP_DEBUG=1 "${train[@]}" --data "$work/text.h5"
 
 # Numeric options: one sentence naming the option, the rule and the value.
-check "epochs below 1" nonzero "--epochs must be at least 1 (got -3)" "${train[@]}" --epochs -3
-check "epochs not a number" nonzero "--epochs must be a whole number (got 'ten')" \
+check "epochs below 1" 1 "--epochs must be at least 1 (got -3)" "${train[@]}" --epochs -3
+check "epochs not a number" 1 "--epochs must be a whole number (got 'ten')" \
   "${train[@]}" --epochs ten
-check "epochs overflowing" nonzero "--epochs must be a whole number (got '1e400')" \
+check "epochs overflowing" 1 "--epochs must be a whole number (got '1e400')" \
   "${train[@]}" --epochs 1e400
-check "learning rate zero" nonzero "--lr must be greater than 0 (got 0)" "${train[@]}" --lr 0
-check "learning rate infinite" nonzero "--lr must be a finite number (got '1e400')" \
+check "learning rate zero" 1 "--lr must be greater than 0 (got 0)" "${train[@]}" --lr 0
+check "learning rate infinite" 1 "--lr must be a finite number (got '1e400')" \
   "${train[@]}" --lr 1e400
-check "negative momentum" nonzero "--momentum must be at least 0 (got -0.5)" \
+check "negative momentum" 1 "--momentum must be at least 0 (got -0.5)" \
   "${train[@]}" --momentum -0.5
-check "batch size zero" nonzero "--batch-size must be at least 1 (got 0)" \
+check "batch size zero" 1 "--batch-size must be at least 1 (got 0)" \
   "${train[@]}" --batch-size 0
-check "keep-last zero" nonzero "--keep-last must be at least 1 (got 0)" "${train[@]}" --keep-last 0
-check "devices zero" nonzero "--devices must be at least 1 (got 0)" "${train[@]}" --devices 0
-check "negative seed" nonzero "--seed must be at least 0 (got -1)" "${train[@]}" --seed -1
-check "max-steps below -1" nonzero \
+check "keep-last zero" 1 "--keep-last must be at least 1 (got 0)" "${train[@]}" --keep-last 0
+check "devices zero" 1 "--devices must be at least 1 (got 0)" "${train[@]}" --devices 0
+check "negative seed" 1 "--seed must be at least 0 (got -1)" "${train[@]}" --seed -1
+check "max-steps below -1" 1 \
   "--max-steps must be -1 (no limit) or a number of steps (got '-5')" \
   "${train[@]}" --max-steps -5
-check "accumulate zero" nonzero "--accumulate must be at least 1 (got 0)" \
+check "accumulate zero" 1 "--accumulate must be at least 1 (got 0)" \
   "${train[@]}" --accumulate 0
-check "negative threads" nonzero "--threads must be at least 0 (got -2)" "${train[@]}" --threads -2
-check "negative gradient clip" nonzero "--grad-clip must be at least 0 (got -1)" \
+check "negative threads" 1 "--threads must be at least 0 (got -2)" "${train[@]}" --threads -2
+check "negative gradient clip" 1 "--grad-clip must be at least 0 (got -1)" \
   "${train[@]}" --grad-clip -1
-check "log-every zero" nonzero "--log-every must be at least 1 (got 0)" "${train[@]}" --log-every 0
-check "checkpoint-every negative" nonzero "--checkpoint-every must be at least 0 (got -1)" \
+check "log-every zero" 1 "--log-every must be at least 1 (got 0)" "${train[@]}" --log-every 0
+check "checkpoint-every negative" 1 "--checkpoint-every must be at least 0 (got -1)" \
   "${train[@]}" --checkpoint-every -1
-check "weight decay not a number" nonzero "--weight-decay must be a number (got 'x')" \
+check "weight decay not a number" 1 "--weight-decay must be a number (got 'x')" \
   "${train[@]}" --weight-decay x
-check "kdp-data classes zero" nonzero "--classes must be at least 1 (got 0)" \
+check "kdp-data classes zero" 1 "--classes must be at least 1 (got 0)" \
   "$bin/kdp-data" import-idx --images "$work/idx/train-images.idx.gz" \
   --labels "$work/idx/train-labels.idx.gz" --out "$work/o.h5" --classes 0
-check "kdp-data classes above a byte" nonzero "--classes must be at most 256 (got 300)" \
+check "kdp-data classes above a byte" 1 "--classes must be at most 256 (got 300)" \
   "$bin/kdp-data" import-idx --images "$work/idx/train-images.idx.gz" \
   --labels "$work/idx/train-labels.idx.gz" --out "$work/o.h5" --classes 300
-check "model input does not match the data" nonzero "starts with 100 inputs" \
+check "model input does not match the data" 1 "starts with 100 inputs" \
   "${train[@]}" --model 100,10
-check "model output does not match the classes" nonzero "ends with 7 outputs" \
+check "model output does not match the classes" 1 "ends with 7 outputs" \
   "${train[@]}" --model 784,7
-check "bad model sizes" nonzero "is not a positive layer size" "${train[@]}" --model 784,x,10
-check "batch smaller than ranks x devices" nonzero "smaller than ranks x devices" \
+check "bad model sizes" 1 "is not a positive layer size" "${train[@]}" --model 784,x,10
+check "batch smaller than ranks x devices" 1 "smaller than ranks x devices" \
   "${train[@]}" --devices 4 --batch-size 2
-check "unknown optimizer" nonzero "optimizer" "${train[@]}" --optimizer lion
-check "resume auto without a directory" nonzero "resume = auto needs a checkpoint_dir" \
+check "unknown optimizer" 1 "optimizer" "${train[@]}" --optimizer lion
+check "resume auto without a directory" 1 "resume = auto needs a checkpoint_dir" \
   "${train[@]}" --resume auto
 check "short run" 0 "test_accuracy=" \
   "${train[@]}" --model 784,32,10 --epochs 1 --checkpoint-dir "$work/ckpt"
@@ -121,7 +121,7 @@ else
 fi
 check "checkpoint of another model" 1 "belongs to another run configuration" \
   "${train[@]}" --model 784,64,10 --epochs 2 --resume "$ckpt"
-check "missing checkpoint" nonzero "$work/nothing.h5" \
+check "missing checkpoint" 1 "$work/nothing.h5" \
   "${train[@]}" --model 784,32,10 --resume "$work/nothing.h5"
 check "kdp-data missing input" 1 "cannot open IDX file '$work/none.gz': no such file" \
   "$bin/kdp-data" import-idx --images "$work/none.gz" --labels "$work/none.gz" --out "$work/o.h5"
