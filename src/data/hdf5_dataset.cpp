@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/runtime.hpp"
 #include "kdp/io/hdf5.hpp"
 
 namespace kdp::data {
@@ -190,14 +191,22 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
     runs.emplace_back(b, 1);
   }
   last_runs_.store(static_cast<int64_t>(runs.size()));
+  const int threads = options_.inflate_threads > 0 ? options_.inflate_threads
+                      : Runtime::active()          ? Runtime::get().threads()
+                                                   : 1;
   for (const auto& [first, count] : runs) {
     const int64_t row0 = first * block_rows_;
     const int64_t rows = std::min(n_, (first + count) * block_rows_) - row0;
     auto raw = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * row * elem);
     if (uint8_) {
-      f.images.read_rows<uint8_t>(row0, rows, raw->data());
+      if (!f.images.read_rows_inflating<uint8_t>(row0, rows, raw->data(), threads)) {
+        f.images.read_rows<uint8_t>(row0, rows, raw->data());
+      }
     } else {
-      f.images.read_rows<float>(row0, rows, reinterpret_cast<float*>(raw->data()));
+      auto* values = reinterpret_cast<float*>(raw->data());
+      if (!f.images.read_rows_inflating<float>(row0, rows, values, threads)) {
+        f.images.read_rows<float>(row0, rows, values);
+      }
     }
     for (int64_t b = first; b < first + count; ++b) {
       f.last_use[static_cast<size_t>(b)] = now;

@@ -7,11 +7,17 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 namespace kdp::io::h5 {
 
@@ -619,12 +625,174 @@ void Dataset::write_rows(int64_t start_row, int64_t count_rows, const T* data) c
   }
 }
 
+template <class T>
+bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int threads) const {
+  silence_errors();
+  const std::vector<int64_t> d = dims();
+  if (d.empty()) return false;
+  if (start < 0 || count < 0 || start + count > d[0]) {
+    throw IOError(fmt::format("kdp::io: rows [{}, {}) are outside '{}' ({} rows) in '{}'", start,
+                              start + count, path_, d[0], file_));
+  }
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED) return false;
+  const int rank = static_cast<int>(d.size());
+  std::vector<hsize_t> chunk(d.size());
+  if (H5Pget_chunk(dcpl.id(), rank, chunk.data()) != rank || chunk[0] == 0) return false;
+  for (size_t k = 1; k < d.size(); ++k) {
+    if (chunk[k] != static_cast<hsize_t>(d[k])) return false;  // not whole rows
+  }
+  const int filters = H5Pget_nfilters(dcpl.id());
+  if (filters < 0 || filters > 1) return false;
+  bool deflated = false;
+  if (filters == 1) {
+    unsigned flags = 0, config = 0;
+    size_t values = 0;
+    if (H5Pget_filter2(dcpl.id(), 0, &flags, &values, nullptr, 0, nullptr, &config) !=
+        H5Z_FILTER_DEFLATE) {
+      return false;
+    }
+    deflated = true;
+  }
+  Handle type(H5Dget_type(id()), H5Tclose);
+  if (H5Tequal(type.id(), native_of<T>()) <= 0) return false;
+  if (count == 0) return true;
+
+  // A chunk beyond 256 MiB (a corrupt header, or an unusual file) is left to HDF5.
+  constexpr auto kMaxChunk = static_cast<unsigned __int128>(256) << 20;
+  unsigned __int128 bytes = sizeof(T) * static_cast<unsigned __int128>(chunk[0]);
+  for (size_t k = 1; k < d.size() && bytes <= kMaxChunk; ++k) bytes *= chunk[k];
+  if (bytes == 0 || bytes > kMaxChunk) return false;
+  const auto chunk_rows = static_cast<int64_t>(chunk[0]);
+  const auto chunk_bytes = static_cast<size_t>(bytes);
+  const size_t row_bytes = chunk_bytes / static_cast<size_t>(chunk_rows);
+  const int64_t first = start / chunk_rows;
+  const size_t n = static_cast<size_t>((start + count - 1) / chunk_rows - first + 1);
+  // Every chunk's stored size, checked before anything is allocated for it: a
+  // range with an unwritten chunk (fill values) is left to HDF5's own read.
+  const size_t bound =
+      std::max<size_t>(chunk_bytes, compressBound(static_cast<uLong>(chunk_bytes)));
+  std::vector<std::vector<hsize_t>> offsets(n, std::vector<hsize_t>(d.size(), 0));
+  std::vector<hsize_t> stored(n);
+  for (size_t i = 0; i < n; ++i) {
+    offsets[i][0] = static_cast<hsize_t>((first + static_cast<int64_t>(i)) * chunk_rows);
+    if (H5Dget_chunk_storage_size(id(), offsets[i].data(), &stored[i]) < 0 || stored[i] == 0) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    if (stored[i] > bound) {
+      throw IOError(fmt::format(
+          "kdp::io: the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
+          "the file is corrupt",
+          offsets[i][0], path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes));
+    }
+  }
+
+  struct Piece {
+    std::vector<unsigned char> bytes;
+    uint32_t mask = 0;
+  };
+  std::vector<Piece> pieces(n);
+  std::mutex mutex;
+  std::condition_variable arrived;
+  size_t read = 0;  // chunks read so far (guarded by mutex)
+  bool failed = false;
+  std::exception_ptr error;
+  std::atomic<size_t> next{0};
+
+  // Chunk i into its rows of `out` (straight in when the chunk lies inside the
+  // range, else through a chunk-sized buffer).
+  auto inflate = [&](size_t i) {
+    const Piece& p = pieces[i];
+    const auto row0 = static_cast<int64_t>(offsets[i][0]);
+    const int64_t from = std::max(row0, start), to = std::min(row0 + chunk_rows, start + count);
+    unsigned char* dst =
+        reinterpret_cast<unsigned char*>(out) + static_cast<size_t>(from - start) * row_bytes;
+    const bool whole = from == row0 && to == row0 + chunk_rows;
+    std::vector<unsigned char> scratch;
+    unsigned char* target = dst;
+    if (!whole) {
+      scratch.resize(chunk_bytes);
+      target = scratch.data();
+    }
+    bool ok = false;
+    if (deflated && (p.mask & 1u) == 0) {
+      uLongf produced = static_cast<uLongf>(chunk_bytes);
+      ok = uncompress(target, &produced, p.bytes.data(), static_cast<uLong>(p.bytes.size())) ==
+               Z_OK &&
+           produced == chunk_bytes;
+    } else if (p.bytes.size() == chunk_bytes) {
+      std::memcpy(target, p.bytes.data(), chunk_bytes);
+      ok = true;
+    }
+    if (!ok) {
+      throw IOError(fmt::format(
+          "kdp::io: the chunk at row {} of '{}' in '{}' does not inflate to its {} bytes; the "
+          "file is corrupt",
+          row0, path_, file_, chunk_bytes));
+    }
+    if (!whole) {
+      std::memcpy(dst, scratch.data() + static_cast<size_t>(from - row0) * row_bytes,
+                  static_cast<size_t>(to - from) * row_bytes);
+    }
+  };
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        arrived.wait(lock, [&] { return read > i || failed; });
+        if (failed) return;
+      }
+      try {
+        inflate(i);
+        std::vector<unsigned char>().swap(pieces[i].bytes);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+        arrived.notify_all();
+        return;
+      }
+    }
+  };
+
+  // A thread of its own pays for itself from a few chunks on.
+  const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)) - 1, n / 4);
+  std::vector<std::thread> workers;
+  workers.reserve(helpers);
+  for (size_t t = 0; t < helpers; ++t) workers.emplace_back(work);
+  for (size_t i = 0; i < n; ++i) {
+    try {
+      pieces[i].bytes.resize(static_cast<size_t>(stored[i]));
+      if (H5Dread_chunk(id(), H5P_DEFAULT, offsets[i].data(), &pieces[i].mask,
+                        pieces[i].bytes.data()) < 0) {
+        fail(fmt::format("read the chunk at row {} of", offsets[i][0]), path_, file_);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = std::current_exception();
+      failed = true;
+      arrived.notify_all();
+      break;
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    read = i + 1;
+    arrived.notify_all();
+    if (failed) break;
+  }
+  work();  // the calling thread inflates too once everything is read
+  for (std::thread& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
 #define KDP_H5_INSTANTIATE(T)                                                                    \
   template std::vector<T> Dataset::read_all<T>() const;                                          \
   template void Dataset::read_all<T>(T*) const;                                                  \
   template void Dataset::read_rows<T>(int64_t, int64_t, T*) const;                               \
   template void Dataset::read_row_ranges<T>(const std::vector<std::pair<int64_t, int64_t>>&, T*) \
       const;                                                                                     \
+  template bool Dataset::read_rows_inflating<T>(int64_t, int64_t, T*, int) const;                \
   template void Dataset::write_all<T>(const T*) const;                                           \
   template void Dataset::write_rows<T>(int64_t, int64_t, const T*) const;
 KDP_H5_INSTANTIATE(uint8_t)

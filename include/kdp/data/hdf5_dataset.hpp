@@ -7,6 +7,8 @@
 /// a batch's missing blocks sorted and coalesced into as few contiguous
 /// hyperslab reads as possible, and the blocks kept in a bounded cache, so that
 /// shuffled batches cost about what a sequential read of the same bytes does.
+/// Deflate-compressed chunks are read as stored and inflated on the rank's
+/// threads while HDF5 reads the next ones (libhdf5 itself is not thread-safe).
 
 #include <atomic>
 #include <memory>
@@ -35,6 +37,9 @@ struct HDF5DatasetOptions {
   /// Most memory for cached blocks of features (least recently used blocks are
   /// dropped beyond it); a cache that holds the dataset reads each block once.
   size_t cache_bytes = size_t{512} << 20;
+  /// Threads that inflate deflate-compressed chunks while HDF5 reads the next
+  /// ones (0: the rank's threads, Runtime::threads(); 1 without a Runtime).
+  int inflate_threads = 0;
 };
 
 /// Samples read from datasets of an HDF5 file, in cached blocks.

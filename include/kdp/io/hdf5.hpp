@@ -159,6 +159,14 @@ class Dataset : public Object {
   /// Several row ranges in one read (a union of hyperslabs), in the given order.
   template <class T>
   void read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges, T* out) const;
+  /// Rows [start, start + count), the same values read_rows gives, read from
+  /// the stored chunks: HDF5 reads each compressed chunk (on the calling
+  /// thread, HDF5 is not thread-safe) and `threads` threads inflate them as
+  /// they arrive. Only for datasets chunked by whole rows, stored as T, whose
+  /// only filter is deflate; for any other layout it reads nothing and returns
+  /// false. A chunk that does not inflate to its size is an IOError.
+  template <class T>
+  bool read_rows_inflating(int64_t start, int64_t count, T* out, int threads) const;
   template <class T>
   void write_all(const T* data) const;
   template <class T>
