@@ -14,3 +14,10 @@ if(KDP_ENABLE_FUZZING)
   add_compile_options(-fsanitize=fuzzer-no-link,address -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address)
 endif()
+
+# Code generation of kdp's own sources (not its users'): no kdp kernel reads
+# floating-point exception flags or traps on them, so GCC may evaluate both
+# sides of a select on a comparison and vectorize the loop (clang does so by
+# default). Rounding, NaN and infinity handling stay IEEE.
+add_library(kdp_codegen INTERFACE)
+target_compile_options(kdp_codegen INTERFACE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math>)

@@ -61,25 +61,59 @@ void check_logits(const char* op, const Tensor& x, const Tensor& target, const c
 // needs no exponentials).
 void cross_entropy_kernel(const Device& device, View1 loss, View2 prob, ConstView2 x,
                           ConstView1 t) {
+  const auto rows = static_cast<int64_t>(x.extent(0));
   const auto classes = static_cast<int64_t>(x.extent(1));
-  Kokkos::parallel_for(
-      "kdp::cross_entropy", kdp::detail::range(device, static_cast<int64_t>(x.extent(0))),
-      KOKKOS_LAMBDA(const int64_t b) {
-        const float* __restrict xr = &x(b, 0);
-        float* __restrict pr = &prob(b, 0);
-        float m = xr[0];
-        for (int64_t c = 1; c < classes; ++c) m = xr[c] > m ? xr[c] : m;
-        for (int64_t c = 0; c < classes; ++c) pr[c] = kdp::detail::vector_exp(xr[c] - m);
-        float s = 0.0f;
-        for (int64_t c = 0; c < classes; ++c) s += pr[c];
-        const float inv = 1.0f / s;
-        for (int64_t c = 0; c < classes; ++c) pr[c] *= inv;
-        const float target = t(b);
-        const bool valid =
-            target >= 0.0f && target < static_cast<float>(classes) && target == math::floor(target);
-        loss(b) =
-            valid ? m + math::log(s) - x(b, static_cast<int64_t>(target)) : compat::quiet_nan();
-      });
+  // The loss of row b from its max m and the sum s of exp(x - m).
+  auto row_loss = [=] KOKKOS_FUNCTION(const int64_t b, const float m, const float s) {
+    const float target = t(b);
+    const bool valid =
+        target >= 0.0f && target < static_cast<float>(classes) && target == math::floor(target);
+    return valid ? m + math::log(s) - x(b, static_cast<int64_t>(target)) : compat::quiet_nan();
+  };
+  if constexpr (compat::launches_are_synchronous()) {
+    // Host backends: blocks of rows, whose exponentials are one loop over
+    // contiguous memory; it vectorizes however few classes a row has.
+    constexpr int64_t kBlock = 32;
+    Kokkos::parallel_for(
+        "kdp::cross_entropy", kdp::detail::range(device, (rows + kBlock - 1) / kBlock),
+        KOKKOS_LAMBDA(const int64_t w) {
+          const int64_t r0 = w * kBlock;
+          const int64_t n = rows - r0 < kBlock ? rows - r0 : kBlock;
+          float* __restrict p = &prob(r0, 0);
+          float m[kBlock];
+          for (int64_t r = 0; r < n; ++r) {
+            const float* __restrict xr = &x(r0 + r, 0);
+            float mr = xr[0];
+            for (int64_t c = 1; c < classes; ++c) mr = xr[c] > mr ? xr[c] : mr;
+            m[r] = mr;
+            for (int64_t c = 0; c < classes; ++c) p[r * classes + c] = xr[c] - mr;
+          }
+          const int64_t len = n * classes;
+          for (int64_t i = 0; i < len; ++i) p[i] = kdp::detail::vector_exp(p[i]);
+          for (int64_t r = 0; r < n; ++r) {
+            float* __restrict pr = p + r * classes;
+            float s = 0.0f;
+            for (int64_t c = 0; c < classes; ++c) s += pr[c];
+            const float inv = 1.0f / s;
+            for (int64_t c = 0; c < classes; ++c) pr[c] *= inv;
+            loss(r0 + r) = row_loss(r0 + r, m[r], s);
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::cross_entropy", kdp::detail::range(device, rows), KOKKOS_LAMBDA(const int64_t b) {
+          const float* __restrict xr = &x(b, 0);
+          float* __restrict pr = &prob(b, 0);
+          float m = xr[0];
+          for (int64_t c = 1; c < classes; ++c) m = xr[c] > m ? xr[c] : m;
+          for (int64_t c = 0; c < classes; ++c) pr[c] = kdp::detail::vector_exp(xr[c] - m);
+          float s = 0.0f;
+          for (int64_t c = 0; c < classes; ++c) s += pr[c];
+          const float inv = 1.0f / s;
+          for (int64_t c = 0; c < classes; ++c) pr[c] *= inv;
+          loss(b) = row_loss(b, m, s);
+        });
+  }
 }
 
 // gx[b, c] = gscale_b * (softmax(x)[b, c] - [c == t_b])

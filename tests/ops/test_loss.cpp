@@ -32,19 +32,30 @@ double reference_cross_entropy(const std::vector<float>& x, const std::vector<fl
 
 TEST(Loss, CrossEntropyMatchesLogSumExpForEveryClass) {
   const int64_t classes = 5;
-  const int64_t rows = 10;  // every class index appears twice
-  std::vector<float> t(static_cast<size_t>(rows));
-  for (int64_t b = 0; b < rows; ++b) t[static_cast<size_t>(b)] = static_cast<float>(b % classes);
-  for (float scale : {1.0f, 100.0f, 1000.0f}) {  // large logits must not overflow
-    const auto xv = test::random_values(rows * classes, 3, -scale, scale);
-    Tensor x = Tensor::from_host(xv, {rows, classes});
-    Tensor target = Tensor::from_host(t, {rows});
-    const double expected = reference_cross_entropy(xv, t, rows, classes);
-    const float got = cross_entropy(x, target).item();
-    ASSERT_TRUE(std::isfinite(got)) << "scale " << scale;
-    EXPECT_NEAR(got, expected, 1e-5 * std::max(1.0, std::fabs(expected))) << "scale " << scale;
-    EXPECT_NEAR(cross_entropy(x, target, Reduction::Sum).item(), expected * rows,
-                1e-5 * std::max(1.0, std::fabs(expected * rows)));
+  // Every class index appears at least twice; 75 rows span several of the
+  // blocks host backends compute together, the last one partly filled.
+  for (const int64_t rows : {10, 75}) {
+    std::vector<float> t(static_cast<size_t>(rows));
+    for (int64_t b = 0; b < rows; ++b) t[static_cast<size_t>(b)] = static_cast<float>(b % classes);
+    for (float scale : {1.0f, 100.0f, 1000.0f}) {  // large logits must not overflow
+      const auto xv = test::random_values(rows * classes, 3, -scale, scale);
+      Tensor x = Tensor::from_host(xv, {rows, classes});
+      Tensor target = Tensor::from_host(t, {rows});
+      const double expected = reference_cross_entropy(xv, t, rows, classes);
+      const float got = cross_entropy(x, target).item();
+      ASSERT_TRUE(std::isfinite(got)) << "scale " << scale;
+      EXPECT_NEAR(got, expected, 1e-5 * std::max(1.0, std::fabs(expected))) << "scale " << scale;
+      EXPECT_NEAR(cross_entropy(x, target, Reduction::Sum).item(), expected * rows,
+                  1e-5 * std::max(1.0, std::fabs(expected * rows)));
+      const std::vector<float> per_row = cross_entropy(x, target, Reduction::None).to_vector();
+      ASSERT_EQ(per_row.size(), static_cast<size_t>(rows));
+      for (int64_t b = 0; b < rows; ++b) {
+        const std::vector<float> row(xv.begin() + b * classes, xv.begin() + (b + 1) * classes);
+        const double want = reference_cross_entropy(row, {t[static_cast<size_t>(b)]}, 1, classes);
+        EXPECT_NEAR(per_row[static_cast<size_t>(b)], want, 1e-5 * std::max(1.0, std::fabs(want)))
+            << "row " << b << " of " << rows << ", scale " << scale;
+      }
+    }
   }
 }
 

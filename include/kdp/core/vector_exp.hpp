@@ -23,10 +23,16 @@ KOKKOS_INLINE_FUNCTION float vector_exp(float x) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that k * kLn2Hi is exact
     constexpr float kLn2Lo = -2.12194440e-4f;
-    x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
-    const float z = x * kLog2e;
-    const auto k = static_cast<int32_t>(z + (z >= 0.0f ? 0.5f : -0.5f));  // nearest integer
-    const float kf = static_cast<float>(k);
+    // Every comparison and operation runs unconditionally, so that the
+    // compiler can turn the selects into vector blends (a nested ?: would make
+    // a comparison conditional, and under IEEE trapping rules not speculable).
+    x = x > -87.3f ? x : -87.3f;
+    x = x < 88.3f ? x : 88.3f;
+    // Nearest integer to x log2(e): adding and subtracting 1.5 * 2^23 rounds
+    // (|x log2 e| < 2^22), with no float-to-int conversion of a rounded value.
+    constexpr float kRound = 12582912.0f;
+    const float kf = (x * kLog2e + kRound) - kRound;
+    const auto k = static_cast<int32_t>(kf);
     const float r = (x - kf * kLn2Hi) - kf * kLn2Lo;  // |r| <= ln(2) / 2
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
