@@ -201,14 +201,15 @@ inline std::string kokkos_version_string() {
          "." + std::to_string(KOKKOS_VERSION % 100);
 }
 
-/// Whether the host can read and write tensor memory directly.
-constexpr bool host_accessible_memory() {
+/// Whether the host can read and write tensor memory directly. (Callable in
+/// kernels too: device code branches on it at compile time.)
+KOKKOS_INLINE_FUNCTION constexpr bool host_accessible_memory() {
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 }
 
 /// Whether kernels on `ExecSpace` finish before the launching call returns
 /// (host backends), so no fence is needed to hand their results to another instance.
-constexpr bool launches_are_synchronous() {
+KOKKOS_INLINE_FUNCTION constexpr bool launches_are_synchronous() {
   return host_accessible_memory();
 }
 
