@@ -1,6 +1,7 @@
 #include "kdp/ops/linear.hpp"
 
 #include "kdp/core/kernels.hpp"
+#include "kdp/core/small_gemm.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -21,6 +22,17 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
       kdp::detail::scale(device, flat, beta);
     }
     return;
+  }
+  if constexpr (compat::host_accessible_memory()) {
+    // Small products (a small model's layers) skip the BLAS's fixed costs.
+    const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
+    if (kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
+                                static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner),
+                                alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
+                                static_cast<int64_t>(b.stride(0)), beta, c.data(),
+                                static_cast<int64_t>(c.stride(0)))) {
+      return;
+    }
   }
   compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
 }
