@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "kdp/core/small_gemm.hpp"
 #include "kdp/kdp.hpp"
 #include "perf_reporter.hpp"
 
@@ -152,12 +153,37 @@ void TinyGemmFloor(benchmark::State& state) {
   set_blas_threads(saved_threads);
 }
 
+// The same five products through kdp's small-GEMM kernel, which the step uses
+// where the CPU has AVX2 and FMA.
+void TinySmallGemm(benchmark::State& state) {
+  if (!detail::small_gemm_available()) {
+    state.SkipWithError("no AVX2 and FMA: the step uses the BLAS");
+    return;
+  }
+  std::vector<float> x(64 * 10, 0.5f), w1(100 * 10, 0.25f), h(64 * 100), w2(10 * 100, 0.25f),
+      o(64 * 10), go(64 * 10, 0.125f), gh(64 * 100), gw1(100 * 10), gw2(10 * 100);
+  for (auto _ : state) {
+    detail::small_gemm(false, true, 64, 100, 10, 1.0f, x.data(), 10, w1.data(), 10, 0.0f, h.data(),
+                       100);
+    detail::small_gemm(false, true, 64, 10, 100, 1.0f, h.data(), 100, w2.data(), 100, 0.0f,
+                       o.data(), 10);
+    detail::small_gemm(true, false, 10, 100, 64, 1.0f, go.data(), 10, h.data(), 100, 0.0f,
+                       gw2.data(), 100);
+    detail::small_gemm(false, false, 64, 100, 10, 1.0f, go.data(), 10, w2.data(), 100, 0.0f,
+                       gh.data(), 100);
+    detail::small_gemm(true, false, 100, 10, 64, 1.0f, gh.data(), 100, x.data(), 10, 0.0f,
+                       gw1.data(), 10);
+    benchmark::DoNotOptimize(gw1.data());
+  }
+}
+
 }  // namespace
 
 BENCHMARK(RawGemm)->Name("RawGemm/L")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(KdpLinear)->Name("KdpLinear/L")->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(TinyStep)->Name("TinyStep/T")->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(TinyGemmFloor)->Name("TinyGemmFloor/T")->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(TinySmallGemm)->Name("TinySmallGemm/T")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 int main(int argc, char** argv) {
   RuntimeOptions options;
@@ -175,6 +201,14 @@ int main(int argc, char** argv) {
     if (reporter.has("TinyGemmFloor/T"))
       std::printf("INFO  %-48s %6.2f us  (%.0f %% of the step)\n", "its five bare GEMM calls",
                   reporter.time("TinyGemmFloor/T"), 100.0 * reporter.time("TinyGemmFloor/T") / us);
+    if (reporter.has("TinySmallGemm/T"))
+      std::printf("INFO  %-48s %6.2f us  (%.0f %% of the step)\n",
+                  "its five products in kdp's small-GEMM kernel", reporter.time("TinySmallGemm/T"),
+                  100.0 * reporter.time("TinySmallGemm/T") / us);
+  }
+  if (reporter.has("TinySmallGemm/T")) {
+    reporter.print_ratio("small-GEMM kernel vs the BLAS on the T model's five products",
+                         "TinySmallGemm/T", "TinyGemmFloor/T", 1.0);
   }
   benchmark::Shutdown();
   return 0;
