@@ -154,7 +154,7 @@ void TinyGemmFloor(benchmark::State& state) {
 }
 
 // The same five products through kdp's small-GEMM kernel, which the step uses
-// where the CPU has AVX2 and FMA.
+// where detail::small_gemm_preferred() (AVX2 and FMA, no AVX-512).
 void TinySmallGemm(benchmark::State& state) {
   if (!detail::small_gemm_available()) {
     state.SkipWithError("no AVX2 and FMA: the step uses the BLAS");

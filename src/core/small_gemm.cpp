@@ -139,6 +139,11 @@ bool small_gemm_available() {
   return available;
 }
 
+bool small_gemm_preferred() {
+  static const bool preferred = small_gemm_available() && !__builtin_cpu_supports("avx512f");
+  return preferred;
+}
+
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {

@@ -26,7 +26,8 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   if constexpr (compat::host_accessible_memory()) {
     // Small products (a small model's layers) skip the BLAS's fixed costs.
     const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
-    if (kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
+    if (kdp::detail::small_gemm_preferred() &&
+        kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
                                 static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner),
                                 alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
                                 static_cast<int64_t>(b.stride(0)), beta, c.data(),

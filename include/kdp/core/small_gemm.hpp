@@ -19,6 +19,12 @@ constexpr int64_t kSmallGemmMaxPacked = 4096;
 /// Whether small_gemm can run on this CPU (x86-64 with AVX2 and FMA).
 bool small_gemm_available();
 
+/// Whether kdp's ops take small products to small_gemm rather than the BLAS:
+/// where it can run and the CPU has no AVX-512, whose small-matrix kernels in
+/// the BLAS (OpenBLAS has them for AVX-512 only) work on twice the vector
+/// width.
+bool small_gemm_preferred();
+
 /// C = alpha op(A) op(B) + beta C for row-major float matrices in host memory:
 /// op(A) is m x k, op(B) k x n, C m x n; lda, ldb and ldc are the row lengths
 /// of the matrices as stored. With beta == 0, C is only written (as in BLAS).
