@@ -147,9 +147,10 @@ bool small_gemm_preferred() {
 bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                 int64_t ldc) {
-  // (m * n bounds the products before they can overflow.)
-  if (m <= 0 || n <= 0 || k <= 0 || m * n > kSmallGemmMaxWork || m * n * k > kSmallGemmMaxWork ||
-      (trans_b && k * n > kSmallGemmMaxPacked) || !small_gemm_available()) {
+  // (Each dimension is bounded before any product of them can overflow.)
+  constexpr int64_t kMax = kSmallGemmMaxWork;
+  if (m <= 0 || n <= 0 || k <= 0 || m > kMax || n > kMax || k > kMax || m * n > kMax ||
+      m * n * k > kMax || (trans_b && k * n > kSmallGemmMaxPacked) || !small_gemm_available()) {
     return false;
   }
   // A^T B with few columns (a weight gradient of a narrow layer): the wide

@@ -668,15 +668,23 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   const size_t row_bytes = chunk_bytes / static_cast<size_t>(chunk_rows);
   const int64_t first = start / chunk_rows;
   const size_t n = static_cast<size_t>((start + count - 1) / chunk_rows - first + 1);
+  // So many chunks at once (rows of a few bytes each) are left to HDF5 too: the
+  // bookkeeping here is some 40 bytes a chunk.
+  if (n > (size_t{1} << 20)) return false;
+  auto row_of = [&](size_t i) { return (first + static_cast<int64_t>(i)) * chunk_rows; };
+  // HDF5 addresses a chunk by the coordinates of its first element.
+  auto offset_of = [&](size_t i) {
+    std::vector<hsize_t> offset(d.size(), 0);
+    offset[0] = static_cast<hsize_t>(row_of(i));
+    return offset;
+  };
   // Every chunk's stored size, checked before anything is allocated for it: a
   // range with an unwritten chunk (fill values) is left to HDF5's own read.
   const size_t bound =
       std::max<size_t>(chunk_bytes, compressBound(static_cast<uLong>(chunk_bytes)));
-  std::vector<std::vector<hsize_t>> offsets(n, std::vector<hsize_t>(d.size(), 0));
   std::vector<hsize_t> stored(n);
   for (size_t i = 0; i < n; ++i) {
-    offsets[i][0] = static_cast<hsize_t>((first + static_cast<int64_t>(i)) * chunk_rows);
-    if (H5Dget_chunk_storage_size(id(), offsets[i].data(), &stored[i]) < 0 || stored[i] == 0) {
+    if (H5Dget_chunk_storage_size(id(), offset_of(i).data(), &stored[i]) < 0 || stored[i] == 0) {
       H5Eclear2(H5E_DEFAULT);
       return false;
     }
@@ -684,7 +692,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
       throw IOError(fmt::format(
           "kdp::io: the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
           "the file is corrupt",
-          offsets[i][0], path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes));
+          row_of(i), path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes));
     }
   }
 
@@ -704,7 +712,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   // range, else through a chunk-sized buffer).
   auto inflate = [&](size_t i) {
     const Piece& p = pieces[i];
-    const auto row0 = static_cast<int64_t>(offsets[i][0]);
+    const int64_t row0 = row_of(i);
     const int64_t from = std::max(row0, start), to = std::min(row0 + chunk_rows, start + count);
     unsigned char* dst =
         reinterpret_cast<unsigned char*>(out) + static_cast<size_t>(from - start) * row_bytes;
@@ -764,9 +772,9 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   for (size_t i = 0; i < n; ++i) {
     try {
       pieces[i].bytes.resize(static_cast<size_t>(stored[i]));
-      if (H5Dread_chunk(id(), H5P_DEFAULT, offsets[i].data(), &pieces[i].mask,
+      if (H5Dread_chunk(id(), H5P_DEFAULT, offset_of(i).data(), &pieces[i].mask,
                         pieces[i].bytes.data()) < 0) {
-        fail(fmt::format("read the chunk at row {} of", offsets[i][0]), path_, file_);
+        fail(fmt::format("read the chunk at row {} of", row_of(i)), path_, file_);
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex);
