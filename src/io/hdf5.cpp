@@ -17,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 namespace kdp::io::h5 {
@@ -744,6 +745,13 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
                   static_cast<size_t>(to - from) * row_bytes);
     }
   };
+  // Called in a catch block: the first error wins, and everyone stops.
+  auto give_up = [&] {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!error) error = std::current_exception();
+    failed = true;
+    arrived.notify_all();
+  };
   auto work = [&] {
     for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       {
@@ -755,10 +763,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
         inflate(i);
         std::vector<unsigned char>().swap(pieces[i].bytes);
       } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!error) error = std::current_exception();
-        failed = true;
-        arrived.notify_all();
+        give_up();
         return;
       }
     }
@@ -767,8 +772,11 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   // A thread of its own pays for itself from a few chunks on.
   const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)) - 1, n / 4);
   std::vector<std::thread> workers;
-  workers.reserve(helpers);
-  for (size_t t = 0; t < helpers; ++t) workers.emplace_back(work);
+  try {
+    for (size_t t = 0; t < helpers; ++t) workers.emplace_back(work);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one do the work.
+  }
   for (size_t i = 0; i < n; ++i) {
     try {
       pieces[i].bytes.resize(static_cast<size_t>(stored[i]));
@@ -777,10 +785,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
         fail(fmt::format("read the chunk at row {} of", row_of(i)), path_, file_);
       }
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (!error) error = std::current_exception();
-      failed = true;
-      arrived.notify_all();
+      give_up();
       break;
     }
     std::lock_guard<std::mutex> lock(mutex);
