@@ -2,8 +2,8 @@
 # The GPU check, for a machine with an NVIDIA GPU and nothing prepared (nvcc,
 # CMake and python3; no network, no MPI, no HDF5 headers): builds Kokkos and
 # Kokkos Kernels for CUDA, builds kdp (MPI and HDF5 off), runs the whole CTest
-# suite but the Slurm test, runs the performance suite (--quick) and the M and
-# L models in full, and writes every log and results.json under --out.
+# suite but the Slurm test, runs the performance suite (--quick) and the T, M
+# and L models in full, and writes every log and results.json under --out.
 #
 #   scripts/gpu-check.sh --out DIR [--kokkos-src D --kernels-src D] [--arch HOPPER90]
 #                        [--jobs N] [--work DIR] [--build-only]
@@ -103,9 +103,9 @@ step ctest ctest --test-dir "$build" --output-on-failure -j 8 -LE "slurm|cuda-bu
 tests_status=$?
 step perf-quick /usr/bin/python3 "$root/perf/run_suite.py" --build "$build" --quick \
   --out "$out/perf-quick" --baseline /nonexistent.json
-step models-M-L "$build/perf/kdp_bench_models" "--benchmark_filter=roofline|step/M|step/L"
-step models-M-L-2devices "$build/perf/kdp_bench_models" --kdp_devices=2 \
-  "--benchmark_filter=roofline|step/M|step/L"
+step models "$build/perf/kdp_bench_models" "--benchmark_filter=roofline|step/"
+step models-2devices "$build/perf/kdp_bench_models" --kdp_devices=2 \
+  "--benchmark_filter=roofline|step/"
 
 /usr/bin/python3 - "$out" "$summary" "$((SECONDS - check_start))" <<'PY'
 import json, os, re, sys
@@ -123,7 +123,7 @@ if m:
     tests = {"passed": int(m[3]) - int(m[2]), "failed": int(m[2]), "total": int(m[3]),
              "failed_names": re.findall(r"^\s+\d+ - (\S+) \(Failed", log("ctest"), re.M)}
 models = {}
-for run in ("models-M-L", "models-M-L-2devices"):
+for run in ("models", "models-2devices"):
     text = log(run)
     roof = re.search(r"roofline ([\d.]+) GFLOP/s", text)
     for m in re.finditer(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s, ([\d.]+) GFLOP/s, "
