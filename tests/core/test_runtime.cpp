@@ -86,4 +86,5 @@ TEST(VectorExp, AgreesWithExpfToTwoUlpsOverTheFloatRange) {
   EXPECT_GT(detail::vector_exp(-100.0f), 0.0f);
   EXPECT_LT(detail::vector_exp(-100.0f), 1e-37f);
   EXPECT_TRUE(std::isfinite(detail::vector_exp(200.0f)));
+  EXPECT_TRUE(std::isnan(detail::vector_exp(std::nanf(""))));  // NaN propagates
 }

@@ -59,6 +59,23 @@ TEST(Loss, CrossEntropyMatchesLogSumExpForEveryClass) {
   }
 }
 
+TEST(Loss, ANaNLogitMakesItsRowsLossNaN) {
+  // As in PyTorch: a NaN in the logits reaches the loss (the anomaly check
+  // relies on it), in whichever block of rows it is; other rows are unchanged.
+  const int64_t rows = 40, classes = 5;
+  std::vector<float> xv = test::random_values(rows * classes, 7, -3.0f, 3.0f);
+  xv[35 * classes + 2] = std::nanf("");
+  std::vector<float> t(static_cast<size_t>(rows), 0.0f);
+  const std::vector<float> per_row = cross_entropy(Tensor::from_host(xv, {rows, classes}),
+                                                   Tensor::from_host(t, {rows}), Reduction::None)
+                                         .to_vector();
+  for (int64_t b = 0; b < rows; ++b) {
+    EXPECT_EQ(std::isnan(per_row[static_cast<size_t>(b)]), b == 35) << "row " << b;
+  }
+  EXPECT_TRUE(std::isnan(
+      cross_entropy(Tensor::from_host(xv, {rows, classes}), Tensor::from_host(t, {rows})).item()));
+}
+
 TEST(Loss, CrossEntropyGradientIsSoftmaxMinusOneHot) {
   Tensor x = leaf(random_tensor({4, 3}, 9, -2.0f, 2.0f));
   Tensor t = Tensor::from_host({0, 2, 1, 2}, {4});

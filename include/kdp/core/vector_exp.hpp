@@ -26,8 +26,9 @@ KOKKOS_INLINE_FUNCTION float vector_exp(float x) {
     // Every comparison and operation runs unconditionally, so that the
     // compiler can turn the selects into vector blends (a nested ?: would make
     // a comparison conditional, and under IEEE trapping rules not speculable).
-    x = x > -87.3f ? x : -87.3f;
-    x = x < 88.3f ? x : 88.3f;
+    // A NaN compares false and passes both clamps: e^NaN stays NaN.
+    x = x < -87.3f ? -87.3f : x;
+    x = x > 88.3f ? 88.3f : x;
     // Nearest integer to x log2(e): adding and subtracting 1.5 * 2^23 rounds
     // (|x log2 e| < 2^22), with no float-to-int conversion of a rounded value.
     constexpr float kRound = 12582912.0f;
