@@ -1,5 +1,7 @@
 #include "kdp/ops/linear.hpp"
 
+#include <utility>
+
 #include "kdp/core/kernels.hpp"
 #include "kdp/core/small_gemm.hpp"
 #include "op_util.hpp"
@@ -45,62 +47,73 @@ void fill_rows(const Device& device, View2 out, ConstView1 row) {
       KOKKOS_LAMBDA(const int64_t r, const int64_t c) { out(r, c) = row(c); });
 }
 
-// The GEMMs of a linear layer's backward from the output gradient gm [rows,
-// out]: gx = gm W for the input and gw = gm^T x for the weight, each only when
-// its edge wants it (edges 0 and 1 of `node`).
-void linear_backward_gemms(const autograd::Node& node, ConstView2 gm, const Shape& x_shape,
-                           const autograd::SavedTensor& x_saved,
-                           const autograd::SavedTensor& w_saved, Tensor& gx, Tensor& gw) {
-  const auto rows = static_cast<int64_t>(gm.extent(0));
-  const auto out_f = static_cast<int64_t>(gm.extent(1));
-  const auto& edges = node.next_edges();
-  if (edges[0].valid()) {
-    const Tensor& w = w_saved.get(node);
-    gx = Tensor::empty(x_shape, node.device());
-    gemm(node.device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
-  }
-  if (edges[1].valid()) {
-    const Tensor& x = x_saved.get(node);
-    const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
-    gw = Tensor::empty(Shape{out_f, in_f}, node.device());
-    gemm(node.device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
-  }
-}
-
-class LinearNode : public autograd::Node {
+// What the backward of a linear layer (plain or followed by a ReLU) keeps and
+// shares: the input and the weight (each only when the other's gradient is
+// wanted), the GEMMs, and the gradients in edge order.
+class LinearNodeBase : public autograd::Node {
  public:
-  LinearNode(const Tensor& x, const Tensor& weight, bool has_bias)
+  LinearNodeBase(const Tensor& x, const Tensor& weight, bool has_bias)
       : Node(x.device()),
         x_shape_(x.shape()),
         x_(weight.requires_grad() ? autograd::SavedTensor(x) : autograd::SavedTensor()),
         weight_(x.requires_grad() ? autograd::SavedTensor(weight) : autograd::SavedTensor()),
         has_bias_(has_bias) {}
-  const char* name() const override { return "kdp::linear"; }
-
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    const Tensor& g = grads[0];
-    const auto& edges = next_edges();
-    const int64_t out_f = g.shape()[g.dim() - 1];
-    const int64_t rows = out_f == 0 ? 0 : g.numel() / out_f;
-    Tensor gx, gw, gb;
-    linear_backward_gemms(*this, g.cmatrix(rows, out_f), x_shape_, x_, weight_, gx, gw);
-    if (has_bias_ && edges[2].valid()) {
-      gb = Tensor::empty(Shape{out_f}, device());
-      sum_dim_kernel(device(), gb.flat(), g.cflat(), DimSplit{1, rows, out_f}, 1.0f);
-    }
-    if (has_bias_) return {gx, gw, gb};
-    return {gx, gw};
-  }
   void release_saved() override {
     x_.reset();
     weight_.reset();
   }
 
+ protected:
+  // The output gradient as [rows, out_features].
+  static std::pair<int64_t, int64_t> rows_and_features(const Tensor& g) {
+    const int64_t out_f = g.shape()[g.dim() - 1];
+    return {out_f == 0 ? 0 : g.numel() / out_f, out_f};
+  }
+  bool wants_bias() const { return has_bias_ && next_edges()[2].valid(); }
+
+  // From gm [rows, out], the gradient before the layer's own op: gx = gm W for
+  // the input and gw = gm^T x for the weight, each only when its edge wants
+  // it; with gb, the gradients in edge order.
+  std::vector<Tensor> gradients(ConstView2 gm, Tensor gb) const {
+    const auto rows = static_cast<int64_t>(gm.extent(0));
+    const auto out_f = static_cast<int64_t>(gm.extent(1));
+    Tensor gx, gw;
+    if (next_edges()[0].valid()) {
+      const Tensor& w = weight_.get(*this);
+      gx = Tensor::empty(x_shape_, device());
+      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
+    }
+    if (next_edges()[1].valid()) {
+      const Tensor& x = x_.get(*this);
+      const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
+      gw = Tensor::empty(Shape{out_f, in_f}, device());
+      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
+    }
+    if (has_bias_) return {gx, gw, gb};
+    return {gx, gw};
+  }
+
  private:
   Shape x_shape_;
-  autograd::SavedTensor x_;
-  autograd::SavedTensor weight_;
+  autograd::SavedTensor x_, weight_;
   bool has_bias_;
+};
+
+class LinearNode : public LinearNodeBase {
+ public:
+  using LinearNodeBase::LinearNodeBase;
+  const char* name() const override { return "kdp::linear"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    const auto [rows, out_f] = rows_and_features(g);
+    Tensor gb;
+    if (wants_bias()) {
+      gb = Tensor::empty(Shape{out_f}, device());
+      sum_dim_kernel(device(), gb.flat(), g.cflat(), DimSplit{1, rows, out_f}, 1.0f);
+    }
+    return gradients(g.cmatrix(rows, out_f), gb);
+  }
 };
 
 class MatmulNode : public autograd::Node {
@@ -189,42 +202,29 @@ void relu_grad_and_bias(const Device& device, View2 gz, View1 gb, ConstView2 g, 
   }
 }
 
-class LinearReluNode : public autograd::Node {
+class LinearReluNode : public LinearNodeBase {
  public:
   LinearReluNode(const Tensor& x, const Tensor& weight, const Tensor& y, bool has_bias)
-      : Node(x.device()),
-        x_shape_(x.shape()),
-        x_(weight.requires_grad() ? autograd::SavedTensor(x) : autograd::SavedTensor()),
-        weight_(x.requires_grad() ? autograd::SavedTensor(weight) : autograd::SavedTensor()),
-        y_(y),
-        has_bias_(has_bias) {}
+      : LinearNodeBase(x, weight, has_bias), y_(y) {}
   const char* name() const override { return "kdp::linear_relu"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
-    const auto& edges = next_edges();
-    const int64_t out_f = g.shape()[g.dim() - 1];
-    const int64_t rows = out_f == 0 ? 0 : g.numel() / out_f;
-    const bool want_bias = has_bias_ && edges[2].valid();
+    const auto [rows, out_f] = rows_and_features(g);
+    const bool want_bias = wants_bias();
     Tensor gz = Tensor::empty(Shape{rows, out_f}, device());
     Tensor gb = want_bias ? Tensor::empty(Shape{out_f}, device()) : Tensor();
     relu_grad_and_bias(device(), gz.matrix(), want_bias ? gb.flat() : View1(),
                        g.cmatrix(rows, out_f), y_.get(*this).cmatrix(rows, out_f), want_bias);
-    Tensor gx, gw;
-    linear_backward_gemms(*this, gz.cmatrix(), x_shape_, x_, weight_, gx, gw);
-    if (has_bias_) return {gx, gw, gb};
-    return {gx, gw};
+    return gradients(gz.cmatrix(), gb);
   }
   void release_saved() override {
-    x_.reset();
-    weight_.reset();
+    LinearNodeBase::release_saved();
     y_.reset();
   }
 
  private:
-  Shape x_shape_;
-  autograd::SavedTensor x_, weight_, y_;
-  bool has_bias_;
+  autograd::SavedTensor y_;
 };
 
 // The checks of linear(): names the op, the input, the weight and the bias.
