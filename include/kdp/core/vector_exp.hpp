@@ -29,11 +29,15 @@ KOKKOS_INLINE_FUNCTION float vector_exp(float x) {
     // A NaN compares false and passes both clamps: e^NaN stays NaN.
     x = x < -87.3f ? -87.3f : x;
     x = x > 88.3f ? 88.3f : x;
-    // Nearest integer to x log2(e): adding and subtracting 1.5 * 2^23 rounds
-    // (|x log2 e| < 2^22), with no float-to-int conversion of a rounded value.
+    // k, the nearest integer to x log2(e): adding 1.5 * 2^23 rounds
+    // (|x log2 e| < 2^22), and the sum's bits are those of 1.5 * 2^23 plus k.
+    // Taking k from those bits avoids a float-to-int conversion, which a NaN
+    // would make undefined.
     constexpr float kRound = 12582912.0f;
-    const float kf = (x * kLog2e + kRound) - kRound;
-    const auto k = static_cast<int32_t>(kf);
+    const float rounded = x * kLog2e + kRound;
+    const float kf = rounded - kRound;
+    uint32_t rounded_bits;
+    std::memcpy(&rounded_bits, &rounded, sizeof(rounded_bits));
     const float r = (x - kf * kLn2Hi) - kf * kLn2Lo;  // |r| <= ln(2) / 2
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -42,7 +46,10 @@ KOKKOS_INLINE_FUNCTION float vector_exp(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const int32_t bits = (k + 127) << 23;  // 2^k
+    // 2^k: the biased exponent k + 127 in bits 23..30, in unsigned
+    // arithmetic so that a NaN's arbitrary bits wrap instead of overflowing.
+    constexpr uint32_t kRoundBits = 0x4B400000u;  // the bits of kRound
+    const uint32_t bits = (rounded_bits - kRoundBits + 127u) << 23;
     float scale;
     std::memcpy(&scale, &bits, sizeof(scale));
     return p * scale;
