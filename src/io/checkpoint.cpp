@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <ctime>
+#include <string_view>
+#include <tuple>
 
 #include "kdp/core/error.hpp"
 #include "kdp/io/atomic_file.hpp"
@@ -65,22 +68,40 @@ bool has_member(const h5::Group& g, const std::string& name) {
   return std::find(members.begin(), members.end(), name) != members.end();
 }
 
+// An unsigned decimal number that is the whole of `text`.
+bool parse_u64(std::string_view text, uint64_t& out) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, out);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
 TrainingState read_training_state(const h5::File& f, const std::string& path) {
+  // A count below `least` cannot come from a run: the file is corrupt.
+  auto count = [&](const char* name, int64_t least) {
+    const int64_t v = f.attribute_int(name);
+    if (v < least) {
+      throw IOError(fmt::format("kdp::io: {} = {} in '{}' is below {}: not a checkpoint kdp wrote",
+                                name, v, path, least));
+    }
+    return v;
+  };
   TrainingState s;
-  s.epoch = f.attribute_int("epoch");
-  s.global_step = f.attribute_int("global_step");
-  s.batch_in_epoch = f.attribute_int("batch_in_epoch");
+  s.epoch = count("epoch", 0);
+  s.global_step = count("global_step", 0);
+  s.batch_in_epoch = count("batch_in_epoch", 0);
   s.sampler_seed = static_cast<uint64_t>(f.attribute_int("sampler_seed"));
-  s.world_size = f.attribute_int("world_size");
-  s.devices_per_rank = f.attribute_int("devices_per_rank");
+  s.world_size = count("world_size", 1);
+  s.devices_per_rank = count("devices_per_rank", 1);
   s.kdp_version = f.attribute_string("kdp_version");
   s.model_signature = f.attribute_string("model_signature");
   for (const std::string& r : f.attribute_strings("rng_states")) {
     const size_t colon = r.find(':');
-    if (colon == std::string::npos) {
+    uint64_t seed = 0, offset = 0;
+    if (colon == std::string::npos || !parse_u64(std::string_view(r).substr(0, colon), seed) ||
+        !parse_u64(std::string_view(r).substr(colon + 1), offset)) {
       throw IOError(fmt::format("kdp::io: rng state '{}' in '{}' is not seed:offset", r, path));
     }
-    s.rng.emplace_back(std::stoull(r.substr(0, colon)), std::stoull(r.substr(colon + 1)));
+    s.rng.emplace_back(seed, offset);
   }
   h5::Group values = f.open_group("training");
   for (const auto& [key, text] : values.attributes()) s.values[key] = values.attribute_double(key);
@@ -118,6 +139,19 @@ std::string model_signature(const nn::StateDict& state) {
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state) {
+  // What loading would refuse is refused here, before anything is written.
+  for (const auto& [name, v, least] :
+       {std::tuple{"epoch", state.epoch, 0}, std::tuple{"global_step", state.global_step, 0},
+        std::tuple{"batch_in_epoch", state.batch_in_epoch, 0},
+        std::tuple{"world_size", state.world_size, 1},
+        std::tuple{"devices_per_rank", state.devices_per_rank, 1}}) {
+    if (v < least) {
+      throw ValueError(
+          fmt::format("kdp::io::save_checkpoint: {} = {} is below {}; '{}' was not "
+                      "written",
+                      name, v, least, path));
+    }
+  }
   AtomicFile target(path);
   {
     // Built in memory, then written with plain writes: a full disk is an error

@@ -25,6 +25,17 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   if (e == state.end() || b == state.end()) {
     throw ValueError("kdp::optim::LRScheduler::load_state_dict: needs last_epoch and base_lr");
   }
+  // 2^53: every whole number up to it is exact in a double.
+  if (!(e->second >= 0 && e->second <= 9007199254740992.0 && std::trunc(e->second) == e->second)) {
+    throw ValueError(fmt::format(
+        "kdp::optim::LRScheduler::load_state_dict: last_epoch = {} is not a whole number >= 0",
+        e->second));
+  }
+  if (!(std::isfinite(b->second) && b->second >= 0)) {
+    throw ValueError(fmt::format(
+        "kdp::optim::LRScheduler::load_state_dict: base_lr = {} is not a finite number >= 0",
+        b->second));
+  }
   last_epoch_ = static_cast<int64_t>(e->second);
   base_lr_ = b->second;
   optimizer_.set_lr(lr_at(last_epoch_));

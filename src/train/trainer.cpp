@@ -229,11 +229,23 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       return it == st.values.end() ? fallback : it->second;
     };
     if (scheduler != nullptr && st.values.count("scheduler.last_epoch") != 0) {
-      scheduler->load_state_dict({{"last_epoch", value("scheduler.last_epoch", 0)},
-                                  {"base_lr", value("scheduler.base_lr", scheduler->base_lr())}});
+      try {
+        scheduler->load_state_dict({{"last_epoch", value("scheduler.last_epoch", 0)},
+                                    {"base_lr", value("scheduler.base_lr", scheduler->base_lr())}});
+      } catch (const ValueError& e) {
+        throw IOError(fmt::format("{} (the scheduler state in '{}')", e.what(), from));
+      }
     }
     best = value("best_metric", std::nan(""));
-    bad_epochs = static_cast<int64_t>(value("bad_epochs", 0));
+    // A count: a whole number >= 0, up to 2^53 (exact in a double).
+    const double bad = value("bad_epochs", 0);
+    if (!(bad >= 0 && bad <= 9007199254740992.0 && std::trunc(bad) == bad)) {
+      throw IOError(
+          fmt::format("kdp::train: training/bad_epochs = {} in '{}' is not a whole "
+                      "number >= 0",
+                      bad, from));
+    }
+    bad_epochs = static_cast<int64_t>(bad);
     result.resumed_from = from;
     if (st.world_size != comm_.size()) {
       progress.message(

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "temp_dir.hpp"
 #include "test_util.hpp"
@@ -147,6 +148,64 @@ TEST(Checkpoint, LoadingIntoAnotherModelReportsEveryMismatch) {
   EXPECT_THROW(io::load_checkpoint(path, *a, adam), IOError);  // the optimizer differs
   std::ofstream(dir.file("junk.h5")) << "not hdf5";
   EXPECT_THROW(io::load_checkpoint(dir.file("junk.h5"), *a, opt_a), IOError);
+}
+
+TEST(Checkpoint, ATrainingStateNoRunCouldWriteIsRefusedByName) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  const std::string good = dir.file("good.h5");
+  io::save_checkpoint(good, *a, opt, some_state());
+  // Each corruption of a copy of a good file is refused with the attribute
+  // and the file in the message; the good file still loads.
+  using Edit = std::function<void(io::h5::File&)>;
+  const std::vector<std::pair<std::string, Edit>> cases = {
+      {"rng state 'x:100'",
+       [](io::h5::File& f) { f.set_attribute("rng_states", std::vector<std::string>{"x:100"}); }},
+      {"rng state '5:'",
+       [](io::h5::File& f) { f.set_attribute("rng_states", std::vector<std::string>{"5:"}); }},
+      {"rng state '5:100 '",
+       [](io::h5::File& f) { f.set_attribute("rng_states", std::vector<std::string>{"5:100 "}); }},
+      {"rng state '5:-1'",
+       [](io::h5::File& f) { f.set_attribute("rng_states", std::vector<std::string>{"5:-1"}); }},
+      {"rng state '5:99999999999999999999'",
+       [](io::h5::File& f) {
+         f.set_attribute("rng_states", std::vector<std::string>{"5:99999999999999999999"});
+       }},
+      {"epoch = -1", [](io::h5::File& f) { f.set_attribute("epoch", int64_t{-1}); }},
+      {"global_step = -5", [](io::h5::File& f) { f.set_attribute("global_step", int64_t{-5}); }},
+      {"world_size = 0", [](io::h5::File& f) { f.set_attribute("world_size", int64_t{0}); }},
+  };
+  int n = 0;
+  for (const auto& [what, edit] : cases) {
+    const std::string bad = dir.file("bad" + std::to_string(n++) + ".h5");
+    std::filesystem::copy_file(good, bad);
+    {
+      io::h5::File f = io::h5::File::open(bad, io::h5::File::Mode::ReadWrite);
+      edit(f);
+    }
+    try {
+      io::read_checkpoint(bad);
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const IOError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(io::read_checkpoint(good).state.rng, some_state().rng);
+
+  // What loading refuses, saving refuses before writing anything.
+  io::TrainingState negative = some_state();
+  negative.batch_in_epoch = -1;
+  const std::string never = dir.file("never.h5");
+  try {
+    io::save_checkpoint(never, *a, opt, negative);
+    ADD_FAILURE() << "batch_in_epoch = -1 was saved";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_in_epoch = -1"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(never));
+  for (const auto& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
 }
 
 TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {

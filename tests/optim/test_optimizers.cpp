@@ -191,4 +191,14 @@ TEST(LRScheduler, ClosedFormsMatchPyTorch) {
   optim::StepLR step4(opt4, 3, 0.5);
   step4.load_state_dict(step.state_dict());
   EXPECT_EQ(opt4.lr(), opt.lr());
+  // A state no scheduler could have is refused, and the scheduler keeps its own.
+  for (const auto& [last_epoch, base_lr] :
+       {std::pair{-1.0, 0.1}, std::pair{2.5, 0.1}, std::pair{std::nan(""), 0.1},
+        std::pair{1e300, 0.1}, std::pair{3.0, -0.1}, std::pair{3.0, double(INFINITY)}}) {
+    EXPECT_THROW(step4.load_state_dict({{"last_epoch", last_epoch}, {"base_lr", base_lr}}),
+                 ValueError)
+        << last_epoch << ", " << base_lr;
+  }
+  EXPECT_EQ(step4.last_epoch(), step.last_epoch());
+  EXPECT_EQ(opt4.lr(), opt.lr());
 }

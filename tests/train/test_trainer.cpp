@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -323,6 +324,46 @@ TEST(Trainer, RefusesADirectoryItWouldTakeOverAndWritesNothing) {
   EXPECT_EQ(reason_of(older), Reason::WouldFork);
   EXPECT_EQ(listing(), after_second_epoch);
   EXPECT_NE(before, after_second_epoch);
+}
+
+TEST(Trainer, ResumingRefusesCountsThatAreNotWholeNumbers) {
+  TempDir dir;
+  train::TrainerOptions t = quiet();
+  t.epochs = 1;
+  t.checkpoint_dir = dir.file("ckpt");
+  TrainingRun{}.fit(t);
+  const std::string newest = io::CheckpointDirectory(t.checkpoint_dir).list().back();
+  auto set_training = [&](const std::string& key, double v) {
+    io::h5::File f = io::h5::File::open(newest, io::h5::File::Mode::ReadWrite);
+    f.open_group("training").set_attribute(key, v);
+  };
+  t.epochs = 2;
+  t.resume = "auto";
+  auto refusal = [&] {
+    try {
+      TrainingRun{}.fit(t);
+    } catch (const IOError& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "the run resumed";
+    return std::string();
+  };
+  set_training("bad_epochs", 0.5);
+  std::string why = refusal();
+  EXPECT_NE(why.find("bad_epochs = 0.5"), std::string::npos) << why;
+  EXPECT_NE(why.find(newest), std::string::npos) << why;
+  set_training("bad_epochs", 0);
+  set_training("scheduler.last_epoch", std::nan(""));
+  why = refusal();
+  EXPECT_NE(why.find("last_epoch = nan"), std::string::npos) << why;
+  EXPECT_NE(why.find(newest), std::string::npos) << why;
+  set_training("scheduler.last_epoch", 1);
+  set_training("scheduler.base_lr", -INFINITY);
+  why = refusal();
+  EXPECT_NE(why.find("base_lr = -inf"), std::string::npos) << why;
+  // Mended, the same file resumes.
+  set_training("scheduler.base_lr", 0.1);
+  EXPECT_EQ(TrainingRun{}.fit(t).resumed_from, newest);
 }
 
 TEST(Trainer, AStepReadsBackOnlyWhatItMustShow) {
