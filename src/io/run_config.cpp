@@ -83,17 +83,27 @@ RunConfig run_config_from_json(const std::string& text, const std::string& sourc
   } catch (const nlohmann::json::exception& e) {
     throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: {}", source, e.what()));
   }
-  if (!doc.is_object() || doc.value("format", "") != kFormat || !doc.contains("settings") ||
-      !doc["settings"].is_object()) {
+  auto is = [&](const char* key, auto check) { return doc.contains(key) && check(doc[key]); };
+  if (!doc.is_object() || !is("format", [](const auto& v) { return v == kFormat; }) ||
+      !is("settings", [](const auto& v) { return v.is_object(); })) {
     throw IOError(
         fmt::format("kdp::io: '{}' is not a run configuration (no format '{}' with settings)",
                     source, kFormat));
   }
-  if (doc.value("version", 0) > kVersion) {
-    throw IOError(
-        fmt::format("kdp::io: '{}' has run configuration version {}; this kdp reads up "
-                    "to {}",
-                    source, doc.value("version", 0), kVersion));
+  if (doc.contains("version")) {
+    const nlohmann::json& version = doc["version"];
+    if (!version.is_number_integer() || version.get<int64_t>() < 1) {
+      throw IOError(
+          fmt::format("kdp::io: '{}' is not a run configuration: its version {} is not a "
+                      "whole number >= 1",
+                      source, version.dump()));
+    }
+    if (version.get<int64_t>() > kVersion) {
+      throw IOError(
+          fmt::format("kdp::io: '{}' has run configuration version {}; this kdp reads up "
+                      "to {}",
+                      source, version.get<int64_t>(), kVersion));
+    }
   }
   RunConfig config;
   for (const auto& [name, value] : doc["settings"].items()) {

@@ -404,6 +404,20 @@ TEST(RunConfig, JsonRoundTripAndComparison) {
   EXPECT_EQ(io::run_config_from_json(io::run_config_to_json(c), "x"), c);
   EXPECT_THROW(io::run_config_from_json("{\"format\": \"other\"}", "run.json"), IOError);
   EXPECT_THROW(io::run_config_from_json("not json", "run.json"), IOError);
+  // Well-formed JSON of the wrong types is refused in the same way.
+  for (const char* bad :
+       {"[]", "{\"format\": 5, \"settings\": {}}", "{\"format\": \"kdp-run-config\"}",
+        "{\"format\": \"kdp-run-config\", \"settings\": []}",
+        "{\"format\": \"kdp-run-config\", \"version\": \"1\", \"settings\": {}}",
+        "{\"format\": \"kdp-run-config\", \"version\": 2, \"settings\": {}}",
+        "{\"format\": \"kdp-run-config\", \"settings\": {\"lr\": 0.1}}"}) {
+    try {
+      io::run_config_from_json(bad, "run.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const IOError& e) {
+      EXPECT_NE(std::string(e.what()).find("'run.json'"), std::string::npos) << e.what();
+    }
+  }
   io::RunConfig d = c;
   d["lr"] = "0.01";
   d.erase("seed");

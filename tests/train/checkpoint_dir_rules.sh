@@ -130,6 +130,17 @@ all_corrupt)
   [[ ! -e $work/run/rejected ]] || fail "files were moved although the run did not start"
   ;;
 
+damaged_run_json)
+  # A run.json that is not JSON, or JSON of other types: refused by name,
+  # nothing written or moved.
+  earlier_run "$work/run"
+  for text in 'not json' '{"format": 5, "settings": {}}' \
+    '{"format": "kdp-run-config", "version": "1", "settings": {}}'; do
+    printf '%s' "$text" >"$work/run/run.json"
+    expect_refusal "run.json holding $text" "run.json' is not a run configuration" "$work/run" \
+      "${train[@]}" --model 784,32,10 --epochs 3 --checkpoint-dir "$work/run" --resume auto
+  done
+  ;;
 allowed_change)
   # Epochs, threads and devices may change on resume.
   earlier_run "$work/run"
