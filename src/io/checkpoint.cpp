@@ -375,7 +375,15 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
 
 std::vector<std::string> checkpoint_mismatches(const Checkpoint& c, const nn::Module& model,
                                                const optim::Optimizer& optimizer) {
-  return layout_mismatches(layout_of(c), model, optimizer);
+  std::vector<std::string> problems = layout_mismatches(layout_of(c), model, optimizer);
+  // Names and shapes fit: the optimizer's values (hyperparameters in range,
+  // finite step counts) must too, before the model takes any tensor.
+  if (problems.empty()) {
+    for (const std::string& p : optimizer.state_problems(c.optimizer)) {
+      problems.push_back("the optimizer state: " + p);
+    }
+  }
+  return problems;
 }
 
 TrainingState load_checkpoint(Checkpoint c, const std::string& path, nn::Module& model,

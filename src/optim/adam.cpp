@@ -51,19 +51,28 @@ void adam_kernel(const Device& device, View1 p, ConstView1 g, View1 m, View1 v, 
 Adam::Adam(NamedParameters params, AdamOptions options)
     : Adam("Adam", std::move(params), options, false) {}
 
+namespace {
+
+void check_options(const AdamOptions& o, const std::string& type) {
+  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0)) {
+    throw ValueError(
+        fmt::format("kdp::optim::{}: betas ({}, {}) must be in [0, 1)", type, o.beta1, o.beta2));
+  }
+  if (!(o.eps >= 0.0 && std::isfinite(o.eps)) ||
+      !(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay))) {
+    throw ValueError(
+        fmt::format("kdp::optim::{}: eps {} and weight_decay {} must be finite and >= 0", type,
+                    o.eps, o.weight_decay));
+  }
+}
+
+}  // namespace
+
 Adam::Adam(std::string type, NamedParameters params, AdamOptions options, bool decoupled)
     : Optimizer(std::move(type), std::move(params), options.lr),
       options_(options),
       decoupled_(decoupled) {
-  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0 && options.beta2 >= 0.0 &&
-        options.beta2 < 1.0)) {
-    throw ValueError(fmt::format("kdp::optim::{}: betas ({}, {}) must be in [0, 1)", this->type(),
-                                 options.beta1, options.beta2));
-  }
-  if (!(options.eps >= 0.0) || !(options.weight_decay >= 0.0)) {
-    throw ValueError(fmt::format("kdp::optim::{}: eps {} and weight_decay {} must be >= 0",
-                                 this->type(), options.eps, options.weight_decay));
-  }
+  check_options(options, this->type());
 }
 
 void Adam::update(const std::string& name, Tensor& param, const Tensor& grad) {
@@ -101,17 +110,34 @@ std::map<std::string, double> Adam::hyperparameters() const {
           {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
 }
 
-void Adam::set_hyperparameters(const std::map<std::string, double>& v) {
+AdamOptions Adam::options_from(const std::map<std::string, double>& v) const {
   auto get = [&](const char* key, double fallback) {
     auto it = v.find(key);
     return it == v.end() ? fallback : it->second;
   };
-  options_.lr = lr();
-  options_.beta1 = get("beta1", options_.beta1);
-  options_.beta2 = get("beta2", options_.beta2);
-  options_.eps = get("eps", options_.eps);
-  options_.weight_decay = get("weight_decay", options_.weight_decay);
-  options_.amsgrad = get("amsgrad", options_.amsgrad ? 1.0 : 0.0) != 0.0;
+  AdamOptions o = options_;
+  o.lr = get("lr", lr());
+  o.beta1 = get("beta1", o.beta1);
+  o.beta2 = get("beta2", o.beta2);
+  o.eps = get("eps", o.eps);
+  o.weight_decay = get("weight_decay", o.weight_decay);
+  o.amsgrad = get("amsgrad", o.amsgrad ? 1.0 : 0.0) != 0.0;
+  return o;
+}
+
+std::string Adam::hyperparameter_problem(const std::map<std::string, double>& values) const {
+  try {
+    check_options(options_from(values), type());
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+void Adam::set_hyperparameters(const std::map<std::string, double>& values) {
+  const AdamOptions o = options_from(values);
+  check_options(o, type());
+  options_ = o;
 }
 
 AdamW::AdamW(NamedParameters params, AdamOptions options)

@@ -2,16 +2,28 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/module.hpp"
 
 namespace kdp::optim {
 
+namespace {
+
+bool valid_lr(double lr) {
+  return lr >= 0.0 && std::isfinite(lr);
+}
+
+}  // namespace
+
 Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
     : type_(std::move(type)), params_(std::move(params)), lr_(lr) {
-  if (!(lr >= 0.0))
-    throw ValueError(fmt::format("kdp::optim::{}: learning rate {} < 0", type_, lr));
+  if (!valid_lr(lr)) {
+    throw ValueError(
+        fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.defined())
@@ -26,8 +38,10 @@ Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0.0))
-    throw ValueError(fmt::format("kdp::optim::{}: learning rate {} < 0", type_, lr));
+  if (!valid_lr(lr)) {
+    throw ValueError(
+        fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
+  }
   lr_ = lr;
 }
 
@@ -92,11 +106,8 @@ void Optimizer::adopt_state_dict(const OptimizerState& state) {
   load_state(state, /*adopt=*/true);
 }
 
-void Optimizer::load_state(const OptimizerState& state, bool adopt) {
-  if (state.type != type_) {
-    throw ValueError(fmt::format("kdp::optim::{}::load_state_dict: the state is of a {} optimizer",
-                                 type_, state.type));
-  }
+std::vector<std::string> Optimizer::state_problems(const OptimizerState& state) const {
+  if (state.type != type_) return {fmt::format("the state is of a {} optimizer", state.type)};
   std::vector<std::string> problems;
   for (const auto& [name, entries] : state.tensors) {
     const Tensor* p = nn::find(params_, name);
@@ -115,14 +126,30 @@ void Optimizer::load_state(const OptimizerState& state, bool adopt) {
     if (nn::find(params_, name) == nullptr) {
       problems.push_back(fmt::format("state for unknown parameter '{}'", name));
     }
+    for (const auto& [key, v] : entries) {
+      if (!std::isfinite(v))
+        problems.push_back(fmt::format("'{}/{}' = {} is not finite", name, key, v));
+    }
   }
+  auto lr = state.hyperparameters.find("lr");
+  if (lr != state.hyperparameters.end() && !valid_lr(lr->second)) {
+    problems.push_back(fmt::format("learning rate {} is not finite and >= 0", lr->second));
+  }
+  const std::string why = hyperparameter_problem(state.hyperparameters);
+  if (!why.empty()) problems.push_back(why);
+  return problems;
+}
+
+void Optimizer::load_state(const OptimizerState& state, bool adopt) {
+  const std::vector<std::string> problems = state_problems(state);
   if (!problems.empty()) {
     throw ValueError(
         fmt::format("kdp::optim::{}::load_state_dict: {}", type_, fmt::join(problems, "; ")));
   }
+  // Checked above: from here on nothing is refused.
+  set_hyperparameters(state.hyperparameters);
   auto lr = state.hyperparameters.find("lr");
   if (lr != state.hyperparameters.end()) set_lr(lr->second);
-  set_hyperparameters(state.hyperparameters);
   tensor_state_.clear();
   for (const auto& [name, entries] : state.tensors) {
     const Tensor* p = nn::find(params_, name);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "kdp/core/error.hpp"
 #include "kdp/core/parallel_for.hpp"
 
@@ -28,15 +30,26 @@ void sgd_kernel(const Device& device, View1 p, ConstView1 g, View1 buf, bool fir
 
 }  // namespace detail
 
-SGD::SGD(NamedParameters params, SGDOptions options)
-    : Optimizer("SGD", std::move(params), options.lr), options_(options) {
-  if (options.momentum < 0.0 || options.weight_decay < 0.0) {
-    throw ValueError(fmt::format("kdp::optim::SGD: momentum {} and weight_decay {} must be >= 0",
-                                 options.momentum, options.weight_decay));
+namespace {
+
+void check_options(const SGDOptions& o) {
+  if (!(o.momentum >= 0.0 && std::isfinite(o.momentum)) ||
+      !(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay)) || !std::isfinite(o.dampening)) {
+    throw ValueError(fmt::format(
+        "kdp::optim::SGD: momentum {} and weight_decay {} must be finite and >= 0, dampening {} "
+        "finite",
+        o.momentum, o.weight_decay, o.dampening));
   }
-  if (options.nesterov && (options.momentum <= 0.0 || options.dampening != 0.0)) {
+  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
     throw ValueError("kdp::optim::SGD: Nesterov momentum needs momentum > 0 and dampening = 0");
   }
+}
+
+}  // namespace
+
+SGD::SGD(NamedParameters params, SGDOptions options)
+    : Optimizer("SGD", std::move(params), options.lr), options_(options) {
+  check_options(options);
 }
 
 void SGD::update(const std::string& name, Tensor& param, const Tensor& grad) {
@@ -63,16 +76,33 @@ std::map<std::string, double> SGD::hyperparameters() const {
           {"nesterov", options_.nesterov ? 1.0 : 0.0}};
 }
 
-void SGD::set_hyperparameters(const std::map<std::string, double>& v) {
+SGDOptions SGD::options_from(const std::map<std::string, double>& v) const {
   auto get = [&](const char* key, double fallback) {
     auto it = v.find(key);
     return it == v.end() ? fallback : it->second;
   };
-  options_.lr = lr();
-  options_.momentum = get("momentum", options_.momentum);
-  options_.dampening = get("dampening", options_.dampening);
-  options_.weight_decay = get("weight_decay", options_.weight_decay);
-  options_.nesterov = get("nesterov", options_.nesterov ? 1.0 : 0.0) != 0.0;
+  SGDOptions o = options_;
+  o.lr = get("lr", lr());
+  o.momentum = get("momentum", o.momentum);
+  o.dampening = get("dampening", o.dampening);
+  o.weight_decay = get("weight_decay", o.weight_decay);
+  o.nesterov = get("nesterov", o.nesterov ? 1.0 : 0.0) != 0.0;
+  return o;
+}
+
+std::string SGD::hyperparameter_problem(const std::map<std::string, double>& values) const {
+  try {
+    check_options(options_from(values));
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return {};
+}
+
+void SGD::set_hyperparameters(const std::map<std::string, double>& values) {
+  const SGDOptions o = options_from(values);
+  check_options(o);
+  options_ = o;
 }
 
 }  // namespace kdp::optim

@@ -150,6 +150,41 @@ TEST(Checkpoint, LoadingIntoAnotherModelReportsEveryMismatch) {
   EXPECT_THROW(io::load_checkpoint(dir.file("junk.h5"), *a, opt_a), IOError);
 }
 
+TEST(Checkpoint, OptimizerValuesOutOfRangeLeaveTheModelAsItWas) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::Adam opt_a(a->named_parameters(), optim::AdamOptions{});
+  take_steps(*a, opt_a, 2);
+  const std::string path = dir.file("a.h5");
+  io::save_checkpoint(path, *a, opt_a, some_state());
+  {
+    io::h5::File f = io::h5::File::open(path, io::h5::File::Mode::ReadWrite);
+    f.open_group("/optimizer").set_attribute("beta1", 1.5);
+    f.open_group("/optimizer/state/fc1.bias").set_attribute("step", std::nan(""));
+  }
+  auto b = std::make_shared<Net>();
+  optim::Adam opt_b(b->named_parameters(), optim::AdamOptions{});
+  auto values = [&] {
+    std::vector<std::vector<float>> out;
+    for (const auto& [name, t] : b->state_dict()) out.push_back(t.to_vector());
+    return out;
+  };
+  const auto before = values();
+  try {
+    io::load_checkpoint(path, *b, opt_b);
+    ADD_FAILURE() << "the checkpoint loaded";
+  } catch (const IOError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("betas (1.5, 0.999)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'fc1.bias/step' = nan"), std::string::npos) << msg;
+  }
+  // Neither the model nor the optimizer took anything from it.
+  EXPECT_EQ(values(), before);
+  EXPECT_EQ(opt_b.options().beta1, optim::AdamOptions{}.beta1);
+  EXPECT_TRUE(opt_b.state_dict().scalars.empty());
+}
+
 TEST(Checkpoint, ATrainingStateNoRunCouldWriteIsRefusedByName) {
   TempDir dir;
   auto a = std::make_shared<Net>();

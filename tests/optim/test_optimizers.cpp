@@ -146,14 +146,58 @@ TEST(Optimizer, StateDictRestoresTheTrajectory) {
   EXPECT_THROW(other.load_state_dict(saved), ValueError);  // unknown parameter name
 }
 
+TEST(Optimizer, AStateOutOfRangeIsRefusedWholeAndChangesNothing) {
+  Tensor p1 = start();
+  optim::SGD s1({{"p", p1}}, optim::SGDOptions{0.1, 0.9});
+  run(s1, p1, 2);
+  const optim::OptimizerState good = s1.state_dict();
+  Tensor p2 = start();
+  optim::SGD s2({{"p", p2}}, optim::SGDOptions{0.5});
+  for (const auto& [key, v] : {std::pair{"momentum", std::nan("")}, std::pair{"momentum", -0.5},
+                               std::pair{"weight_decay", double(INFINITY)},
+                               std::pair{"lr", double(INFINITY)}, std::pair{"lr", -1.0}}) {
+    optim::OptimizerState bad = good;
+    bad.hyperparameters[key] = v;
+    EXPECT_EQ(s2.state_problems(bad).size(), 1u) << key << " = " << v;
+    EXPECT_THROW(s2.load_state_dict(bad), ValueError) << key << " = " << v;
+    EXPECT_EQ(s2.lr(), 0.5);
+    EXPECT_EQ(s2.options().momentum, 0.0);
+    EXPECT_TRUE(s2.state_dict().tensors.empty());
+  }
+  EXPECT_TRUE(s2.state_problems(good).empty());
+
+  Tensor p3 = start();
+  optim::Adam a1({{"p", p3}}, optim::AdamOptions{});
+  run(a1, p3, 2);
+  optim::OptimizerState bad = a1.state_dict();
+  bad.hyperparameters["beta2"] = 1.0;
+  bad.scalars["p"]["step"] = -INFINITY;
+  optim::Adam a2({{"p", start()}}, optim::AdamOptions{});
+  EXPECT_EQ(a2.state_problems(bad).size(), 2u);  // every problem, not the first
+  try {
+    a2.load_state_dict(bad);
+    ADD_FAILURE() << "the state loaded";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("'p/step' = -inf"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("betas (0.9, 1)"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(a2.state_dict().scalars.empty());
+  EXPECT_EQ(a2.options().beta2, optim::AdamOptions{}.beta2);
+}
+
 TEST(Optimizer, RejectsBadOptions) {
   EXPECT_THROW(optim::SGD({{"p", start()}}, optim::SGDOptions{-1.0}), ValueError);
+  EXPECT_THROW(optim::SGD({{"p", start()}}, optim::SGDOptions{0.1, std::nan("")}), ValueError);
+  EXPECT_THROW(optim::SGD({{"p", start()}}, optim::SGDOptions{double(INFINITY)}), ValueError);
   optim::SGDOptions nesterov;
   nesterov.nesterov = true;
   EXPECT_THROW(optim::SGD({{"p", start()}}, nesterov), ValueError);
   optim::AdamOptions bad;
   bad.beta1 = 1.0;
   EXPECT_THROW(optim::Adam({{"p", start()}}, bad), ValueError);
+  optim::AdamOptions infinite_eps;
+  infinite_eps.eps = INFINITY;
+  EXPECT_THROW(optim::Adam({{"p", start()}}, infinite_eps), ValueError);
   EXPECT_THROW(optim::SGD({{"p", start()}, {"p", start()}}, optim::SGDOptions{}), ValueError);
 }
 

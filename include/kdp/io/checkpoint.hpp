@@ -78,7 +78,9 @@ Checkpoint read_checkpoint(const std::string& path);
 CheckpointInfo read_checkpoint_info(const std::string& path);
 
 /// Why `checkpoint` cannot be loaded into `model` and `optimizer`: names,
-/// shapes, the model signature and the optimizer type; empty when it fits.
+/// shapes, the model signature, the optimizer type and, when those fit, the
+/// optimizer's own checks of its values (Optimizer::state_problems); empty
+/// when it fits.
 std::vector<std::string> checkpoint_mismatches(const Checkpoint& checkpoint,
                                                const nn::Module& model,
                                                const optim::Optimizer& optimizer);

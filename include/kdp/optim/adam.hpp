@@ -31,8 +31,11 @@ class Adam : public Optimizer {
   void update(const std::string& name, Tensor& param, const Tensor& grad) override;
   std::map<std::string, double> hyperparameters() const override;
   void set_hyperparameters(const std::map<std::string, double>& values) override;
+  std::string hyperparameter_problem(const std::map<std::string, double>& values) const override;
 
  private:
+  AdamOptions options_from(const std::map<std::string, double>& values) const;
+
   AdamOptions options_;
   bool decoupled_;  // AdamW's weight decay
 };

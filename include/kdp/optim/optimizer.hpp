@@ -49,8 +49,12 @@ class Optimizer {
 
   /// A snapshot (copies) of the optimizer's state.
   OptimizerState state_dict() const;
-  /// Restores a state from state_dict(); throws ValueError naming what does not
-  /// match (type, parameter names, shapes).
+  /// Everything load_state_dict() would refuse in `state`, one message each
+  /// (another type, unknown parameter names, other shapes, hyperparameters
+  /// out of range, numbers that are not finite); empty when it would load.
+  std::vector<std::string> state_problems(const OptimizerState& state) const;
+  /// Restores a state from state_dict(); throws ValueError naming every
+  /// problem state_problems() finds, and then changes nothing.
   void load_state_dict(const OptimizerState& state);
   /// load_state_dict() that keeps the state's tensors (on the parameters'
   /// device memory) instead of copying them: for a state made to be loaded,
@@ -62,6 +66,12 @@ class Optimizer {
   virtual void update(const std::string& name, Tensor& param, const Tensor& grad) = 0;
   virtual std::map<std::string, double> hyperparameters() const = 0;
   virtual void set_hyperparameters(const std::map<std::string, double>& values) = 0;
+  /// Why set_hyperparameters() would refuse `values` (an empty string when it
+  /// would take them); it must not throw.
+  virtual std::string hyperparameter_problem(const std::map<std::string, double>& values) const {
+    (void)values;
+    return {};
+  }
 
   /// Per-parameter state, created on first use.
   std::map<std::string, std::map<std::string, Tensor>> tensor_state_;

@@ -29,8 +29,11 @@ class SGD : public Optimizer {
   void update(const std::string& name, Tensor& param, const Tensor& grad) override;
   std::map<std::string, double> hyperparameters() const override;
   void set_hyperparameters(const std::map<std::string, double>& values) override;
+  std::string hyperparameter_problem(const std::map<std::string, double>& values) const override;
 
  private:
+  SGDOptions options_from(const std::map<std::string, double>& values) const;
+
   SGDOptions options_;
 };
 
