@@ -126,12 +126,7 @@ AdamOptions Adam::options_from(const std::map<std::string, double>& v) const {
 }
 
 std::string Adam::hyperparameter_problem(const std::map<std::string, double>& values) const {
-  try {
-    check_options(options_from(values), type());
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return {};
+  return refusal([&] { check_options(options_from(values), type()); });
 }
 
 void Adam::set_hyperparameters(const std::map<std::string, double>& values) {

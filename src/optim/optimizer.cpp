@@ -106,6 +106,15 @@ void Optimizer::adopt_state_dict(const OptimizerState& state) {
   load_state(state, /*adopt=*/true);
 }
 
+std::string Optimizer::refusal(const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return {};
+}
+
 std::vector<std::string> Optimizer::state_problems(const OptimizerState& state) const {
   if (state.type != type_) return {fmt::format("the state is of a {} optimizer", state.type)};
   std::vector<std::string> problems;

@@ -91,12 +91,7 @@ SGDOptions SGD::options_from(const std::map<std::string, double>& v) const {
 }
 
 std::string SGD::hyperparameter_problem(const std::map<std::string, double>& values) const {
-  try {
-    check_options(options_from(values));
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return {};
+  return refusal([&] { check_options(options_from(values)); });
 }
 
 void SGD::set_hyperparameters(const std::map<std::string, double>& values) {

@@ -73,6 +73,10 @@ class Optimizer {
     return {};
   }
 
+  /// The message of the ValueError that `check` throws; empty when it
+  /// throws none (for hyperparameter_problem()).
+  static std::string refusal(const std::function<void()>& check);
+
   /// Per-parameter state, created on first use.
   std::map<std::string, std::map<std::string, Tensor>> tensor_state_;
   std::map<std::string, std::map<std::string, double>> scalar_state_;
