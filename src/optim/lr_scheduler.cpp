@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/numbers.hpp"
 
 namespace kdp::optim {
 
@@ -25,8 +26,7 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   if (e == state.end() || b == state.end()) {
     throw ValueError("kdp::optim::LRScheduler::load_state_dict: needs last_epoch and base_lr");
   }
-  // 2^53: every whole number up to it is exact in a double.
-  if (!(e->second >= 0 && e->second <= 9007199254740992.0 && std::trunc(e->second) == e->second)) {
+  if (!detail::is_count(e->second)) {
     throw ValueError(fmt::format(
         "kdp::optim::LRScheduler::load_state_dict: last_epoch = {} is not a whole number >= 0",
         e->second));

@@ -8,6 +8,7 @@
 
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/numbers.hpp"
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/dist/distributed_data_parallel.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
@@ -237,9 +238,8 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       }
     }
     best = value("best_metric", std::nan(""));
-    // A count: a whole number >= 0, up to 2^53 (exact in a double).
     const double bad = value("bad_epochs", 0);
-    if (!(bad >= 0 && bad <= 9007199254740992.0 && std::trunc(bad) == bad)) {
+    if (!detail::is_count(bad)) {
       throw IOError(
           fmt::format("kdp::train: training/bad_epochs = {} in '{}' is not a whole "
                       "number >= 0",
