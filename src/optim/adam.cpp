@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/numbers.hpp"
 #include "kdp/core/parallel_for.hpp"
 
 namespace kdp::optim {
@@ -58,8 +59,8 @@ void check_options(const AdamOptions& o, const std::string& type) {
     throw ValueError(
         fmt::format("kdp::optim::{}: betas ({}, {}) must be in [0, 1)", type, o.beta1, o.beta2));
   }
-  if (!(o.eps >= 0.0 && std::isfinite(o.eps)) ||
-      !(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay))) {
+  if (!kdp::detail::is_finite_nonnegative(o.eps) ||
+      !kdp::detail::is_finite_nonnegative(o.weight_decay)) {
     throw ValueError(
         fmt::format("kdp::optim::{}: eps {} and weight_decay {} must be finite and >= 0", type,
                     o.eps, o.weight_decay));

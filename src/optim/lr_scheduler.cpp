@@ -26,12 +26,12 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   if (e == state.end() || b == state.end()) {
     throw ValueError("kdp::optim::LRScheduler::load_state_dict: needs last_epoch and base_lr");
   }
-  if (!detail::is_count(e->second)) {
+  if (!kdp::detail::is_count(e->second)) {
     throw ValueError(fmt::format(
         "kdp::optim::LRScheduler::load_state_dict: last_epoch = {} is not a whole number >= 0",
         e->second));
   }
-  if (!(std::isfinite(b->second) && b->second >= 0)) {
+  if (!kdp::detail::is_finite_nonnegative(b->second)) {
     throw ValueError(fmt::format(
         "kdp::optim::LRScheduler::load_state_dict: base_lr = {} is not a finite number >= 0",
         b->second));

@@ -6,21 +6,14 @@
 
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/numbers.hpp"
 #include "kdp/nn/module.hpp"
 
 namespace kdp::optim {
 
-namespace {
-
-bool valid_lr(double lr) {
-  return lr >= 0.0 && std::isfinite(lr);
-}
-
-}  // namespace
-
 Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
     : type_(std::move(type)), params_(std::move(params)), lr_(lr) {
-  if (!valid_lr(lr)) {
+  if (!kdp::detail::is_finite_nonnegative(lr)) {
     throw ValueError(
         fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
   }
@@ -38,7 +31,7 @@ Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!valid_lr(lr)) {
+  if (!kdp::detail::is_finite_nonnegative(lr)) {
     throw ValueError(
         fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
   }
@@ -141,7 +134,7 @@ std::vector<std::string> Optimizer::state_problems(const OptimizerState& state) 
     }
   }
   auto lr = state.hyperparameters.find("lr");
-  if (lr != state.hyperparameters.end() && !valid_lr(lr->second)) {
+  if (lr != state.hyperparameters.end() && !kdp::detail::is_finite_nonnegative(lr->second)) {
     problems.push_back(fmt::format("learning rate {} is not finite and >= 0", lr->second));
   }
   const std::string why = hyperparameter_problem(state.hyperparameters);

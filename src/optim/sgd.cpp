@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/numbers.hpp"
 #include "kdp/core/parallel_for.hpp"
 
 namespace kdp::optim {
@@ -33,8 +34,8 @@ void sgd_kernel(const Device& device, View1 p, ConstView1 g, View1 buf, bool fir
 namespace {
 
 void check_options(const SGDOptions& o) {
-  if (!(o.momentum >= 0.0 && std::isfinite(o.momentum)) ||
-      !(o.weight_decay >= 0.0 && std::isfinite(o.weight_decay)) || !std::isfinite(o.dampening)) {
+  if (!kdp::detail::is_finite_nonnegative(o.momentum) ||
+      !kdp::detail::is_finite_nonnegative(o.weight_decay) || !std::isfinite(o.dampening)) {
     throw ValueError(fmt::format(
         "kdp::optim::SGD: momentum {} and weight_decay {} must be finite and >= 0, dampening {} "
         "finite",
