@@ -7,6 +7,7 @@
 
 #include "kdp/core/binding.hpp"
 #include "kdp/core/caching_allocator.hpp"
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/device.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
@@ -31,6 +32,7 @@
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/loss.hpp"
 #include "kdp/nn/module.hpp"
+#include "kdp/nn/parameter_memory.hpp"
 #include "kdp/nn/sequential.hpp"
 
 #include "kdp/optim/adam.hpp"

@@ -50,8 +50,8 @@ void* BlasHandle::cublas() {
   return cublas_;
 }
 
-void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha,
-          ConstMatrix a, ConstMatrix b, float beta, Matrix c) {
+void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha, ConstMatrix a,
+          ConstMatrix b, float beta, Matrix c) {
 #if defined(KOKKOS_ENABLE_CUDA)
   const bool ta = trans_a[0] == 'T' || trans_a[0] == 't';
   const bool tb = trans_b[0] == 'T' || trans_b[0] == 't';
@@ -65,10 +65,10 @@ void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float al
   const int lda = static_cast<int>(a.extent(1) > 0 ? a.extent(1) : 1);
   const int ldb = static_cast<int>(b.extent(1) > 0 ? b.extent(1) : 1);
   cudaSetDevice(handle.space().cuda_device());  // the handle's GPU, where several are driven
-  const cublasStatus_t status = cublasSgemm(
-      static_cast<cublasHandle_t>(handle.cublas()), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-      ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data(), ldb, a.data(), lda, &beta,
-      c.data(), n);
+  const cublasStatus_t status =
+      cublasSgemm(static_cast<cublasHandle_t>(handle.cublas()), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data(), ldb, a.data(), lda,
+                  &beta, c.data(), n);
   if (status != CUBLAS_STATUS_SUCCESS) {
     throw std::runtime_error("kdp: cublasSgemm failed with status " +
                              std::to_string(static_cast<int>(status)));
@@ -87,6 +87,25 @@ int visible_gpus() {
   }
   return n;
 #else
+  return 0;
+#endif
+}
+
+size_t gpu_memory_bytes(int gpu) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  int current = 0;
+  cudaGetDevice(&current);
+  cudaSetDevice(gpu);
+  size_t free_bytes = 0, total_bytes = 0;
+  const cudaError_t got = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cudaSetDevice(current);
+  if (got != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return total_bytes;
+#else
+  (void)gpu;
   return 0;
 #endif
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp {
@@ -18,24 +19,26 @@ void check_dims(const int64_t* dims, size_t rank) {
     }
   }
 }
+
+// Tensors hold floats: a shape whose floats cannot be addressed is refused here,
+// before any size computed from it can wrap around.
+int64_t float_count(const int64_t* dims, size_t rank) {
+  return checked_numel(std::vector<int64_t>(dims, dims + rank), sizeof(float), "kdp::Shape");
+}
 }  // namespace
 
 Shape::Shape(std::initializer_list<int64_t> dims) {
   check_dims(dims.begin(), dims.size());
   rank_ = static_cast<int>(dims.size());
   std::copy(dims.begin(), dims.end(), dims_.begin());
+  numel_ = float_count(dims.begin(), dims.size());
 }
 
 Shape::Shape(const std::vector<int64_t>& dims) {
   check_dims(dims.data(), dims.size());
   rank_ = static_cast<int>(dims.size());
   std::copy(dims.begin(), dims.end(), dims_.begin());
-}
-
-int64_t Shape::numel() const {
-  int64_t n = 1;
-  for (int d = 0; d < rank_; ++d) n *= dims_[static_cast<size_t>(d)];
-  return n;
+  numel_ = float_count(dims.data(), dims.size());
 }
 
 int Shape::normalize_dim(int dim) const {
@@ -48,9 +51,9 @@ int Shape::normalize_dim(int dim) const {
 }
 
 Shape Shape::with(int dim, int64_t size) const {
-  Shape s = *this;
-  s.dims_[static_cast<size_t>(normalize_dim(dim))] = size;
-  return s;
+  std::vector<int64_t> dims = to_vector();
+  dims[static_cast<size_t>(normalize_dim(dim))] = size;
+  return Shape(dims);
 }
 
 std::vector<int64_t> Shape::to_vector() const {

@@ -5,18 +5,31 @@
 #include <cmath>
 
 #include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/init.hpp"
+#include "kdp/nn/parameter_memory.hpp"
 #include "kdp/ops/linear.hpp"
 
 namespace kdp::nn {
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Device& device)
-    : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+size_t Linear::parameter_bytes(int64_t in_features, int64_t out_features, bool bias) {
+  const std::string what = fmt::format("kdp::nn::Linear({}, {})", in_features, out_features);
   if (in_features < 0 || out_features < 0) {
-    throw ShapeError(fmt::format("kdp::nn::Linear: negative size in_features={} out_features={}",
+    throw ShapeError(fmt::format("{}: negative size in_features={} out_features={}", what,
                                  in_features, out_features));
   }
+  const int64_t weights = checked_numel({out_features, in_features}, sizeof(float), what);
+  // No wrap-around: weights * 4 fits, and out_features <= weights unless in_features is 0.
+  const int64_t values = weights + (bias ? out_features : 0);
+  return checked_bytes(values, sizeof(float), what);
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, const Device& device)
+    : Module("Linear"), in_features_(in_features), out_features_(out_features) {
+  check_parameters_fit({{"", fmt::format("Linear({}, {})", in_features, out_features),
+                         parameter_bytes(in_features, out_features, bias)}},
+                       device, fmt::format("kdp::nn::Linear({}, {})", in_features, out_features));
   weight_ = register_parameter(
       "weight", Tensor::empty_labeled({out_features, in_features}, device, "kdp::Linear::weight"));
   if (bias) {

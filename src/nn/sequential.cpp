@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <string>
 #include <typeinfo>
 
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/linear.hpp"
+#include "kdp/nn/parameter_memory.hpp"
 #include "kdp/ops/linear.hpp"
 
 namespace kdp::nn {
@@ -52,6 +54,18 @@ std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::st
     throw ValueError(
         fmt::format("kdp::nn::mlp: needs at least two sizes (in and out), got {}", sizes.size()));
   }
+  // Every layer's size is checked before the first one is allocated.
+  std::vector<LayerMemory> layers;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const std::string name = std::to_string(2 * i);
+    const std::string what = fmt::format("Linear({}, {})", sizes[i], sizes[i + 1]);
+    try {
+      layers.push_back({name, what, Linear::parameter_bytes(sizes[i], sizes[i + 1])});
+    } catch (const ShapeError& e) {
+      throw ShapeError(fmt::format("kdp::nn::mlp: layer '{}': {}", name, e.what()));
+    }
+  }
+  check_parameters_fit(layers, device, fmt::format("kdp::nn::mlp({})", fmt::join(sizes, ",")));
   auto net = std::make_shared<Sequential>();
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
     net->push_back(std::make_shared<Linear>(sizes[i], sizes[i + 1], true, device));

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <numeric>
@@ -175,4 +176,25 @@ TEST(Tensor, ToSameDeviceIsIdentity) {
   Tensor a = Tensor::ones({2});
   Tensor b = a.to(a.device());
   EXPECT_TRUE(b.is_same(a));
+}
+
+TEST(Tensor, AllocationsWhoseSizeOverflowsAreRefusedBeforeAllocating) {
+  const AllocatorStats before = Runtime::get().allocator().stats();
+  EXPECT_THROW(Tensor::empty({784, int64_t{1} << 62}), ShapeError);
+  EXPECT_THROW(Tensor::rand({784, int64_t{1} << 62}), ShapeError);
+  EXPECT_THROW(Storage(size_t{1} << 62, get_default_device()), ShapeError);
+  EXPECT_THROW(Storage(SIZE_MAX, get_default_device(), "kdp::test"), ShapeError);
+  const AllocatorStats after = Runtime::get().allocator().stats();
+  EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_EQ(after.dedicated_allocations, before.dedicated_allocations);
+}
+
+TEST(Device, MemoryCapacityIsPositiveAndBoundedByThePhysicalMemory) {
+  const size_t capacity = get_default_device().memory_capacity();
+  EXPECT_GT(capacity, size_t{1} << 26);  // any machine that runs these tests
+  if (compat::host_accessible_memory()) {
+    const auto physical =
+        static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    EXPECT_LE(capacity, physical);
+  }
 }

@@ -149,3 +149,45 @@ TEST(Module, MakeActivationKnowsPyTorchsNames) {
   }
   EXPECT_THROW(nn::make_activation("swish"), ValueError);
 }
+
+TEST(ParameterMemory, ALayerWhoseSizeOverflowsIsRefusedNamingIt) {
+  try {
+    nn::mlp({784, int64_t{1} << 62, 10});
+    FAIL() << "no error";
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("layer '0'"), std::string::npos) << m;
+    EXPECT_NE(m.find("Linear(784, 4611686018427387904)"), std::string::npos) << m;
+  }
+  EXPECT_THROW(nn::Linear(int64_t{1} << 40, int64_t{1} << 30), ShapeError);
+}
+
+TEST(ParameterMemory, AModelBeyondTheDevicesMemoryIsRefusedBeforeAnyAllocation) {
+  // 784-1000000-1000000-10: 4 TB of parameters, far beyond any test machine.
+  const AllocatorStats before = Runtime::get().allocator().stats();
+  try {
+    nn::mlp({784, 1000000, 1000000, 10});
+    FAIL() << "no error";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    // 4 bytes x ((784 + 1) x 1e6 + (1e6 + 1) x 1e6 + (1e6 + 1) x 10) values
+    EXPECT_NE(m.find("4003184000040 bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("'2', Linear(1000000, 1000000)"), std::string::npos) << m;
+    EXPECT_NE(m.find(get_default_device().str()), std::string::npos) << m;
+  }
+  const AllocatorStats after = Runtime::get().allocator().stats();
+  EXPECT_EQ(after.dedicated_allocations, before.dedicated_allocations);
+  EXPECT_EQ(after.allocations, before.allocations);
+  // One layer alone is checked the same way.
+  EXPECT_THROW(nn::Linear(1000000, 1000000), ValueError);
+}
+
+TEST(ParameterMemory, TheCheckSumsLayersAgainstTheCapacity) {
+  const Device& d = get_default_device();
+  const size_t half = d.memory_capacity() / 2 + 1;
+  EXPECT_NO_THROW(nn::check_parameters_fit({{"0", "a", half}}, d, "one half"));
+  EXPECT_THROW(nn::check_parameters_fit({{"0", "a", half}, {"1", "b", half}}, d, "two halves"),
+               ValueError);
+  EXPECT_THROW(nn::check_parameters_fit({{"0", "a", SIZE_MAX}, {"1", "b", 2}}, d, "wraps"),
+               ValueError);
+}

@@ -41,6 +41,11 @@ class Device {
   /// The GPU the device runs on (-1 on host backends).
   int gpu() const;
 
+  /// The bytes of memory this device can hold in all: the GPU's memory, or on
+  /// host backends the physical memory or the process's cgroup limit,
+  /// whichever is smaller. What model sizes are checked against before
+  /// anything is allocated.
+  size_t memory_capacity() const;
   /// "device 1 (Serial, shared instance 0)".
   std::string str() const;
 

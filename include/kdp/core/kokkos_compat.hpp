@@ -117,6 +117,9 @@ constexpr bool several_gpus_per_process() {
 #endif
 }
 
+/// The memory of GPU `gpu` in bytes (0 on host backends or when it cannot be read).
+size_t gpu_memory_bytes(int gpu);
+
 /// A new instance on GPU `gpu` with a stream of its own (only where
 /// several_gpus_per_process()).
 ExecSpace instance_on_gpu(int gpu);

@@ -1,6 +1,8 @@
 #pragma once
 /// \file
 /// Shape: the sizes of a tensor's dimensions, rank 0 (scalar) to 4, row-major.
+/// A shape whose floats would not fit in one allocation is refused when it is
+/// made (checked_numel), so no size computed from a Shape wraps around.
 
 #include <array>
 #include <cstdint>
@@ -21,7 +23,8 @@ class Shape {
 
   int rank() const { return rank_; }
   int64_t operator[](int d) const { return dims_[static_cast<size_t>(d)]; }
-  int64_t numel() const;
+  /// The number of elements (1 for a scalar); checked when the shape was made.
+  int64_t numel() const { return numel_; }
   /// The size of dimension `dim`, which may be negative (counted from the end).
   int64_t size(int dim) const { return dims_[static_cast<size_t>(normalize_dim(dim))]; }
 
@@ -41,6 +44,7 @@ class Shape {
  private:
   std::array<int64_t, kMaxRank> dims_{};
   int rank_ = 0;
+  int64_t numel_ = 1;
 };
 
 /// Product of the dimensions before `dim`, `dim` itself, and after it: the

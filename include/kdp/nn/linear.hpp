@@ -11,6 +11,7 @@ namespace kdp::nn {
 /// y = x W^T + b with PyTorch's layout and initialisation.
 class Linear : public Module {
  public:
+  /// Throws ValueError when the parameters cannot fit in `device`'s memory.
   Linear(int64_t in_features, int64_t out_features, bool bias = true,
          const Device& device = get_default_device());
 
@@ -18,6 +19,9 @@ class Linear : public Module {
   using Module::forward;
   std::shared_ptr<Module> clone() const override;
   std::string extra_repr() const override;
+
+  /// The bytes of a layer's weight and bias, checked for overflow (ShapeError).
+  static size_t parameter_bytes(int64_t in_features, int64_t out_features, bool bias = true);
 
   /// Draws new weights (and bias) from the device's generator.
   void reset_parameters();
