@@ -8,13 +8,14 @@ namespace ops_detail {
 
 namespace math = compat::math;
 
+// NaN in, NaN out, as in PyTorch: the comparison is false for NaN.
 struct ReluF {
-  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x > 0.0f ? x : 0.0f; }
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x <= 0.0f ? 0.0f : x; }
   KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const { return x > 0.0f ? g : 0.0f; }
 };
 struct LeakyReluF {
   float slope;
-  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x > 0.0f ? x : slope * x; }
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x <= 0.0f ? slope * x : x; }
   KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const {
     return x > 0.0f ? g : slope * g;
   }
@@ -121,14 +122,16 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
   return out;
 }
 
-// Dropout keeps element i when uniform(seed, base + i) >= p.
+// Dropout keeps element i when uniform(seed, base + i) >= p. A dropped element
+// is multiplied by 0, as in PyTorch, so a NaN stays NaN either way.
 void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
                     uint64_t base) {
   const float scale = 1.0f / (1.0f - p);
   Kokkos::parallel_for(
       "kdp::dropout", kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) {
-        out(i) = random::uniform(seed, base + static_cast<uint64_t>(i)) >= p ? in(i)*scale : 0.0f;
+        const bool keep = random::uniform(seed, base + static_cast<uint64_t>(i)) >= p;
+        out(i) = in(i) * (keep ? scale : 0.0f);
       });
 }
 

@@ -155,7 +155,7 @@ void bias_relu(const Device& device, View2 y, ConstView1 bias, bool has_bias) {
       "kdp::linear_relu bias+relu", device, static_cast<int64_t>(y.extent(0)),
       static_cast<int64_t>(y.extent(1)), KOKKOS_LAMBDA(const int64_t r, const int64_t c) {
         const float v = y(r, c) + (has_bias ? bias(c) : 0.0f);
-        y(r, c) = v > 0.0f ? v : 0.0f;
+        y(r, c) = v <= 0.0f ? 0.0f : v;  // NaN stays NaN, as relu()
       });
 }
 

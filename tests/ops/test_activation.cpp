@@ -87,3 +87,73 @@ TEST(Activation, DropoutScalesKeptElementsAndReplaysItsMaskInBackward) {
   const auto zeros = dropout(x, 1.0f, true).to_vector();
   for (float v : zeros) EXPECT_EQ(v, 0.0f);
 }
+
+// NaN in, NaN out, as in PyTorch and NumPy; infinities map as the function does.
+// One test per activation, each fed NaN, +Inf and -Inf beside ordinary values.
+namespace {
+void expect_nan_kept(const char* name, const std::function<Tensor(const Tensor&)>& f) {
+  const float nan = std::nanf("");
+  Tensor x = Tensor::from_host({nan, -1.0f, nan, 2.0f}, {2, 2});
+  const std::vector<float> y = f(x).to_vector();
+  EXPECT_TRUE(std::isnan(y[0])) << name << " turned NaN into " << y[0];
+  EXPECT_TRUE(std::isnan(y[2])) << name << " turned NaN into " << y[2];
+  EXPECT_FALSE(std::isnan(y[1])) << name;
+  EXPECT_FALSE(std::isnan(y[3])) << name;
+}
+}  // namespace
+
+TEST(ActivationNaN, Relu) {
+  expect_nan_kept("relu", [](const Tensor& x) { return relu(x); });
+  expect_nan_kept("nn::ReLU", [](const Tensor& x) { return nn::ReLU().forward(x); });
+  const float inf = INFINITY;
+  EXPECT_EQ(relu(Tensor::from_host({inf, -inf, -0.0f}, {3})).to_vector(),
+            (std::vector<float>{inf, 0.0f, 0.0f}));
+}
+
+TEST(ActivationNaN, LeakyRelu) {
+  expect_nan_kept("leaky_relu", [](const Tensor& x) { return leaky_relu(x, 0.1f); });
+}
+
+TEST(ActivationNaN, Sigmoid) {
+  expect_nan_kept("sigmoid", [](const Tensor& x) { return sigmoid(x); });
+}
+
+TEST(ActivationNaN, Tanh) {
+  expect_nan_kept("tanh", [](const Tensor& x) { return tanh(x); });
+}
+
+TEST(ActivationNaN, Gelu) {
+  expect_nan_kept("gelu", [](const Tensor& x) { return gelu(x); });
+}
+
+TEST(ActivationNaN, SoftmaxAndLogSoftmaxMakeTheRowNaN) {
+  // A NaN in a row makes every value of that row NaN (PyTorch does the same);
+  // the other row is untouched.
+  const float nan = std::nanf("");
+  for (bool log : {false, true}) {
+    Tensor x = Tensor::from_host({1.0f, nan, 3.0f, 1.0f, 2.0f, 3.0f}, {2, 3});
+    const std::vector<float> y = (log ? log_softmax(x, 1) : softmax(x, 1)).to_vector();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isnan(y[static_cast<size_t>(i)])) << log << i;
+    for (int i = 3; i < 6; ++i) EXPECT_TRUE(std::isfinite(y[static_cast<size_t>(i)])) << log << i;
+  }
+}
+
+TEST(ActivationNaN, FusedLinearReluKeepsNaN) {
+  // Sequential runs Linear + ReLU as one fused kernel: it must agree with relu().
+  const float nan = std::nanf("");
+  Tensor x = Tensor::from_host({nan, 1.0f, 2.0f, 3.0f}, {2, 2});
+  Tensor w = Tensor::from_host({1.0f, 0.0f, 0.0f, 1.0f}, {2, 2});
+  Tensor b = Tensor::from_host({0.0f, -10.0f}, {2});
+  const std::vector<float> y = linear_relu(x, w, b).to_vector();
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_TRUE(std::isnan(y[1]));  // NaN x 0 + 1 - 10 is NaN, not below 0
+  EXPECT_EQ(y[2], 2.0f);
+  EXPECT_EQ(y[3], 0.0f);
+}
+
+TEST(ActivationNaN, DropoutKeepsNaNWhereItDrops) {
+  // PyTorch multiplies by a 0/scale mask, so a dropped NaN stays NaN.
+  const float nan = std::nanf("");
+  Tensor x = Tensor::full({256}, nan);
+  for (float v : dropout(x, 0.5f, true).to_vector()) EXPECT_TRUE(std::isnan(v));
+}
