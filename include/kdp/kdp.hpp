@@ -10,6 +10,7 @@
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/device.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/regular_file.hpp"
 #include "kdp/core/runtime.hpp"
 #include "kdp/core/shape.hpp"
 #include "kdp/core/tensor.hpp"

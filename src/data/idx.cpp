@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/regular_file.hpp"
 
 namespace kdp::data {
 
@@ -41,6 +42,7 @@ size_t read_some(gzFile f, uint8_t* out, size_t n, const std::string& path) {
 }  // namespace
 
 IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
+  require_regular_file(path, "kdp::data", "IDX file ");  // a FIFO would block gzopen
   Gz f(gzopen(path.c_str(), "rb"));
   if (!f)
     throw IOError(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/regular_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -387,15 +388,14 @@ Dataset Group::create_dataset(const std::string& name, Type type, const std::vec
 File File::open(const std::string& path, Mode mode) {
   silence_errors();
   // The system's reason first: it says more than HDF5's for missing or
-  // unreadable files.
-  const int fd = ::open(path.c_str(), mode == Mode::ReadOnly ? O_RDONLY : O_RDWR);
+  // unreadable files; and a FIFO or a device is refused before open() can
+  // block on it.
+  require_regular_file(path, "kdp::io");
+  const int fd = ::open(path.c_str(), (mode == Mode::ReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK);
   if (fd < 0) {
     throw IOError(fmt::format("kdp::io: cannot open '{}': {}", path, describe_file_error(errno)));
   }
-  struct stat st {};
-  const bool directory = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
   ::close(fd);
-  if (directory) throw IOError(fmt::format("kdp::io: cannot open '{}': it is a directory", path));
   Handle f(
       H5Fopen(path.c_str(), mode == Mode::ReadOnly ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
       H5Fclose);
