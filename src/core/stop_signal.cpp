@@ -8,6 +8,7 @@ namespace {
 // Written from a signal handler: a lock-free atomic is all it may touch.
 std::atomic<int> received{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+std::atomic<int> alive{0};  // StopSignal objects in existence
 
 extern "C" void on_stop_signal(int sig) {
   received.store(sig);
@@ -15,6 +16,7 @@ extern "C" void on_stop_signal(int sig) {
 }  // namespace
 
 StopSignal::StopSignal(std::vector<int> signals) : signals_(std::move(signals)) {
+  outermost_ = alive.fetch_add(1) == 0;
   previous_.resize(signals_.size());
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
@@ -25,6 +27,7 @@ StopSignal::StopSignal(std::vector<int> signals) : signals_(std::move(signals)) 
 
 StopSignal::~StopSignal() {
   for (size_t i = 0; i < signals_.size(); ++i) sigaction(signals_[i], &previous_[i], nullptr);
+  alive.fetch_sub(1);
 }
 
 bool StopSignal::requested() {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/parallel_for.hpp"
 #include "kdp/core/runtime.hpp"
@@ -25,8 +26,7 @@ Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures
                            const Shape& shape, const Device& device) {
   const auto n = static_cast<int64_t>(bytes.size());
   Tensor staging = Tensor::empty(Shape{(n + 3) / 4}, device);  // the bytes, in device memory
-  using DeviceBytes =
-      Kokkos::View<uint8_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using DeviceBytes = Kokkos::View<uint8_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using HostBytes =
       Kokkos::View<const uint8_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const DeviceBytes raw(reinterpret_cast<uint8_t*>(staging.data()), static_cast<size_t>(n));
@@ -68,6 +68,8 @@ struct DataLoader::Epoch {
     try {
       const auto n = h.indices.size();
       const auto row = static_cast<size_t>(dataset->sample_shape().numel());
+      checked_numel({static_cast<int64_t>(n), static_cast<int64_t>(row)}, sizeof(float),
+                    "kdp::data::DataLoader: a batch");  // its floats must be addressable
       h.labels.resize(n * static_cast<size_t>(dataset->label_shape().numel()));
       if (bytes) {
         h.bytes.resize(n * row);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
 #include "kdp/io/hdf5.hpp"
@@ -65,9 +66,12 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
                     images, path, io::h5::to_string(type)));
   }
   uint8_ = type == io::h5::Type::UInt8;
+  feature_type_ = io::h5::to_string(type);
   n_ = dims[0];
   std::vector<int64_t> sample(dims.begin() + 1, dims.end());
-  row_ = std::accumulate(sample.begin(), sample.end(), int64_t{1}, std::multiplies<int64_t>());
+  row_ =
+      checked_numel(sample, sizeof(float),
+                    fmt::format("kdp::data::HDF5Dataset: a sample of '{}' in '{}'", images, path));
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 
   const std::vector<int64_t> ldims = lab.dims();

@@ -36,6 +36,31 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
+void write_file_atomically(const std::string& path, const std::string& text) {
+  AtomicFile target(path);
+  const int fd = ::open(target.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw IOError(
+        fmt::format("kdp::io: cannot write '{}': cannot create a file in its directory: {}", path,
+                    describe_file_error(errno)));
+  }
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw IOError(fmt::format("kdp::io: cannot write '{}': {}", path, describe_file_error(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    throw IOError(fmt::format("kdp::io: cannot write '{}': {}", path, describe_file_error(errno)));
+  }
+  target.commit();
+}
+
 AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
   static std::atomic<int> counter{0};
   const fs::path t(target_);

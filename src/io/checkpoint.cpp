@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <ctime>
 #include <string_view>
 #include <tuple>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/io/atomic_file.hpp"
 #include "kdp/io/hdf5.hpp"
@@ -19,12 +21,48 @@ namespace {
 
 constexpr int64_t kFormatVersion = 1;
 
-void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t) {
+// Where the first NaN or Inf of `n` values is and what it is, or "" when all
+// are finite: "NaN at index 12 (position [0, 12])".
+std::string first_non_finite(const float* values, int64_t n, const Shape& shape) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(values[i])) continue;
+    std::vector<int64_t> position(static_cast<size_t>(shape.rank()));
+    int64_t rest = i;
+    for (int d = shape.rank() - 1; d >= 0; --d) {
+      position[static_cast<size_t>(d)] = shape[d] > 0 ? rest % shape[d] : 0;
+      rest = shape[d] > 0 ? rest / shape[d] : 0;
+    }
+    return fmt::format("{} at index {} (position [{}])", std::isnan(values[i]) ? "NaN" : "Inf", i,
+                       fmt::join(position, ", "));
+  }
+  return "";
+}
+
+// `name` is the dataset's name in `g`; `entry` names it in errors ("fc1.weight").
+void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
+                  const std::string& entry, const std::string& path) {
   std::vector<int64_t> dims = t.shape().to_vector();
-  if (dims.empty()) dims = {};  // scalars are stored as rank-0 datasets
-  h5::Dataset d = g.create_dataset(name, h5::Type::Float32, dims);
   const std::vector<float> values = t.to_vector();
+  // A checkpoint is what a run goes back to: one with a NaN would carry it
+  // into every run resumed from it.
+  const std::string bad = first_non_finite(values.data(), t.numel(), t.shape());
+  if (!bad.empty()) {
+    throw NumericalError(fmt::format(
+        "kdp::io::save_checkpoint: '{}' holds {}; '{}' was not written", entry, bad, path));
+  }
+  h5::Dataset d = g.create_dataset(name, h5::Type::Float32, dims);  // rank 0 for scalars
   d.write_all(values.data());
+}
+
+// A tensor read from a checkpoint holds only finite values.
+void check_finite(const float* values, const Tensor& t, const h5::Dataset& d) {
+  const std::string bad = first_non_finite(values, t.numel(), t.shape());
+  if (!bad.empty()) {
+    throw IOError(
+        fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}; a checkpoint with "
+                    "non-finite values is not loaded",
+                    d.path(), d.file(), bad));
+  }
 }
 
 Tensor read_tensor(const h5::Dataset& d) {
@@ -39,10 +77,13 @@ Tensor read_tensor(const h5::Dataset& d) {
     d.check_plausible();
     Tensor t = Tensor::empty(Shape(dims));
     if (t.numel() > 0) d.read_all(t.data());
+    check_finite(t.data(), t, d);
     return t;
   }
   const std::vector<float> values = d.read_all<float>();
-  return Tensor::from_host(values, Shape(dims));
+  Tensor t = Tensor::from_host(values, Shape(dims));
+  check_finite(values.data(), t, d);
+  return t;
 }
 
 h5::File open_checkpoint(const std::string& path) {
@@ -165,7 +206,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     }
     h5::File f = h5::File::create_in_memory(path, bytes);
     h5::Group m = f.create_group("model");
-    for (const auto& [name, t] : sd) write_tensor(m, name, t);
+    for (const auto& [name, t] : sd) write_tensor(m, name, t, name, path);
 
     h5::Group o = f.create_group("optimizer");
     o.set_attribute("type", os.type);
@@ -177,7 +218,9 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     std::map<std::string, bool> done;
     for (const auto& [pname, entries] : os.tensors) {
       h5::Group pg = st.create_group(pname);
-      for (const auto& [key, t] : entries) write_tensor(pg, key, t);
+      for (const auto& [key, t] : entries) {
+        write_tensor(pg, key, t, fmt::format("optimizer state {}/{}", pname, key), path);
+      }
       done[pname] = true;
     }
     for (const auto& [pname, entries] : os.scalars) {
@@ -340,6 +383,16 @@ std::vector<std::string> layout_mismatches(const Layout& saved, const nn::Module
 
 }  // namespace
 
+bool is_checkpoint_file(const std::string& path, std::string* why) {
+  try {
+    open_checkpoint(path);
+    return true;
+  } catch (const Error& e) {
+    if (why != nullptr) *why = e.what();
+    return false;
+  }
+}
+
 Checkpoint read_checkpoint(const std::string& path) {
   const h5::File f = open_checkpoint(path);
   return read_contents(f, read_layout(f), path);
@@ -361,9 +414,13 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
   info.optimizer_type = f.open_group("optimizer").attribute_string("type");
   h5::Group m = f.open_group("model");
   for (const std::string& name : m.members()) {
-    int64_t n = 1;
-    for (int64_t d : m.open_dataset(name).dims()) n *= d;
-    info.model_numel += n;
+    const int64_t n =
+        checked_numel(m.open_dataset(name).dims(), sizeof(float),
+                      fmt::format("kdp::io: checkpoint entry '/model/{}' in '{}'", name, path));
+    if (__builtin_add_overflow(info.model_numel, n, &info.model_numel)) {
+      throw IOError(
+          fmt::format("kdp::io: the model in '{}' claims more values than can be counted", path));
+    }
   }
   info.config = info.state.run_config;
   info.recorded_partially = info.config.empty();

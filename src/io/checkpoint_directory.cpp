@@ -1,15 +1,21 @@
 #include "kdp/io/checkpoint_directory.hpp"
 
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "kdp/core/error.hpp"
+#include "kdp/core/regular_file.hpp"
 #include "kdp/io/atomic_file.hpp"
+#include "kdp/io/run_directory_error.hpp"
 
 namespace kdp::io {
 
@@ -29,6 +35,24 @@ std::string describe_differences(const std::vector<SettingDifference>& differenc
 
 std::string why_not_ours(const CheckpointInfo& info, const RunConfig& ours) {
   return describe_differences(compare_run_configs(ours, info.config, info.recorded_partially));
+}
+
+// The writer's pid in a temporary file's name ".<file>.tmp.<pid>.<n>", or -1.
+long temporary_writer(const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (name.empty() || name[0] != '.' || tmp == std::string::npos) return -1;
+  const std::string rest = name.substr(tmp + 5);  // "<pid>.<n>"
+  const size_t dot = rest.find('.');
+  if (dot == 0 || dot == std::string::npos || dot + 1 == rest.size()) return -1;
+  const auto digits = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (!digits(rest.substr(0, dot)) || !digits(rest.substr(dot + 1)) || dot > 9) return -1;
+  return std::stol(rest.substr(0, dot));
+}
+
+bool process_runs(long pid) {
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
 }  // namespace
@@ -62,6 +86,60 @@ std::string CheckpointDirectory::rejected_dir() const {
   return (fs::path(dir_) / "rejected").string();
 }
 
+std::string CheckpointDirectory::lock_path() const {
+  return (fs::path(dir_) / ".kdp-run.lock").string();
+}
+
+FileLock CheckpointDirectory::lock(bool require) const {
+  // A read-only directory (or file system) is named as such, before any file.
+  if (::access(dir_.c_str(), W_OK) != 0) {
+    throw IOError(fmt::format("kdp::io: cannot write in the checkpoint directory '{}': {}", dir_,
+                              describe_file_error(errno)));
+  }
+  FileLock lock = FileLock::try_acquire(lock_path());
+  if (lock.busy()) {
+    std::string owner = FileLock::owner(lock_path());
+    if (owner.empty()) owner = FileLock::holder(lock_path());
+    throw RunDirectoryError(
+        RunDirectoryError::Reason::InUse,
+        fmt::format("kdp::train: the checkpoint directory '{}' is in use by another run ({})", dir_,
+                    owner.empty() ? "a process kdp cannot name holds its lock" : owner),
+        "", "Wait for that run to end, or use another checkpoint directory.");
+  }
+  if (lock.unsupported() && require) {
+    throw RunDirectoryError(
+        RunDirectoryError::Reason::CannotLock,
+        fmt::format("kdp::train: cannot lock the checkpoint directory '{}': its file system has "
+                    "no working locks ({}), so nothing would keep a second run from writing the "
+                    "same checkpoints",
+                    dir_, lock.reason()),
+        "",
+        "Use a directory on a file system with locks (Lustre mounted with -o flock, NFS with a "
+        "lock manager), or run without locks if you make sure that one run at a time uses it.");
+  }
+  if (lock.held()) {
+    lock.record_owner();
+    lock.remove_when_released(true);
+  }
+  return lock;
+}
+
+CheckpointDirectory::Removed CheckpointDirectory::remove_orphaned_temporaries() const {
+  Removed removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const long pid = temporary_writer(entry.path().filename().string());
+    if (pid <= 0 || !entry.is_regular_file() || process_runs(pid)) continue;
+    const uint64_t bytes = entry.file_size(ec);
+    if (fs::remove(entry.path(), ec) && !ec) {
+      removed.files += 1;
+      removed.bytes += bytes;
+    }
+  }
+  if (removed.files > 0) fsync_directory(dir_);
+  return removed;
+}
+
 std::vector<std::string> CheckpointDirectory::list() const {
   // ckpt-<digits>.h5
   auto is_checkpoint = [](const std::string& name) {
@@ -86,11 +164,15 @@ std::vector<std::string> CheckpointDirectory::list() const {
 
 std::optional<RunConfig> CheckpointDirectory::recorded_config() const {
   const std::string path = config_path();
-  if (!fs::exists(path)) return std::nullopt;
+  if (!path_exists(path)) return std::nullopt;
+  require_regular_file(path, "kdp::io", "the run configuration ");
   std::ifstream in(path);
-  if (!in) throw IOError(fmt::format("kdp::io: cannot read '{}'", path));
   std::stringstream text;
-  text << in.rdbuf();
+  if (in) text << in.rdbuf();
+  if (!in) {
+    throw IOError(fmt::format("kdp::io: cannot read the run configuration '{}': {}", path,
+                              describe_file_error(errno)));
+  }
   return run_config_from_json(text.str(), path);
 }
 
@@ -116,26 +198,37 @@ std::optional<CheckpointDirectory::Conflict> CheckpointDirectory::find_conflict(
 
 void CheckpointDirectory::claim() const {
   if (recorded_config()) return;
-  AtomicFile target(config_path());
-  {
-    std::ofstream out(target.temp_path(), std::ios::trunc);
-    out << run_config_to_json(config_);
-    out.flush();
-    if (!out) throw IOError(fmt::format("kdp::io: cannot write '{}'", target.temp_path()));
-  }
-  target.commit();
+  write_file_atomically(config_path(), run_config_to_json(config_));
 }
 
-void CheckpointDirectory::discard() const {
+std::vector<std::pair<std::string, std::string>> CheckpointDirectory::discard() const {
+  std::vector<std::pair<std::string, std::string>> kept;
   std::vector<std::string> files = list();
-  files.push_back(best_path());
-  files.push_back(config_path());
+  if (path_exists(best_path())) files.push_back(best_path());
+  std::vector<std::string> doomed;
   for (const std::string& path : files) {
+    std::string why;
+    if (is_checkpoint_file(path, &why)) {
+      doomed.push_back(path);
+    } else {
+      kept.emplace_back(path, why);
+    }
+  }
+  if (path_exists(config_path())) {
+    try {
+      recorded_config();
+      doomed.push_back(config_path());
+    } catch (const Error& e) {
+      kept.emplace_back(config_path(), e.what());
+    }
+  }
+  for (const std::string& path : doomed) {
     std::error_code ec;
     fs::remove(path, ec);
     if (ec) throw IOError(fmt::format("kdp::io: cannot remove '{}': {}", path, ec.message()));
   }
   fsync_directory(dir_);
+  return kept;
 }
 
 std::string CheckpointDirectory::reject(const std::string& path) const {
@@ -171,6 +264,8 @@ bool CheckpointDirectory::owns(const std::string& path) const {
 std::string CheckpointDirectory::save(const nn::Module& model, const optim::Optimizer& optimizer,
                                       const TrainingState& state) {
   const std::string path = path_for(state.global_step);
+  // Never replace a file that is not a checkpoint: keep it where a person finds it.
+  if (path_exists(path) && !is_checkpoint_file(path)) reject(path);
   TrainingState recorded = state;
   recorded.run_config = config_;
   save_checkpoint(path, model, optimizer, recorded);

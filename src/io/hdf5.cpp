@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 
@@ -487,9 +488,9 @@ std::vector<int64_t> Dataset::dims() const {
 size_t Dataset::bytes() const {
   silence_errors();
   Handle t(H5Dget_type(id()), H5Tclose);
-  size_t n = H5Tget_size(t.id());
-  for (int64_t d : dims()) n *= static_cast<size_t>(d);
-  return n;
+  const size_t element = H5Tget_size(t.id());
+  const std::string what = fmt::format("kdp::io: '{}' in '{}'", path_, file_);
+  return checked_bytes(checked_numel(dims(), element, what), element, what);
 }
 
 int64_t Dataset::chunk_rows() const {
@@ -549,8 +550,8 @@ Type Dataset::type() const {
 template <class T>
 std::vector<T> Dataset::read_all() const {
   check_plausible();
-  int64_t n = 1;
-  for (int64_t d : dims()) n *= d;
+  const int64_t n =
+      checked_numel(dims(), sizeof(T), fmt::format("kdp::io: '{}' in '{}'", path_, file_));
   std::vector<T> out(static_cast<size_t>(n));
   if (n > 0) read_all(out.data());
   return out;

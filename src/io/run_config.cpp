@@ -77,11 +77,18 @@ std::string run_config_to_json(const RunConfig& config) {
 }
 
 RunConfig run_config_from_json(const std::string& text, const std::string& source) {
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: it is empty", source));
+  }
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: {}", source, e.what()));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw IOError(fmt::format(
+        "kdp::io: '{}' is not a run configuration: it is not JSON (a syntax error at byte {})",
+        source, e.byte));
+  } catch (const nlohmann::json::exception&) {
+    throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: it is not JSON", source));
   }
   auto is = [&](const char* key, auto check) { return doc.contains(key) && check(doc[key]); };
   if (!doc.is_object() || !is("format", [](const auto& v) { return v == kFormat; }) ||

@@ -1,10 +1,14 @@
 #include "kdp/train/trainer.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <map>
+#include <optional>
 
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -72,6 +76,51 @@ std::string first_non_finite_grad(const optim::Optimizer& optimizer) {
   }
   return "";
 }
+
+// Rank 0's metrics rows. A write that fails is remembered, not thrown, so that
+// every rank learns of it at the next check and all stop together.
+class MetricsLog {
+ public:
+  void open(const std::string& path, const io::FileLock& file, uint64_t keep_bytes) {
+    attempt(
+        [&] {
+          const int fd = ::dup(file.fd());  // the lock stays with the plan's descriptor
+          if (fd < 0) {
+            throw IOError(fmt::format("kdp::train: cannot open the metrics file '{}': {}", path,
+                                      describe_file_error(errno)));
+          }
+          writer_.emplace(path, fd, keep_bytes);
+        },
+        /*opening=*/true);
+  }
+  bool active() const { return writer_.has_value(); }
+  void write(const std::string& type, const std::map<std::string, double>& values) {
+    attempt([&] { writer_->write(type, values); });
+  }
+  void sync() {
+    attempt([&] { writer_->sync(); });
+  }
+  void close() {
+    attempt([&] { writer_->close(); });
+    writer_.reset();
+  }
+  bool failed() const { return !error_.empty(); }
+  const std::string& error() const { return error_; }
+
+ private:
+  // Runs `f` on an open writer; without one (no metrics, or failed) nothing.
+  void attempt(const std::function<void()>& f, bool opening = false) {
+    if (failed() || (!writer_ && !opening)) return;
+    try {
+      f();
+    } catch (const Error& e) {
+      error_ = e.what();
+      writer_.reset();
+    }
+  }
+  std::optional<MetricsWriter> writer_;
+  std::string error_;
+};
 
 void broadcast_string(dist::Communicator& comm, std::string& text) {
   int64_t length = static_cast<int64_t>(text.size());
@@ -278,9 +327,9 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     apply(st, plan.resume_path);
   }
 
-  std::optional<MetricsWriter> metrics;
+  MetricsLog metrics;
   if (rank0 && !options_.metrics_path.empty()) {
-    metrics.emplace(options_.metrics_path, !result.resumed_from.empty());
+    metrics.open(options_.metrics_path, plan.metrics_file, plan.metrics_keep_bytes);
   }
 
   auto state_at = [&](int64_t epoch, int64_t batch) {
@@ -327,9 +376,33 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     result.last_checkpoint = path;
     return path;
   };
+  // A metrics file that cannot be written stops every rank, as a checkpoint
+  // that cannot be written does: after saving one when it can (`save_at`).
+  auto stop_if_metrics_failed = [&](std::optional<std::pair<int64_t, int64_t>> save_at) {
+    int64_t failed = metrics.failed() ? 1 : 0;
+    comm_.allreduce(&failed, 1, dist::ReduceOp::Max);
+    if (failed == 0) return;
+    std::string saved = checkpoints ? "" : "no checkpoint_dir, so no checkpoint";
+    if (checkpoints && save_at) {
+      try {
+        saved = fmt::format("checkpoint {} written", save(save_at->first, save_at->second));
+      } catch (const Error& e) {
+        saved = fmt::format("no checkpoint either: {}", e.what());
+      }
+    } else if (checkpoints) {
+      saved = fmt::format("last checkpoint {}", result.last_checkpoint);
+    }
+    std::string error = metrics.error();
+    broadcast_string(comm_, error);
+    throw IOError(fmt::format("{}{}; training stopped at step {} ({})",
+                              rank0 ? "" : "rank 0 could not write its metrics: ", error,
+                              global_step, saved));
+  };
 
   StopSignal stop;
-  StopSignal::clear();
+  // A driver that installed the handler first (to catch a signal during its
+  // start-up) keeps what arrived since; a Trainer on its own starts afresh.
+  if (stop.outermost()) StopSignal::clear();
   const int64_t accum = options_.accumulate_grad_batches;
   const int64_t batches = train_loader.num_batches();
   const bool classes = train_loader.dataset().num_classes() > 0;
@@ -376,7 +449,7 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       const int64_t step_number = global_step + 1;
       const bool show = progress.shows(step_number, batch == batches);
       const bool log_row =
-          metrics && step_number % std::max<int64_t>(1, options_.log_every_steps) == 0;
+          metrics.active() && step_number % std::max<int64_t>(1, options_.log_every_steps) == 0;
       std::vector<Tensor> params;
       if (check || options_.gradient_clip_norm > 0.0) {
         for (const auto& [name, p] : optimizer.parameters()) params.push_back(p);
@@ -417,24 +490,30 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
         const double acc_avg = classes ? probe[3] / count : std::nan("");
         if (show) progress.step(batch - 1, global_step, loss_avg, acc_avg, rate);
         if (log_row) {
-          metrics->write("step",
-                         {{"epoch", static_cast<double>(epoch + 1)},
-                          {"step", static_cast<double>(global_step)},
-                          {"loss", loss_avg},
-                          {"accuracy", acc_avg},
-                          {"lr", optimizer.lr()},
-                          {"samples_per_s", rate},
-                          {"data_wait_s", train_loader.wait_seconds() - wait_before},
-                          {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
-                          {"grad_norm", norm.defined() ? probe[4] : std::nan("")}});
+          metrics.write("step",
+                        {{"epoch", static_cast<double>(epoch + 1)},
+                         {"step", static_cast<double>(global_step)},
+                         {"loss", loss_avg},
+                         {"accuracy", acc_avg},
+                         {"lr", optimizer.lr()},
+                         {"samples_per_s", rate},
+                         {"data_wait_s", train_loader.wait_seconds() - wait_before},
+                         {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
+                         {"grad_norm", norm.defined() ? probe[4] : std::nan("")}});
         }
       }
 
-      // Every rank stops after the same step when any of them got a signal.
-      int64_t signal = StopSignal::requested() ? StopSignal::signal() : 0;
-      comm_.allreduce(&signal, 1, dist::ReduceOp::Max);
+      // Every rank stops after the same step when any of them got a signal,
+      // or when rank 0 could not write its metrics (one collective for both).
+      int64_t flags[2] = {StopSignal::requested() ? StopSignal::signal() : 0,
+                          metrics.failed() ? 1 : 0};
+      comm_.allreduce(flags, 2, dist::ReduceOp::Max);
+      if (flags[1] != 0) stop_if_metrics_failed(std::make_pair(epoch, batch));
+      const int64_t signal = flags[0];
       if (signal != 0) {
         save(epoch, batch);
+        metrics.close();
+        stop_if_metrics_failed(std::nullopt);
         result.stopped_by_signal = true;
         result.signal = static_cast<int>(signal);
         progress.end_epoch(fmt::format("stopped by signal {} at step {}; checkpoint {}", signal,
@@ -505,19 +584,21 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       comm_.broadcast(&wrote, sizeof(wrote), 0);
       if (wrote != 0) result.best_checkpoint = checkpoints->best_path();
     }
-    if (metrics) {
-      metrics->write("epoch",
-                     {{"epoch", static_cast<double>(epoch + 1)},
-                      {"step", static_cast<double>(global_step)},
-                      {"loss", rec.loss},
-                      {"accuracy", rec.accuracy},
-                      {"lr", optimizer.lr()},
-                      {"samples_per_s", rec.samples_per_s},
-                      {"data_wait_s", train_loader.wait_seconds() - wait_before},
-                      {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
-                      {"val_loss", rec.val_loss},
-                      {"val_accuracy", rec.val_accuracy}});
+    if (metrics.active()) {
+      metrics.write("epoch",
+                    {{"epoch", static_cast<double>(epoch + 1)},
+                     {"step", static_cast<double>(global_step)},
+                     {"loss", rec.loss},
+                     {"accuracy", rec.accuracy},
+                     {"lr", optimizer.lr()},
+                     {"samples_per_s", rec.samples_per_s},
+                     {"data_wait_s", train_loader.wait_seconds() - wait_before},
+                     {"comm_s", ddp != nullptr ? ddp->comm_wait_seconds() - comm_before : 0.0},
+                     {"val_loss", rec.val_loss},
+                     {"val_accuracy", rec.val_accuracy}});
+      metrics.sync();
     }
+    stop_if_metrics_failed(std::nullopt);  // the epoch's checkpoint is written already
     std::string summary =
         fmt::format("epoch {}/{}: loss {:.4f}", epoch + 1, options_.epochs, rec.loss);
     if (classes) summary += fmt::format(" acc {:.4f}", rec.accuracy);
@@ -537,6 +618,8 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
     }
   }
   if (checkpoints && result.last_checkpoint.empty()) save(start_epoch, start_batch);
+  metrics.close();
+  stop_if_metrics_failed(std::nullopt);
   result.global_step = global_step;
   result.wall_seconds = seconds_since(fit_start);
   result.samples_per_s = result.wall_seconds > 0 ? static_cast<double>(samples_total) *

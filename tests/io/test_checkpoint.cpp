@@ -1,6 +1,9 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -468,4 +471,201 @@ TEST(RunConfig, JsonRoundTripAndComparison) {
   EXPECT_EQ(io::compare_run_configs(c, {{"lr", "0.001"}}, true).size(), 0u);
   const std::string table = io::format_differences(diff, "recorded");
   EXPECT_NE(table.find("lr          0.001      0.01\n"), std::string::npos) << table;
+}
+
+TEST(Checkpoint, NonFiniteValuesAreNeverWrittenAndRefusedOnLoad) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::Adam opt_a(a->named_parameters(), optim::AdamOptions{});
+  take_steps(*a, opt_a, 2);
+  const std::string good = dir.file("good.h5");
+  io::save_checkpoint(good, *a, opt_a, some_state());
+
+  // Saving: a NaN weight or an Inf in the optimizer state writes nothing.
+  auto poisoned = std::make_shared<Net>();
+  poisoned->load_state_dict(a->state_dict());
+  {
+    NoGradGuard no_grad;
+    Tensor weight = poisoned->fc2->weight();
+    std::vector<float> w = weight.to_vector();
+    w[4] = std::nanf("");
+    weight.copy_(Tensor::from_host(w, weight.shape()));
+  }
+  optim::Adam opt_p(poisoned->named_parameters(), optim::AdamOptions{});
+  try {
+    io::save_checkpoint(dir.file("nan.h5"), *poisoned, opt_p, some_state());
+    ADD_FAILURE() << "a NaN weight was saved";
+  } catch (const NumericalError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'fc2.weight' holds NaN at index 4 (position [0, 4])"), std::string::npos)
+        << m;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("nan.h5")));
+  for (const auto& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
+
+  // Loading: a file whose model or optimizer state holds a NaN or an Inf is
+  // refused naming the entry and the first bad position; nothing changes.
+  for (const std::string entry : {"/model/fc1.bias", "/optimizer/state/fc2.weight/exp_avg"}) {
+    const std::string bad = dir.file("bad.h5");
+    std::filesystem::copy_file(good, bad, std::filesystem::copy_options::overwrite_existing);
+    {
+      io::h5::File f = io::h5::File::open(bad, io::h5::File::Mode::ReadWrite);
+      io::h5::Dataset d = f.open_dataset(entry);
+      std::vector<float> v = d.read_all<float>();
+      v[2] = entry == "/model/fc1.bias" ? INFINITY : std::nanf("");
+      d.write_all(v.data());
+    }
+    auto b = std::make_shared<Net>();
+    optim::Adam opt_b(b->named_parameters(), optim::AdamOptions{});
+    const std::vector<float> before = b->fc1->bias().to_vector();
+    try {
+      io::load_checkpoint(bad, *b, opt_b);
+      ADD_FAILURE() << "a checkpoint with a non-finite value in " << entry << " loaded";
+    } catch (const IOError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(entry), std::string::npos) << m;
+      EXPECT_NE(m.find(entry == "/model/fc1.bias" ? "Inf at index 2" : "NaN at index 2"),
+                std::string::npos)
+          << m;
+    }
+    EXPECT_EQ(b->fc1->bias().to_vector(), before);
+    EXPECT_THROW(io::read_checkpoint(bad), IOError);
+  }
+}
+
+TEST(Checkpoint, IsCheckpointFileTellsKdpCheckpointsFromOtherFiles) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::save_checkpoint(dir.file("c.h5"), *a, opt, some_state());
+  EXPECT_TRUE(io::is_checkpoint_file(dir.file("c.h5")));
+  {
+    io::h5::File f = io::h5::File::create(dir.file("data.h5"));
+    f.set_attribute("format", "kdp-dataset");
+  }
+  std::string why;
+  EXPECT_FALSE(io::is_checkpoint_file(dir.file("data.h5"), &why));
+  EXPECT_NE(why.find("not a kdp checkpoint"), std::string::npos) << why;
+  std::ofstream(dir.file("text.h5")) << "hello";
+  EXPECT_FALSE(io::is_checkpoint_file(dir.file("text.h5")));
+  EXPECT_FALSE(io::is_checkpoint_file(dir.file("missing.h5")));
+}
+
+TEST(FileLock, ASecondHolderIsRefusedUntilTheFirstReleases) {
+  TempDir dir;
+  const std::string path = dir.file("lock");
+  io::FileLock first = io::FileLock::try_acquire(path);
+  ASSERT_TRUE(first.held()) << first.reason();
+  EXPECT_TRUE(first.created());
+  first.record_owner();
+  EXPECT_NE(io::FileLock::owner(path).find(fmt::format("pid {} on host ", ::getpid())),
+            std::string::npos)
+      << io::FileLock::owner(path);
+  // flock() conflicts between open files, in one process as between two.
+  io::FileLock second = io::FileLock::try_acquire(path);
+  EXPECT_FALSE(second.held());
+  EXPECT_TRUE(second.busy());
+  EXPECT_FALSE(second.created());
+  // The holder, from /proc/locks, is named as the owner line names it.
+  EXPECT_EQ(io::FileLock::holder(path) + "\n", [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }());
+  first.release();
+  io::FileLock third = io::FileLock::try_acquire(path);
+  EXPECT_TRUE(third.held());
+  EXPECT_TRUE(io::FileLock::holder(dir.file("nobody")).empty());
+}
+
+TEST(FileLock, ALockFileRemovedOnReleaseIsNeverHeldTwice) {
+  TempDir dir;
+  const std::string path = dir.file("lock");
+  {
+    io::FileLock a = io::FileLock::try_acquire(path);
+    ASSERT_TRUE(a.held());
+    a.remove_when_released(true);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  io::FileLock b = io::FileLock::try_acquire(path);
+  io::FileLock c = io::FileLock::try_acquire(path);
+  EXPECT_TRUE(b.held());
+  EXPECT_TRUE(c.busy());
+  EXPECT_THROW(io::FileLock::try_acquire(dir.path().string()), IOError);  // a directory
+}
+
+TEST(CheckpointDirectory, ARunHoldsItsDirectoryAndASecondIsRefusedNamingTheFirst) {
+  TempDir dir;
+  io::CheckpointDirectory d(dir.file("ckpt"));
+  io::FileLock held = d.lock();
+  ASSERT_TRUE(held.held());
+  io::CheckpointDirectory other(dir.file("ckpt"));
+  try {
+    other.lock();
+    ADD_FAILURE() << "a second lock was taken";
+  } catch (const io::RunDirectoryError& e) {
+    EXPECT_EQ(e.reason(), io::RunDirectoryError::Reason::InUse);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("is in use by another run (pid " + std::to_string(::getpid()) + " on host "),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find(", started 20"), std::string::npos) << m;
+  }
+  held.release();
+  EXPECT_FALSE(std::filesystem::exists(d.lock_path()));  // gone with its holder
+  EXPECT_TRUE(other.lock().held());
+}
+
+TEST(CheckpointDirectory, OrphanedTemporaryFilesOfDeadWritersAreRemoved) {
+  TempDir dir;
+  io::CheckpointDirectory d(dir.file("ckpt"));
+  // A writer that has ended: a child process, waited for.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);
+  auto write = [&](const std::string& name, size_t bytes) {
+    std::ofstream(dir.file("ckpt/" + name)) << std::string(bytes, 'x');
+  };
+  write(fmt::format(".ckpt-000000007.h5.tmp.{}.0", child), 1000);
+  write(fmt::format(".best.h5.tmp.{}.3", child), 500);
+  write(fmt::format(".ckpt-000000008.h5.tmp.{}.0", ::getpid()), 10);  // a live writer
+  write("notes.tmp.1.txt", 10);                                       // not a temporary
+  const io::CheckpointDirectory::Removed removed = d.remove_orphaned_temporaries();
+  EXPECT_EQ(removed.files, 2);
+  EXPECT_EQ(removed.bytes, 1500u);
+  EXPECT_TRUE(std::filesystem::exists(
+      dir.file(fmt::format("ckpt/.ckpt-000000008.h5.tmp.{}.0", ::getpid()))));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/notes.tmp.1.txt")));
+  EXPECT_EQ(d.remove_orphaned_temporaries().files, 0);
+}
+
+TEST(CheckpointDirectory, OverwriteAndSavesNeverDestroyFilesThatAreNotCheckpoints) {
+  TempDir dir;
+  auto m = std::make_shared<Net>();
+  optim::SGD opt(m->named_parameters(), optim::SGDOptions{});
+  io::CheckpointDirectory d(dir.file("ckpt"), 3, {{"model", "net"}});
+  io::TrainingState st = some_state();
+  st.global_step = 5;
+  d.save(*m, opt, st);
+  d.claim();
+  // A dataset under a checkpoint's name, and a file of the user's as best.h5.
+  const std::string foreign = d.path_for(9);
+  {
+    io::h5::File f = io::h5::File::create(foreign);
+    f.set_attribute("format", "kdp-dataset");
+  }
+  std::ofstream(d.best_path()) << "my notes";
+  const auto kept = d.discard();
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(kept[0].first, foreign);
+  EXPECT_EQ(kept[1].first, d.best_path());
+  EXPECT_TRUE(std::filesystem::exists(foreign));
+  EXPECT_TRUE(std::filesystem::exists(d.best_path()));
+  EXPECT_FALSE(std::filesystem::exists(d.path_for(5)));
+  EXPECT_FALSE(std::filesystem::exists(d.config_path()));
+  // A save under the foreign file's name moves it to rejected/ first.
+  st.global_step = 9;
+  d.save(*m, opt, st);
+  EXPECT_TRUE(io::is_checkpoint_file(d.path_for(9)));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/rejected/ckpt-000000009.h5")));
 }

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -388,4 +389,190 @@ TEST(Trainer, AStepReadsBackOnlyWhatItMustShow) {
   EXPECT_EQ(copies(true, 1000000), 6);
   EXPECT_EQ(copies(false, 2), 3);  // lines at steps 2, 4 and 6
   EXPECT_EQ(copies(true, 2), 6);   // the same copies carry the lines
+}
+
+namespace {
+
+std::string contents_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The step of every row of a CSV metrics file, in order.
+std::vector<int64_t> csv_steps(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<int64_t> steps;
+  while (std::getline(in, line)) {
+    const size_t a = line.find(',');
+    const size_t b = line.find(',', a + 1);
+    const size_t c = line.find(',', b + 1);
+    steps.push_back(std::stoll(line.substr(b + 1, c - b - 1)));
+  }
+  return steps;
+}
+
+io::RunDirectoryError::Reason refusal(const train::TrainerOptions& t) {
+  try {
+    TrainingRun{}.fit(t);
+  } catch (const io::RunDirectoryError& e) {
+    return e.reason();
+  }
+  ADD_FAILURE() << "the run started";
+  return io::RunDirectoryError::Reason::OtherConfiguration;
+}
+
+}  // namespace
+
+TEST(TrainerMetrics, AResumeKeepsTheRowsUpToItsStepAndWritesEachStepOnce) {
+  TempDir dir;
+  train::TrainerOptions t = quiet();
+  t.epochs = 2;  // 6 steps an epoch
+  t.log_every_steps = 1;
+  t.checkpoint_dir = dir.file("ckpt");
+  t.checkpoint_every_steps = 4;
+  t.metrics_path = dir.file("m.csv");
+  TrainingRun{}.fit(t);
+  const std::vector<int64_t> straight = csv_steps(t.metrics_path);
+  ASSERT_EQ(straight.size(), 12u + 2u);
+  // The run "died" after step 8's checkpoint: its later checkpoints are gone,
+  // its rows of steps 9..12 (and a row cut short by the crash) are not.
+  for (const std::string& path : io::CheckpointDirectory(t.checkpoint_dir).list()) {
+    if (path != io::CheckpointDirectory(t.checkpoint_dir).path_for(8))
+      std::filesystem::remove(path);
+  }
+  std::filesystem::remove(io::CheckpointDirectory(t.checkpoint_dir).best_path());
+  std::ofstream(t.metrics_path, std::ios::app) << "step,2,13,0.5";
+  train::TrainerOptions resume = t;
+  resume.resume = "auto";
+  TrainingRun{}.fit(resume);
+  EXPECT_EQ(csv_steps(t.metrics_path), straight);
+}
+
+TEST(TrainerMetrics, AFreshStartNeverReplacesRows) {
+  TempDir dir;
+  train::TrainerOptions t = quiet();
+  t.epochs = 1;
+  t.metrics_path = dir.file("m.csv");
+  TrainingRun{}.fit(t);
+  const std::string rows = contents_of(t.metrics_path);
+  using Reason = io::RunDirectoryError::Reason;
+  EXPECT_EQ(refusal(t), Reason::MetricsFileExists);
+  // --resume auto where there is nothing to resume starts fresh: the same.
+  train::TrainerOptions nothing = t;
+  nothing.checkpoint_dir = dir.file("new-ckpt");
+  nothing.resume = "auto";
+  EXPECT_EQ(refusal(nothing), Reason::MetricsFileExists);
+  EXPECT_EQ(contents_of(t.metrics_path), rows);
+  train::TrainerOptions overwrite = t;
+  overwrite.overwrite = true;
+  TrainingRun{}.fit(overwrite);
+  EXPECT_EQ(csv_steps(t.metrics_path).size(), 1u);  // one epoch row, as before
+}
+
+TEST(TrainerMetrics, AFileThatIsNotKdpsMetricsIsNeverWritten) {
+  TempDir dir;
+  using Reason = io::RunDirectoryError::Reason;
+  auto a = make_model();
+  optim::SGD opt(a->named_parameters(), optim::SGDOptions{});
+  io::save_checkpoint(dir.file("ckpt.h5"), *a, opt, io::TrainingState{});
+  std::ofstream(dir.file("notes.csv")) << "date,weight\n2026-01-01,70\n";
+  std::ofstream(dir.file("log.jsonl")) << "{\"level\": \"info\"}\n";
+  for (const std::string name : {"ckpt.h5", "notes.csv", "log.jsonl"}) {
+    const std::string before = contents_of(dir.file(name));
+    for (bool overwrite : {false, true}) {
+      train::TrainerOptions t = quiet();
+      t.metrics_path = dir.file(name);
+      t.overwrite = overwrite;
+      EXPECT_EQ(refusal(t), Reason::NotKdpFile) << name;
+      train::TrainerOptions resume = t;
+      resume.overwrite = false;
+      resume.checkpoint_dir = dir.file("ckpt-dir");
+      resume.resume = "auto";
+      EXPECT_EQ(refusal(resume), Reason::NotKdpFile) << name;
+    }
+    EXPECT_EQ(contents_of(dir.file(name)), before) << name;
+  }
+  // A directory or a device is refused by its type, and a refused run leaves
+  // no file it created behind.
+  train::TrainerOptions t = quiet();
+  t.metrics_path = dir.path().string();
+  EXPECT_THROW(TrainingRun{}.fit(t), IOError);
+  t.metrics_path = "/dev/null";
+  EXPECT_THROW(TrainingRun{}.fit(t), IOError);
+  t.metrics_path = dir.file("fresh.csv");
+  t.checkpoint_dir = dir.file("ckpt-dir");
+  t.resume = "auto";
+  std::filesystem::create_directories(t.checkpoint_dir);
+  std::ofstream(dir.file("ckpt-dir/ckpt-000000001.h5")) << "not a checkpoint";
+  EXPECT_EQ(refusal(t), Reason::NothingToResume);
+  EXPECT_FALSE(std::filesystem::exists(t.metrics_path));
+}
+
+TEST(TrainerMetrics, AWriteThatFailsStopsTheRun) {
+  // The process may write files of 300 bytes at most: the metrics header and
+  // a few rows fit, the next row does not. EFBIG stands in for a full disk:
+  // both are a write() that fails. The checkpoint the run then tries hits the
+  // same limit (a full disk would stop it too): the message says so.
+  // (tests/reliability/user_data.sh fills a real file system under the
+  // metrics file alone, where the checkpoint is written.)
+  TempDir dir;
+  for (bool with_checkpoints : {false, true}) {
+    train::TrainerOptions t = quiet();
+    t.epochs = 3;
+    t.log_every_steps = 1;
+    t.metrics_path = dir.file(with_checkpoints ? "a.csv" : "b.csv");
+    if (with_checkpoints) t.checkpoint_dir = dir.file("ckpt");
+    struct rlimit old {};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = 300;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    std::string message;
+    try {
+      TrainingRun{}.fit(t);
+    } catch (const IOError& e) {
+      message = e.what();
+    }
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_NE(
+        message.find("cannot write the metrics file '" + t.metrics_path + "': file too large"),
+        std::string::npos)
+        << message;
+    EXPECT_NE(message.find("; training stopped at step "), std::string::npos) << message;
+    EXPECT_NE(message.find(with_checkpoints ? "no checkpoint either: kdp::io: cannot write"
+                                            : "no checkpoint_dir, so no checkpoint"),
+              std::string::npos)
+        << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    if (with_checkpoints) {
+      for (const auto& e : std::filesystem::directory_iterator(t.checkpoint_dir)) {
+        EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+      }
+    }
+  }
+}
+
+TEST(TrainerLocks, ARunWhoseDirectoryIsHeldIsRefusedAndChangesNothing) {
+  TempDir dir;
+  train::TrainerOptions t = quiet();
+  t.epochs = 1;
+  t.checkpoint_dir = dir.file("ckpt");
+  t.metrics_path = dir.file("m.csv");
+  io::CheckpointDirectory held_dir(t.checkpoint_dir);
+  io::FileLock held = held_dir.lock();
+  EXPECT_EQ(refusal(t), io::RunDirectoryError::Reason::InUse);
+  EXPECT_FALSE(std::filesystem::exists(t.metrics_path));
+  EXPECT_TRUE(io::CheckpointDirectory(t.checkpoint_dir).list().empty());
+  held.release();
+  // The metrics file alone, held by another run.
+  io::FileLock metrics = io::FileLock::try_acquire(t.metrics_path);
+  ASSERT_TRUE(metrics.held());
+  EXPECT_EQ(refusal(t), io::RunDirectoryError::Reason::InUse);
+  metrics.release();
+  TrainingRun{}.fit(t);
+  EXPECT_FALSE(std::filesystem::exists(held_dir.lock_path()));  // released with the run
 }

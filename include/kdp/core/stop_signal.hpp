@@ -18,6 +18,11 @@ class StopSignal {
   StopSignal(const StopSignal&) = delete;
   StopSignal& operator=(const StopSignal&) = delete;
 
+  /// Whether no other StopSignal was alive when this one was made. A program
+  /// that installs one first thing (so that a signal during its start-up is
+  /// not lost) makes every later one nested: those keep what arrived.
+  bool outermost() const { return outermost_; }
+
   /// Whether one of the signals arrived since construction (or clear()).
   static bool requested();
   /// The signal that arrived (0 for none).
@@ -27,6 +32,7 @@ class StopSignal {
  private:
   std::vector<int> signals_;
   std::vector<struct sigaction> previous_;
+  bool outermost_ = true;
 };
 
 }  // namespace kdp

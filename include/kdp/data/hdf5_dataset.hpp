@@ -66,6 +66,10 @@ class HDF5Dataset : public Dataset {
   /// Rows per block (the dataset's chunk rows).
   int64_t block_rows() const { return block_rows_; }
   const std::string& path() const { return path_; }
+  /// The type the features are stored as: "uint8", "float32" or "float64"
+  /// (uint8 ones are scaled by 1/255 when options().scale).
+  const std::string& feature_type() const { return feature_type_; }
+  const HDF5DatasetOptions& options() const { return options_; }
 
  private:
   // fetch() with float features, or fetch_bytes() with `bytes` instead.
@@ -80,6 +84,7 @@ class HDF5Dataset : public Dataset {
   Shape sample_shape_;
   int64_t num_classes_ = 0;
   bool uint8_ = true;
+  std::string feature_type_;
   std::vector<float> label_values_;
   int64_t block_rows_ = 128;
   mutable std::atomic<int64_t> last_runs_{0};

@@ -31,6 +31,10 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+/// Writes `text` to `path` through an AtomicFile; throws IOError naming the
+/// file and the system's reason ("permission denied", "no space left ...").
+void write_file_atomically(const std::string& path, const std::string& text);
+
 /// Flushes a file's data to disk (fsync); throws IOError naming it on failure.
 void fsync_file(const std::string& path);
 /// Flushes a directory entry change (a rename) to disk.

@@ -70,6 +70,10 @@ RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimi
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state);
 
+/// Whether `path` is a checkpoint of some kdp run: an HDF5 file whose format
+/// attribute says so. When not, `why` (if given) says what it is instead.
+bool is_checkpoint_file(const std::string& path, std::string* why = nullptr);
+
 /// Reads a checkpoint (tensors on the default device).
 Checkpoint read_checkpoint(const std::string& path);
 

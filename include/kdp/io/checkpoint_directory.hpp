@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kdp/io/checkpoint.hpp"
+#include "kdp/io/file_lock.hpp"
 #include "kdp/io/run_config.hpp"
 
 namespace kdp::io {
@@ -35,6 +36,24 @@ class CheckpointDirectory {
   std::string config_path() const;
   /// Where checkpoints that cannot be resumed from are moved.
   std::string rejected_dir() const;
+  /// The lock file a run holds while it uses the directory (.kdp-run.lock).
+  std::string lock_path() const;
+
+  /// Takes the directory for this process: an advisory lock on lock_path(),
+  /// which names this process, host and start time, and is removed when the
+  /// lock is released. Throws RunDirectoryError (InUse) naming the owner when
+  /// another run holds it, and (CannotLock) when the file system has no locks,
+  /// unless `require` is false.
+  FileLock lock(bool require = true) const;
+
+  /// The temporary files that saves interrupted by a crash left (named
+  /// .<file>.tmp.<pid>.<n>), whose writing process no longer runs on this
+  /// host, are removed. Call it holding lock(). Returns their count and bytes.
+  struct Removed {
+    int files = 0;
+    uint64_t bytes = 0;
+  };
+  Removed remove_orphaned_temporaries() const;
 
   /// The step checkpoints, oldest first.
   std::vector<std::string> list() const;
@@ -54,8 +73,11 @@ class CheckpointDirectory {
 
   /// Records config() in run.json (atomically) unless it is recorded already.
   void claim() const;
-  /// Removes the step checkpoints, best.h5 and run.json: what --overwrite asks.
-  void discard() const;
+  /// What --overwrite asks: removes the step checkpoints and best.h5 that are
+  /// checkpoints of some kdp run (their format attribute says so), and
+  /// run.json when it is a kdp run configuration. Anything else under those
+  /// names stays; returns what stayed and why.
+  std::vector<std::pair<std::string, std::string>> discard() const;
   /// Moves a checkpoint into rejected/ under a name not taken there; returns
   /// its new path.
   std::string reject(const std::string& path) const;
@@ -64,7 +86,8 @@ class CheckpointDirectory {
   bool owns(const std::string& path) const;
 
   /// Saves ckpt-<step>.h5 with config() in it, then removes the oldest of this
-  /// configuration's checkpoints beyond keep_last; returns its path.
+  /// configuration's checkpoints beyond keep_last; returns its path. A file
+  /// under that name that is not a kdp checkpoint is moved to rejected/ first.
   std::string save(const nn::Module& model, const optim::Optimizer& optimizer,
                    const TrainingState& state);
   /// Saves best.h5 when there is none, or when the one there belongs to this

@@ -11,7 +11,8 @@
 
 namespace kdp::io {
 
-/// Starting would take over or destroy another run's files.
+/// Starting would take over or destroy another run's files, or another run is
+/// using them now.
 class RunDirectoryError : public StateError {
  public:
   enum class Reason {
@@ -21,6 +22,9 @@ class RunDirectoryError : public StateError {
     NothingToResume,                 // checkpoints exist and none can be resumed from
     WouldFork,          // the checkpoint to resume from is older than the directory's newest
     MetricsFileExists,  // a fresh start would truncate an existing metrics file
+    InUse,              // another run holds the directory's or the metrics file's lock
+    CannotLock,         // the file system cannot lock them
+    NotKdpFile,         // the metrics file or run.json is not kdp's: it is never written
   };
 
   /// `summary`: one line; `details`: the lines that explain it (a table of

@@ -11,11 +11,15 @@
 /// atomically; keep the last K and the best by a monitored metric); resumes
 /// exactly where a checkpoint left off; stops early on the monitored metric.
 ///
-/// A run never destroys another run's work: rank 0 checks checkpoint_dir (and
-/// the metrics file) before anything is written and every rank throws the same
-/// io::RunDirectoryError when the directory belongs to another configuration,
-/// when a fresh start would overwrite checkpoints, when none of the existing
-/// checkpoints can be resumed from, or when resuming would fork the run.
+/// A run never destroys another run's work: rank 0 locks checkpoint_dir and
+/// the metrics file for the whole run, checks them before anything is written,
+/// and every rank throws the same io::RunDirectoryError when another run holds
+/// them, when the directory belongs to another configuration, when a fresh
+/// start would overwrite checkpoints or metrics rows, when none of the
+/// existing checkpoints can be resumed from, or when resuming would fork the
+/// run. A metrics file that cannot be written stops the run like a checkpoint
+/// that cannot be: every rank throws IOError, after a checkpoint if one can be
+/// written.
 ///
 /// SIGTERM, SIGINT or SIGUSR1 at any rank stop every rank after the same step:
 /// a checkpoint is written and fit() returns with stopped_by_signal, after which
@@ -77,7 +81,14 @@ struct TrainerOptions {
   io::RunConfig run_config;
   /// With a fresh start: discard the checkpoints already in checkpoint_dir
   /// and replace an existing metrics file, instead of refusing to start.
+  /// Only kdp's files are removed or replaced; others are left and named.
   bool overwrite = false;
+  /// Rank 0 holds advisory locks on checkpoint_dir and the metrics file for
+  /// the whole run, and a run whose files another run holds is refused. With
+  /// false, a file system without working locks is accepted (the user makes
+  /// sure that one run at a time uses them); a lock held elsewhere still
+  /// refuses the run.
+  bool require_locks = true;
 
   /// Stop after this many epochs without improvement of `monitor` (0: never).
   int64_t early_stopping_patience = 0;
