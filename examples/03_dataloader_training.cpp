@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     const std::string temp =
         (std::filesystem::temp_directory_path() / "kdp-03-fashion-mnist.h5").string();
     if (path.empty()) {
-      data::import_fashion_mnist(temp);
+      data::import_fashion_mnist(temp, "", data::ExistingOutput::Overwrite);  // the example's own
       path = temp;
     }
     data::HDF5DatasetOptions h5;

@@ -5,12 +5,16 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace kdp::cli {
 
@@ -33,7 +37,29 @@ inline CLI::Validator whole_number(int64_t low, int64_t high = std::numeric_limi
       meaning.empty() ? fmt::format("INT >= {}", low) : meaning);
 }
 
-/// A finite number above `low` (or at least `low` when `inclusive`).
+/// A whole number in [0, 2^64 - 1] (seeds).
+inline CLI::Validator unsigned_number() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+        (void)v;
+        const bool digits =
+            !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+        if (digits && end == text.c_str() + text.size() && errno == 0) return "";
+        if (digits) return fmt::format("must be at most {} (got {})", UINT64_MAX, text);
+        const bool negative = text.size() > 1 && text[0] == '-' &&
+                              text.find_first_not_of("0123456789", 1) == std::string::npos;
+        if (negative) return fmt::format("must be at least 0 (got {})", text);
+        return fmt::format("must be a whole number from 0 to {} (got '{}')", UINT64_MAX, text);
+      },
+      "UINT");
+}
+
+/// A finite number above `low` (or at least `low` when `inclusive`) that a
+/// float holds: training runs in float, where a value below the smallest
+/// normal float (1.17549e-38) would be lost to underflow.
 inline CLI::Validator real_number(double low, bool inclusive) {
   return CLI::Validator(
       [=](std::string& text) -> std::string {
@@ -43,8 +69,16 @@ inline CLI::Validator real_number(double low, bool inclusive) {
         if (text.empty() || end != text.c_str() + text.size()) {
           return fmt::format("must be a number (got '{}')", text);
         }
-        if (errno == ERANGE || !std::isfinite(v)) {
+        if (!std::isfinite(v) || (errno == ERANGE && std::fabs(v) > 1.0)) {
           return fmt::format("must be a finite number (got '{}')", text);
+        }
+        if (v != 0.0 && std::fabs(v) < FLT_MIN) {
+          return fmt::format("must be {}at least the smallest normal float {} (got {})",
+                             inclusive && low == 0.0 ? "0 or " : "", FLT_MIN, text);
+        }
+        if (v > FLT_MAX || v < -FLT_MAX) {
+          return fmt::format("must be at most the largest float {} in size (got {})", FLT_MAX,
+                             text);
         }
         if (inclusive ? v < low : v <= low) {
           return fmt::format("must be {} {} (got {})", inclusive ? "at least" : "greater than", low,
@@ -65,6 +99,71 @@ inline void use_plain_messages(CLI::App& app, const std::string& program) {
     if (colon != std::string::npos && message.rfind("--", 0) == 0) message.erase(colon, 1);
     return fmt::format("{}: {}\nRun with --help for more information.\n", program, message);
   });
+}
+
+/// How many single-character edits turn `a` into `b`.
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The option of `app` closest to `name` ("--checkpoint_dir" ->
+/// "--checkpoint-dir"), or "" when none is close.
+inline std::string closest_option(const CLI::App& app, std::string name) {
+  name = name.substr(0, name.find('='));
+  std::string typed = name;
+  std::replace(typed.begin(), typed.end(), '_', '-');
+  std::string best;
+  size_t best_distance = std::max<size_t>(3, typed.size() / 3) + 1;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& lname : opt->get_lnames()) {
+      const std::string candidate = "--" + lname;
+      // A shortened name ("--keep" for "--keep-last") is as close as a typo.
+      const size_t d =
+          candidate.rfind(typed, 0) == 0 && typed.size() > 3 ? 1 : edit_distance(typed, candidate);
+      if (d < best_distance) {
+        best_distance = d;
+        best = candidate;
+      }
+    }
+  }
+  return best;
+}
+
+/// Refuses the arguments a parser that allows extras left over (`left`),
+/// except those that start with one of `passthrough` (Kokkos' own
+/// "--kokkos-"): prints "kdp-train: unknown option '--checkpoint_dir' (did
+/// you mean --checkpoint-dir?)", the suggestion taken from the options of
+/// `app`, and returns 1; returns -1 when nothing is left.
+inline int reject_unknown(const CLI::App& app, const std::vector<std::string>& left,
+                          const std::string& program,
+                          const std::vector<std::string>& passthrough = {}) {
+  for (const std::string& arg : left) {
+    const bool passes = std::any_of(passthrough.begin(), passthrough.end(),
+                                    [&](const std::string& p) { return arg.rfind(p, 0) == 0; });
+    if (passes) continue;
+    if (arg.rfind("-", 0) != 0) {
+      std::fprintf(stderr, "%s: unexpected argument '%s'\nRun with --help for more information.\n",
+                   program.c_str(), arg.c_str());
+      return 1;
+    }
+    const std::string suggestion = closest_option(app, arg);
+    std::fprintf(stderr, "%s: unknown option '%s'%s\nRun with --help for more information.\n",
+                 program.c_str(), arg.c_str(),
+                 suggestion.empty() ? "" : fmt::format(" (did you mean {}?)", suggestion).c_str());
+    return 1;
+  }
+  return -1;
 }
 
 /// Parses the command line. Returns -1 when the program goes on, else its exit

@@ -1,8 +1,14 @@
 // kdp-data: brings datasets into kdp's HDF5 layout and shows what a file holds.
 //
 //   kdp-data import-idx --images F --labels F --out OUT.h5 --split train|test
-//   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR]
+//            [--add-split | --overwrite]
+//   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR] [--overwrite]
 //   kdp-data info FILE.h5
+//
+// An existing --out is written only when asked and only when it is a kdp
+// dataset: --add-split adds a split it lacks, --overwrite replaces the imported
+// splits. Any other file (a checkpoint, a user's own HDF5 file) is never
+// written into.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -50,16 +56,23 @@ int main(int argc, char** argv) {
       app.add_subcommand("import-idx", "Import a pair of IDX files (gzip or plain) as one split");
   idx->add_option("--images", images, "IDX file of images (uint8, [N, ...])")->required();
   idx->add_option("--labels", labels, "IDX file of labels (uint8, [N])")->required();
-  idx->add_option("--out", out, "HDF5 file to write (other splits in it are kept)")->required();
+  bool add_split = false, overwrite = false;
+  idx->add_option("--out", out,
+                  "HDF5 file to write; an existing kdp dataset only with --add-split or "
+                  "--overwrite (its other splits are kept)")
+      ->required();
   idx->add_option("--split", split, "Split name")->check(CLI::IsMember({"train", "test"}));
   idx->add_option("--classes", classes, "Number of classes (labels must be below it)")
       ->check(kdp::cli::whole_number(1, 256));  // labels are bytes
+  idx->add_flag("--add-split", add_split, "Add the split to an existing --out that has none");
+  idx->add_flag("--overwrite", overwrite, "Replace the split in an existing --out");
 
   std::string fm_dir;
   auto* fm =
       app.add_subcommand("import-fashion-mnist",
                          "Import both splits of Fashion-MNIST (Debian's dataset-fashion-mnist)");
   fm->add_option("--out", out, "HDF5 file to write")->required();
+  fm->add_flag("--overwrite", overwrite, "Replace both splits of an existing --out");
   fm->add_option("--dir", fm_dir,
                  "Directory of the IDX files (default: $KDP_FASHION_MNIST_DIR or "
                  "/usr/share/datasets/fashion-mnist)");
@@ -69,15 +82,32 @@ int main(int argc, char** argv) {
       "info", "Print the groups, datasets, shapes, types and attributes of an HDF5 file");
   info->add_option("file", file, "HDF5 file")->required();
 
+  for (CLI::App* sub : {idx, fm, info}) sub->allow_extras();  // refused below, with a suggestion
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
+  for (CLI::App* sub : {idx, fm, info}) {
+    if (!*sub) continue;
+    if (const int status = cli::reject_unknown(*sub, sub->remaining(), "kdp-data"); status >= 0) {
+      return status;
+    }
+  }
+  if (add_split && overwrite) {
+    std::fprintf(stderr,
+                 "kdp-data: --add-split adds a split only where there is none; --overwrite "
+                 "replaces it: choose one\n");
+    return 1;
+  }
+  const data::ExistingOutput existing = overwrite   ? data::ExistingOutput::Overwrite
+                                        : add_split ? data::ExistingOutput::AddSplits
+                                                    : data::ExistingOutput::Refuse;
   try {
     if (*idx) {
       data::ImportOptions options;
+      options.existing = existing;
       options.num_classes = classes;
       data::import_idx({{split, images, labels}}, out, options);
       std::printf("imported %s split into %s\n", split.c_str(), out.c_str());
     } else if (*fm) {
-      data::import_fashion_mnist(out, fm_dir);
+      data::import_fashion_mnist(out, fm_dir, existing);
       std::printf("imported Fashion-MNIST (train and test) into %s\n", out.c_str());
     } else if (*info) {
       io::h5::File f = io::h5::File::open(file);

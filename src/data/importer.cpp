@@ -1,11 +1,14 @@
 #include "kdp/data/importer.hpp"
 
 #include <fmt/format.h>
+#include <sys/statvfs.h>
 
 #include <cstdlib>
 #include <filesystem>
 
+#include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/regular_file.hpp"
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/data/idx.hpp"
 #include "kdp/io/atomic_file.hpp"
@@ -43,6 +46,14 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
                     "number per sample",
                     src.labels, labels.dims.size()));
   }
+  if (images.count() == 0) {
+    throw IOError(fmt::format("kdp::data: '{}' holds no samples (its dimensions are [{}])",
+                              src.images, fmt::join(images.dims, ", ")));
+  }
+  if (images.data.empty()) {
+    throw IOError(fmt::format("kdp::data: '{}' holds samples of size 0 (its dimensions are [{}])",
+                              src.images, fmt::join(images.dims, ", ")));
+  }
   if (images.count() != labels.count()) {
     throw IOError(fmt::format("kdp::data: '{}' has {} images but '{}' has {} labels", src.images,
                               images.count(), src.labels, labels.count()));
@@ -55,7 +66,7 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
                       labels.data[i], i, src.labels, options.num_classes));
     }
   }
-  if (file.exists(src.split)) H5Ldelete(file.id(), src.split.c_str(), H5P_DEFAULT);
+  if (file.exists(src.split)) H5Ldelete(file.id(), src.split.c_str(), H5P_DEFAULT);  // Overwrite
   io::h5::Group group = file.create_group(src.split);
   io::h5::Dataset img = group.create_dataset("images", io::h5::Type::UInt8, images.dims,
                                              options.chunk_rows, options.deflate);
@@ -80,6 +91,60 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
   group.set_attribute("class_names", names);
 }
 
+// Whether `out` may be written as `options` ask: only a kdp dataset, and only
+// with AddSplits (for splits it lacks) or Overwrite.
+void check_existing_output(const std::string& out, const std::vector<SplitSource>& splits,
+                           const ImportOptions& options) {
+  require_regular_file(out, "kdp::data", "the output ");
+  const io::h5::File file = [&] {
+    try {
+      return io::h5::File::open(out);
+    } catch (const IOError& e) {
+      throw IOError(
+          fmt::format("kdp::data: '{}' exists and is not a kdp dataset ({}); kdp-data "
+                      "never writes into it",
+                      out, e.what()));
+    }
+  }();
+  const std::string format = file.has_attribute("format") ? file.attribute_string("format") : "";
+  if (format != "kdp-dataset") {
+    throw IOError(fmt::format(
+        "kdp::data: '{}' exists and is not a kdp dataset ({}); kdp-data never writes into it", out,
+        format.empty() ? "it has no format attribute" : "its format is '" + format + "'"));
+  }
+  for (const SplitSource& s : splits) {
+    const bool has = file.exists(s.split);
+    if (options.existing == ExistingOutput::Refuse && !has) {
+      throw IOError(fmt::format("kdp::data: '{}' exists; --add-split adds the '{}' split to it",
+                                out, s.split));
+    }
+    if (options.existing != ExistingOutput::Overwrite && has) {
+      throw IOError(fmt::format("kdp::data: '{}' already has a '{}' split; --overwrite replaces it",
+                                out, s.split));
+    }
+  }
+}
+
+// The bytes free for writing on the file system that holds `path` (or its directory).
+uint64_t free_space(const std::string& path) {
+  struct statvfs st {};
+  const fs::path p(path);
+  if (::statvfs(p.has_parent_path() ? p.parent_path().c_str() : ".", &st) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+// Copies `from` into `to` with the system's reason on failure (a full disk).
+void copy_contents(const std::string& from, const std::string& to, const std::string& out) {
+  std::error_code ec;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
+  if (ec) {
+    throw IOError(
+        fmt::format("kdp::data: cannot write '{}': copying it to keep its other splits "
+                    "failed: {}; '{}' is left as it was",
+                    out, describe_file_error(ec.value()), out));
+  }
+}
+
 }  // namespace
 
 void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
@@ -93,15 +158,15 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
                       s.split));
     }
   }
+  const bool exists = path_exists(out);
+  if (exists) check_existing_output(out, splits, options);
   StopSignal stop;  // SIGINT/SIGTERM abandon the temporary file, not the old output
-  StopSignal::clear();
+  if (stop.outermost()) StopSignal::clear();
   io::AtomicFile target(out);
-  {
+  try {
     io::h5::File file = [&] {
-      if (fs::exists(out)) {
-        // Keep the other splits: start from a copy of the existing file.
-        io::h5::File::open(out).close();  // refuse to build on a file that is not HDF5
-        fs::copy_file(out, target.temp_path(), fs::copy_options::overwrite_existing);
+      if (exists) {  // keep the other splits: start from a copy of the existing file
+        copy_contents(out, target.temp_path(), out);
         return io::h5::File::open(target.temp_path(), io::h5::File::Mode::ReadWrite);
       }
       return io::h5::File::create(target.temp_path());
@@ -112,9 +177,25 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
     file.set_attribute("dataset", options.dataset);
     file.flush();
     file.close();
+    check_interrupted(out);
+    target.commit();
+  } catch (const IOError& e) {
+    std::string what = e.what();
+    if (what.find(target.temp_path()) == std::string::npos) throw;  // not a write that failed
+    // libhdf5 does not say why a write failed; a full disk is the common reason.
+    const uint64_t free_bytes = free_space(target.temp_path());
+    if (free_bytes < (uint64_t{1} << 20)) {
+      what = fmt::format("kdp::data: cannot write '{}': no space left on the device ({} free)", out,
+                         format_bytes(static_cast<double>(free_bytes)));
+    } else {  // name the output, not the temporary file
+      const std::string temp = target.temp_path();
+      for (size_t at = what.find(temp); at != std::string::npos; at = what.find(temp, at)) {
+        what.replace(at, temp.size(), out);
+      }
+    }
+    throw IOError(fmt::format("{}; the import was abandoned and '{}' is {}", what, out,
+                              exists ? "left as it was" : "not written"));
   }
-  check_interrupted(out);
-  target.commit();
 }
 
 std::string find_fashion_mnist() {
@@ -137,10 +218,12 @@ const std::vector<std::string>& fashion_mnist_classes() {
   return names;
 }
 
-void import_fashion_mnist(const std::string& out, const std::string& dir_in) {
+void import_fashion_mnist(const std::string& out, const std::string& dir_in,
+                          ExistingOutput existing) {
   const std::string dir = dir_in.empty() ? find_fashion_mnist() : dir_in;
   const fs::path d(dir);
   ImportOptions options;
+  options.existing = existing;
   options.dataset = "fashion-mnist";
   options.class_names = fashion_mnist_classes();
   import_idx({{"train", (d / "train-images-idx3-ubyte.gz").string(),

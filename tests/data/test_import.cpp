@@ -63,7 +63,9 @@ TEST(Idx, ImportingASecondSplitKeepsTheFirst) {
   write_small_idx(dir, 20, true, images, labels);
   const std::string out = dir.file("out.h5");
   data::import_idx({{"train", images, labels}}, out, data::ImportOptions{});
-  data::import_idx({{"test", images, labels}}, out, data::ImportOptions{});
+  data::ImportOptions add;
+  add.existing = data::ExistingOutput::AddSplits;
+  data::import_idx({{"test", images, labels}}, out, add);
   io::h5::File f = io::h5::File::open(out);
   EXPECT_TRUE(f.exists("train/images"));
   EXPECT_TRUE(f.exists("test/images"));
@@ -164,7 +166,7 @@ TEST(Idx, InterruptedImportLeavesTheExistingOutputUntouched) {
     }
   });
   try {
-    data::import_fashion_mnist(out);
+    data::import_fashion_mnist(out, "", data::ExistingOutput::Overwrite);
     stop_watching = true;
     signaller.join();
     FAIL() << "the import was not interrupted";

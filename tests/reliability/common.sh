@@ -14,7 +14,7 @@ make_tiny_data() {  # -> $work/tiny.h5
   /usr/bin/python3 "$src/train/make_tiny_dataset.py" "$work/idx" || fail "dataset"
   for split in train test; do
     "$bin/kdp-data" import-idx --images "$work/idx/$split-images.idx.gz" \
-      --labels "$work/idx/$split-labels.idx.gz" --out "$work/tiny.h5" --split "$split" >/dev/null ||
+      --labels "$work/idx/$split-labels.idx.gz" --out "$work/tiny.h5" --split "$split" --add-split >/dev/null ||
       fail "import"
   done
 }

@@ -10,8 +10,10 @@
 ///
 /// The output is written to a temporary file and renamed into place when
 /// complete: an interrupted import never leaves a file that looks complete and
-/// never destroys an existing one. Importing one split into an existing file
-/// keeps its other splits.
+/// never destroys an existing one. An existing output is written only when
+/// asked (ImportOptions::existing) and only when it is a kdp dataset; its
+/// other splits are kept. A file of any other kind (a checkpoint, a user's own
+/// HDF5 file) is never written into.
 
 #include <string>
 #include <vector>
@@ -25,8 +27,16 @@ struct SplitSource {
   std::string labels;
 };
 
+/// What an import does with an output file that exists.
+enum class ExistingOutput {
+  Refuse,     // an error naming the two ways below
+  AddSplits,  // adds the splits it lacks; a split it has is an error
+  Overwrite,  // replaces the imported splits (the others are kept)
+};
+
 /// Dataset name, class count and names, chunking and compression of an import.
 struct ImportOptions {
+  ExistingOutput existing = ExistingOutput::Refuse;
   std::string dataset = "unnamed";
   int64_t num_classes = 10;
   std::vector<std::string> class_names;  // empty: "0", "1", ...
@@ -37,7 +47,9 @@ struct ImportOptions {
 
 /// Imports the splits into `out`. Throws IOError naming the file at fault (bad
 /// IDX files, images and labels of different lengths, a label out of range for
-/// num_classes, an unwritable output, SIGINT/SIGTERM during the import).
+/// num_classes, an IDX file without samples, an existing output that may not
+/// be written (see ExistingOutput) or is not a kdp dataset, an unwritable
+/// output or a full disk, SIGINT/SIGTERM during the import).
 void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
                 const ImportOptions& options);
 
@@ -45,8 +57,10 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
 /// Debian's /usr/share/datasets/fashion-mnist. Throws IOError when absent.
 std::string find_fashion_mnist();
 
-/// Imports both splits of Fashion-MNIST from `dir` (find_fashion_mnist() when empty).
-void import_fashion_mnist(const std::string& out, const std::string& dir = "");
+/// Imports both splits of Fashion-MNIST from `dir` (find_fashion_mnist() when
+/// empty); an existing `out` is treated as `existing` says.
+void import_fashion_mnist(const std::string& out, const std::string& dir = "",
+                          ExistingOutput existing = ExistingOutput::Refuse);
 
 /// Fashion-MNIST's ten class names.
 const std::vector<std::string>& fashion_mnist_classes();
