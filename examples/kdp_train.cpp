@@ -5,11 +5,13 @@
 //   srun kdp-train --checkpoint-dir runs/ckpt --resume auto
 //
 // Exit status: 0 done; 1 error (the message says what); 75 stopped by SIGTERM,
-// SIGINT or SIGUSR1 after writing a checkpoint (requeue and --resume auto).
+// SIGINT or SIGUSR1 after writing a checkpoint (requeue and --resume auto);
+// 128 + the signal when a signal stopped it before any checkpoint was written.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -49,6 +51,8 @@ struct Options {
   bool no_anomaly_check = false;
   std::string progress = "auto";
   int64_t log_every = 50;
+  bool without_locks = false;
+  std::string status_file;
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -71,6 +75,31 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
+// The two splits train and evaluate one model: both must hold samples, and
+// the same kind of them (type, scale, shape).
+void check_splits(const Options& o, const data::HDF5Dataset& train, const data::HDF5Dataset& test) {
+  for (const data::HDF5Dataset* split : {&train, &test}) {
+    if (split->size() == 0) {
+      throw ValueError(
+          fmt::format("the {} split of '{}' holds no samples; kdp-train needs samples "
+                      "to {}",
+                      split == &train ? "train" : "test", o.data,
+                      split == &train ? "train on" : "evaluate on"));
+    }
+  }
+  if (train.feature_type() != test.feature_type() || train.sample_shape() != test.sample_shape()) {
+    throw ValueError(fmt::format(
+        "the splits of '{}' hold different kinds of samples: /train/images is {} {} but "
+        "/test/images is {} {}; they would be scaled and normalised differently",
+        o.data, train.feature_type(), train.sample_shape().str(), test.feature_type(),
+        test.sample_shape().str()));
+  }
+  if (o.batch_size > train.size()) {
+    throw ValueError(fmt::format("--batch-size {} is larger than the {} training samples of '{}'",
+                                 o.batch_size, train.size(), o.data));
+  }
+}
+
 // Mean and standard deviation of the (scaled) features of up to 10000 samples.
 std::pair<float, float> feature_moments(const data::Dataset& ds) {
   const int64_t n = std::min<int64_t>(ds.size(), 10000);
@@ -87,6 +116,12 @@ std::pair<float, float> feature_moments(const data::Dataset& ds) {
   }
   const double mean = s / static_cast<double>(f.size());
   const double var = s2 / static_cast<double>(f.size()) - mean * mean;
+  if (!std::isfinite(mean) || !std::isfinite(var)) {
+    throw NumericalError(fmt::format(
+        "the features of the training samples have no finite mean and variance (mean {}, "
+        "variance {}); kdp-train cannot normalise them",
+        mean, var));
+  }
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(var, 1e-12)))};
 }
 
@@ -125,6 +160,7 @@ int run(const Options& o, Runtime& runtime) {
   h5.stddev = stddev;
   train_set = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
   auto test_set = std::make_shared<data::HDF5Dataset>(o.data, "test", h5);
+  check_splits(o, *train_set, *test_set);
   const int64_t features = train_set->sample_shape().numel();
   if (sizes.front() != features) {
     throw ValueError(
@@ -213,6 +249,7 @@ int run(const Options& o, Runtime& runtime) {
   t.log_every_steps = o.log_every;
   t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
   t.detect_anomaly = !o.no_anomaly_check;
+  t.require_locks = !o.without_locks;
   t.devices = devs;
   t.sampler_seed = o.seed;
   t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", mean}, {"data.std", stddev}};
@@ -226,10 +263,32 @@ int run(const Options& o, Runtime& runtime) {
         static_cast<long long>(o.batch_size));
     std::fflush(stdout);
   }
+  // A signal during the start-up (loading data, building the model) ends the
+  // run on every rank before it writes anything.
+  int64_t early = StopSignal::requested() ? StopSignal::signal() : 0;
+  comm.allreduce(&early, 1, dist::ReduceOp::Max);
+  if (early != 0) {
+    if (rank0) {
+      std::printf(
+          "kdp-train: stopped by signal %lld before training started; nothing was written\n",
+          static_cast<long long>(early));
+    }
+    return 128 + static_cast<int>(early);
+  }
   nn::CrossEntropyLoss ce;
   const train::FitResult r =
       trainer.fit(*model, std::ref(ce), *optimizer, train_loader, &test_loader, scheduler.get());
   if (r.stopped_by_signal) {
+    // 75 asks the batch script to requeue: only true when there is something to resume.
+    if (r.last_checkpoint.empty()) {
+      if (rank0) {
+        std::printf(
+            "kdp-train: stopped by signal %d at step %lld; no checkpoint was written (there is "
+            "no --checkpoint-dir), so nothing can be resumed; exit %d\n",
+            r.signal, static_cast<long long>(r.global_step), 128 + r.signal);
+      }
+      return 128 + r.signal;
+    }
     if (rank0) {
       std::printf(
           "kdp-train: stopped by signal %d at step %lld; checkpoint %s; exit %d (requeue "
@@ -277,6 +336,14 @@ std::string way_out(io::RunDirectoryError::Reason reason) {
     case Reason::MetricsFileExists:
       return "Use another --metrics file, --resume auto to continue the run that wrote it, or "
              "--resume never --overwrite to replace it.";
+    case Reason::InUse:
+      return "Wait for that run to end, or use another --checkpoint-dir and --metrics file.";
+    case Reason::CannotLock:
+      return "Use a file system with locks (Lustre mounted with -o flock, NFS with a lock "
+             "manager), or pass --without-locks if you make sure that one run at a time uses "
+             "these files.";
+    case Reason::NotKdpFile:
+      return "kdp leaves it as it is: move it away, or use another path.";
   }
   return "";
 }
@@ -286,13 +353,75 @@ std::string without_prefix(const std::string& message) {
   return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
 }
 
+// A run that fails because a signal arrived ends with the signal's status.
+int failed(const std::string& message, int rank) {
+  if (StopSignal::requested()) {
+    if (rank == 0) {
+      std::fprintf(stderr, "kdp-train: stopped by signal %d: %s\n", StopSignal::signal(),
+                   message.c_str());
+    }
+    return 128 + StopSignal::signal();
+  }
+  std::fprintf(stderr, "kdp-train: error on rank %d: %s\n", rank, message.c_str());
+  return 1;
+}
+
+// Rank 0's exit status in --status-file, for batch scripts whose launcher
+// reports a status of its own (mpirun after forwarding a signal).
+void record_status(const std::string& path, int status) {
+  if (path.empty()) return;
+  try {
+    io::write_file_atomically(path, fmt::format("{}\n", status));
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kdp-train: %s\n", e.what());
+  }
+}
+
+// Runs kdp-train as `o` says; rank 0's status goes to --status-file before MPI
+// finalizes (a launcher that is tearing the job down may never let it return).
+int main_with_options(Options& o, int argc, char** argv) {
+  int rank = 0;
+  int status = 1;
+  try {
+    RuntimeOptions ro;
+    ro.threads = o.threads;
+    ro.seed = o.seed;
+    Runtime runtime(argc, argv, ro);
+    rank = runtime.world_rank();
+    try {
+      status = run(o, runtime);
+    } catch (const io::RunDirectoryError& e) {
+      // Every rank has the same error: one message is enough.
+      if (rank == 0) {
+        std::fprintf(stderr, "kdp-train: error: %s\n%s%s\n", without_prefix(e.summary()).c_str(),
+                     e.details().c_str(), way_out(e.reason()).c_str());
+      }
+      status = 1;
+    } catch (const Error& e) {
+      status = failed(e.what(), rank);
+    }
+    if (rank == 0) record_status(o.status_file, status);
+    return status;
+  } catch (const std::exception& e) {
+    status = failed(e.what(), rank);
+  }
+  if (rank == 0) record_status(o.status_file, status);
+  return status;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First of all: SIGTERM, SIGINT or SIGUSR1 from now on are noted, not fatal,
+  // so a job stopped during start-up still ends with a message.
+  StopSignal stop_signal;
+  // A launcher that forwards a signal (mpirun) may stop relaying output at
+  // once: a write to that pipe must fail, not kill the rank before its checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
   Options o;
   CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
   cli::use_plain_messages(app, "kdp-train");
-  app.allow_extras();  // --kokkos-* arguments are Kokkos'
+  app.allow_extras();  // checked below: only --kokkos-* arguments (Kokkos') may be left
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option(
       "--data", o.data,
@@ -315,7 +444,7 @@ int main(int argc, char** argv) {
                  "Device instances per rank (DataParallel inside each rank)")
       ->check(cli::whole_number(1, 1 << 16));
   app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout")
-      ->check(cli::whole_number(0));
+      ->check(cli::unsigned_number());
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "Directory for checkpoints (none when empty); it belongs to one run "
                  "configuration");
@@ -348,7 +477,18 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps")
       ->check(cli::whole_number(1));
+  app.add_flag("--without-locks", o.without_locks,
+               "Run where the file system has no working locks (Lustre without flock, NFS "
+               "without a lock manager); you make sure that one run at a time uses "
+               "--checkpoint-dir and --metrics");
+  app.add_option("--status-file", o.status_file,
+                 "Rank 0 writes its exit status here as it ends (for batch scripts whose "
+                 "launcher reports one of its own)");
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
+  if (const int status = cli::reject_unknown(app, app.remaining(), "kdp-train", {"--kokkos-"});
+      status >= 0) {
+    return status;
+  }
   if (o.overwrite && o.resume != "never") {
     std::fprintf(stderr,
                  "kdp-train: --overwrite discards what --checkpoint-dir holds; it goes with "
@@ -356,27 +496,5 @@ int main(int argc, char** argv) {
                  o.resume.c_str());
     return 1;
   }
-
-  try {
-    RuntimeOptions ro;
-    ro.threads = o.threads;
-    ro.seed = o.seed;
-    Runtime runtime(argc, argv, ro);
-    try {
-      return run(o, runtime);
-    } catch (const io::RunDirectoryError& e) {
-      // Every rank has the same error: one message is enough.
-      if (runtime.world_rank() == 0) {
-        std::fprintf(stderr, "kdp-train: error: %s\n%s%s\n", without_prefix(e.summary()).c_str(),
-                     e.details().c_str(), way_out(e.reason()).c_str());
-      }
-      return 1;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "kdp-train: error on rank %d: %s\n", runtime.world_rank(), e.what());
-      return 1;
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kdp-train: %s\n", e.what());
-    return 1;
-  }
+  return main_with_options(o, argc, argv);
 }

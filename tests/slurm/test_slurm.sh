@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# A real single-node Slurm on localhost runs examples/slurm/train.sbatch; the
-# warning signal arrives mid-run; the job must checkpoint, requeue itself,
-# resume, and finish with exactly the accuracy of an uninterrupted run.
+# A real single-node Slurm on localhost runs examples/slurm/train.sbatch; a
+# signal arrives mid-run; the job must checkpoint, requeue itself, resume, and
+# finish with exactly the accuracy of an uninterrupted run. Twice: launched by
+# srun and warned with SIGUSR1 (the time limit's signal), and launched by
+# mpirun and cancelled with SIGTERM (which mpirun does not pass on as such).
 #
 #   test_slurm.sh BUILD_EXAMPLES_DIR REPO_ROOT
 set -u
@@ -51,36 +53,45 @@ echo "uninterrupted: $reference"
 "$repo/scripts/slurm-local.sh" start || fail "starting Slurm"
 export SLURM_CONF=$SLURM_LOCAL_DIR/slurm.conf
 cd "$work"
-job=$(KDP_TRAIN="$bin/kdp-train" KDP_RUN_DIR="$work/run" \
-  sbatch --parsable --export=ALL "$repo/examples/slurm/train.sbatch" "${args[@]}") || fail "sbatch"
-echo "submitted job $job"
 
-# Once the first checkpoint exists, send the batch shell the warning signal.
-wait_until 120 bash -c "ls '$work'/run/checkpoints/ckpt-*.h5 >/dev/null 2>&1" ||
-  fail "no checkpoint appeared"
-scancel -b -s USR1 "$job" || fail "scancel"
-echo "sent SIGUSR1 to job $job"
+interrupted_run() {  # LAUNCHER SIGNAL
+  local launcher=$1 signal=$2 run=$work/run-$1
+  job=$(KDP_TRAIN="$bin/kdp-train" KDP_RUN_DIR="$run" KDP_LAUNCHER=$launcher \
+    KDP_MPIRUN_FLAGS="${mpi_flags[*]}" \
+    sbatch --parsable --export=ALL "$repo/examples/slurm/train.sbatch" "${args[@]}") || fail "sbatch"
+  echo "submitted job $job ($launcher)"
 
-# Requeued jobs wait two minutes before they are eligible; start it now.
-# (The node must be idle again first: the old run's steps are still ending.)
-wait_until 120 bash -c "scontrol show job $job -o | grep -q 'JobState=PENDING.*Restarts=1'" ||
-  fail "the job was not requeued"
-wait_until 60 bash -c "[[ \$(sinfo -h -n localhost -o %T) == idle ]]" || fail "the node stayed busy"
-# The old run's step daemons clean up its spool directory when they end; the
-# requeued run (same job id) must not start before they have.
-wait_until 60 bash -c "! pgrep -f 'slurmstepd: \[$job\.' >/dev/null" || fail "old job steps linger"
-sleep 1
-scontrol update JobId="$job" StartTime=now
-wait_until 180 bash -c "scontrol show job $job -o | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)'" ||
-  fail "the requeued job did not finish"
-[[ $(job_field JobState) == COMPLETED ]] || fail "job state $(job_field JobState)"
+  # Once the first checkpoint exists, send the batch shell the signal.
+  wait_until 120 bash -c "ls '$run'/checkpoints/ckpt-*.h5 >/dev/null 2>&1" ||
+    fail "no checkpoint appeared"
+  scancel -b -s "$signal" "$job" || fail "scancel"
+  echo "sent SIG$signal to job $job"
 
-out=$work/kdp-train-$job.out
-[[ -f $out ]] || fail "no output file (a job that never ran)"
-grep -q "stopped by signal 10" "$out" || fail "kdp-train did not stop on the signal"
-grep -q "requeueing" "$out" || fail "the script did not requeue"
-grep -q "resumed from" "$out" || fail "the second run did not resume"
-result=$(grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*' "$out" | tail -1)
-echo "interrupted and resumed: $result"
-[[ "$result" == "$reference" ]] || fail "the resumed run ended with '$result', not '$reference'"
-echo "ok: checkpointed, requeued, resumed, finished with the uninterrupted run's accuracy"
+  # Requeued jobs wait two minutes before they are eligible; start it now.
+  # (The node must be idle again first: the old run's steps are still ending.)
+  wait_until 120 bash -c "scontrol show job $job -o | grep -q 'JobState=PENDING.*Restarts=1'" ||
+    fail "the job was not requeued"
+  wait_until 60 bash -c "[[ \$(sinfo -h -n localhost -o %T) == idle ]]" || fail "the node stayed busy"
+  # The old run's step daemons clean up its spool directory when they end; the
+  # requeued run (same job id) must not start before they have.
+  wait_until 60 bash -c "! pgrep -f 'slurmstepd: \[$job\.' >/dev/null" || fail "old job steps linger"
+  sleep 1
+  scontrol update JobId="$job" StartTime=now
+  wait_until 180 bash -c "scontrol show job $job -o | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)'" ||
+    fail "the requeued job did not finish"
+  [[ $(job_field JobState) == COMPLETED ]] || fail "job state $(job_field JobState)"
+
+  out=$work/kdp-train-$job.out
+  [[ -f $out ]] || fail "no output file (a job that never ran)"
+  grep -q "kdp-train: stopped by signal 10 .*exit 75" "$out" || fail "kdp-train did not stop on the signal"
+  grep -q "requeueing" "$out" || fail "the script did not requeue"
+  grep -q "resumed from" "$out" || fail "the second run did not resume"
+  result=$(grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*' "$out" | tail -1)
+  echo "interrupted and resumed ($launcher, SIG$signal): $result"
+  grep "requeueing" "$out" | sed 's/^/    | /'
+  [[ "$result" == "$reference" ]] || fail "the resumed run ended with '$result', not '$reference'"
+  echo "ok: $launcher, SIG$signal: checkpointed, requeued, resumed, finished with the uninterrupted run's accuracy"
+}
+
+interrupted_run srun USR1
+interrupted_run mpirun TERM

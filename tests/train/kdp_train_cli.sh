@@ -33,7 +33,7 @@ check() {  # check NAME EXPECTED_STATUS TEXT COMMAND...
 /usr/bin/python3 "$src/train/make_tiny_dataset.py" "$work/idx" || exit 1
 for split in train test; do
   "$bin/kdp-data" import-idx --images "$work/idx/$split-images.idx.gz" \
-    --labels "$work/idx/$split-labels.idx.gz" --out "$work/tiny.h5" --split "$split" >/dev/null || exit 1
+    --labels "$work/idx/$split-labels.idx.gz" --out "$work/tiny.h5" --split "$split" --add-split >/dev/null || exit 1
 done
 train=("$bin/kdp-train" --data "$work/tiny.h5" --progress lines --batch-size 40)
 
