@@ -36,28 +36,35 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  AtomicFile target(path);
-  const int fd = ::open(target.temp_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+void write_whole_file(const std::string& path, const void* data, size_t size,
+                      const std::string& target) {
+  const std::string& named = target.empty() ? path : target;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw IOError(
-        fmt::format("kdp::io: cannot write '{}': cannot create a file in its directory: {}", path,
-                    describe_file_error(errno)));
+    throw IOError(fmt::format("kdp::io: cannot write '{}': cannot create '{}': {}", named, path,
+                              describe_file_error(errno)));
   }
+  const char* bytes = static_cast<const char*>(data);
   size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+  while (done < size) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw IOError(fmt::format("kdp::io: cannot write '{}': {}", path, describe_file_error(err)));
+      throw IOError(fmt::format("kdp::io: cannot write '{}' ({} of {} bytes written): {}", named,
+                                done, size, describe_file_error(err)));
     }
     done += static_cast<size_t>(n);
   }
   if (::close(fd) != 0) {
-    throw IOError(fmt::format("kdp::io: cannot write '{}': {}", path, describe_file_error(errno)));
+    throw IOError(fmt::format("kdp::io: cannot write '{}': {}", named, describe_file_error(errno)));
   }
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  AtomicFile target(path);
+  write_whole_file(target.temp_path(), text.data(), text.size(), path);
   target.commit();
 }
 

@@ -5,6 +5,7 @@
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
+#include "kdp/io/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -432,7 +433,7 @@ File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   return File(std::move(f), name, "/");
 }
 
-void File::save_image(const std::string& path) {
+void File::save_image(const std::string& path, const std::string& target) {
   silence_errors();
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("flush", "/", file_);
   const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
@@ -440,28 +441,7 @@ void File::save_image(const std::string& path) {
   std::vector<char> image(static_cast<size_t>(size));
   if (H5Fget_file_image(id(), image.data(), image.size()) < 0)
     fail("take the image of", "/", file_);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    throw IOError(fmt::format("kdp::io: cannot create '{}': {}", path, describe_file_error(errno)));
-  }
-  size_t done = 0;
-  while (done < image.size()) {
-    const ssize_t n = ::write(fd, image.data() + done, image.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw IOError(fmt::format("kdp::io: cannot write '{}' ({} of {} bytes written): {}", path,
-                                done, image.size(), describe_file_error(err)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  if (::close(fd) != 0 || rc != 0) {
-    throw IOError(
-        fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, describe_file_error(err)));
-  }
+  write_whole_file(path, image.data(), image.size(), target);
 }
 
 void File::flush() {

@@ -55,6 +55,16 @@ struct TrainingRun {
   }
 };
 
+io::RunDirectoryError::Reason refusal(const train::TrainerOptions& t) {
+  try {
+    TrainingRun{}.fit(t);
+  } catch (const io::RunDirectoryError& e) {
+    return e.reason();
+  }
+  ADD_FAILURE() << "the run started";
+  return io::RunDirectoryError::Reason::OtherConfiguration;
+}
+
 train::TrainerOptions quiet() {
   train::TrainerOptions t;
   t.progress = 0;
@@ -298,21 +308,12 @@ TEST(Trainer, RefusesADirectoryItWouldTakeOverAndWritesNothing) {
     return out;
   };
   const auto before = listing();
-  auto reason_of = [&](train::TrainerOptions o) {
-    try {
-      TrainingRun{}.fit(o);
-    } catch (const io::RunDirectoryError& e) {
-      return e.reason();
-    }
-    ADD_FAILURE() << "the run started";
-    return io::RunDirectoryError::Reason::OtherConfiguration;
-  };
   using Reason = io::RunDirectoryError::Reason;
   train::TrainerOptions other = t;
   other.run_config["lr"] = "0.2";
   other.resume = "auto";
-  EXPECT_EQ(reason_of(other), Reason::OtherConfiguration);
-  EXPECT_EQ(reason_of(t), Reason::HoldsThisRun);  // a fresh start over its own checkpoints
+  EXPECT_EQ(refusal(other), Reason::OtherConfiguration);
+  EXPECT_EQ(refusal(t), Reason::HoldsThisRun);  // a fresh start over its own checkpoints
   train::TrainerOptions older = t;
   older.resume = io::CheckpointDirectory(t.checkpoint_dir).list().front();
   TrainingRun{}.fit([&] {
@@ -322,7 +323,7 @@ TEST(Trainer, RefusesADirectoryItWouldTakeOverAndWritesNothing) {
     return more;
   }());
   const auto after_second_epoch = listing();
-  EXPECT_EQ(reason_of(older), Reason::WouldFork);
+  EXPECT_EQ(refusal(older), Reason::WouldFork);
   EXPECT_EQ(listing(), after_second_epoch);
   EXPECT_NE(before, after_second_epoch);
 }
@@ -411,16 +412,6 @@ std::vector<int64_t> csv_steps(const std::string& path) {
     steps.push_back(std::stoll(line.substr(b + 1, c - b - 1)));
   }
   return steps;
-}
-
-io::RunDirectoryError::Reason refusal(const train::TrainerOptions& t) {
-  try {
-    TrainingRun{}.fit(t);
-  } catch (const io::RunDirectoryError& e) {
-    return e.reason();
-  }
-  ADD_FAILURE() << "the run started";
-  return io::RunDirectoryError::Reason::OtherConfiguration;
 }
 
 }  // namespace

@@ -31,6 +31,13 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+/// Creates (or truncates) `path` and writes `size` bytes to it, with the
+/// system's reason on failure ("no space left on the device"); messages name
+/// `target` when given (the file a temporary one becomes). Not synced: an
+/// AtomicFile's commit() does that.
+void write_whole_file(const std::string& path, const void* data, size_t size,
+                      const std::string& target = "");
+
 /// Writes `text` to `path` through an AtomicFile; throws IOError naming the
 /// file and the system's reason ("permission denied", "no space left ...").
 void write_file_atomically(const std::string& path, const std::string& text);

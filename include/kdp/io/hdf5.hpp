@@ -122,8 +122,9 @@ class File : public Group {
   /// steps of that size (at least 1 MiB), so that a large file is not copied
   /// again at every MiB.
   static File create_in_memory(const std::string& name, size_t expected_bytes = 0);
-  /// Writes the whole file (created in memory) to `path` and fsyncs it.
-  void save_image(const std::string& path);
+  /// Writes the whole file (created in memory) to `path`, a temporary file of
+  /// an AtomicFile whose commit() syncs it; errors name `target` when given.
+  void save_image(const std::string& path, const std::string& target = "");
   /// Flushes HDF5's buffers to the operating system.
   void flush();
   /// Closes the file; later use of its objects fails.
