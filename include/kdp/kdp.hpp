@@ -21,9 +21,11 @@
 #include "kdp/autograd/node.hpp"
 
 #include "kdp/ops/activation.hpp"
+#include "kdp/ops/conv.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/linear.hpp"
 #include "kdp/ops/loss.hpp"
+#include "kdp/ops/pooling.hpp"
 #include "kdp/ops/reduction.hpp"
 
 #include "kdp/nn/activation.hpp"

@@ -1,0 +1,20 @@
+#pragma once
+/// \file
+/// 2-d convolution on NCHW tensors, as torch.nn.functional.conv2d: weight
+/// [out, in / groups, kh, kw], optional bias [out], stride, padding, dilation
+/// and groups. Forward and backward run through the BLAS (im2col and one GEMM
+/// per group over the whole batch; col2im for the input's gradient), so a
+/// convolution runs on every backend, on the instance of its device.
+
+#include "kdp/core/tensor.hpp"
+#include "kdp/ops/size2.hpp"
+
+namespace kdp {
+
+/// y[n, o] = bias[o] + sum over c in o's group and the kernel window of
+/// weight[o, c, i, j] x[n, c, y s + i d - p, x s + j d - p] (zero outside).
+/// Shapes that do not fit are a ShapeError naming both.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+
+}  // namespace kdp

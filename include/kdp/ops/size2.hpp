@@ -1,0 +1,31 @@
+#pragma once
+/// \file
+/// Size2: a height and a width, as PyTorch's `int or (int, int)` arguments of
+/// the 2-d layers (kernel_size, stride, padding, dilation): `3` is {3, 3}.
+
+#include <cstdint>
+#include <string>
+
+namespace kdp {
+
+/// A height and a width; one number stands for both.
+struct Size2 {
+  int64_t h = 0;
+  int64_t w = 0;
+  Size2() = default;
+  Size2(int64_t both) : h(both), w(both) {}  // NOLINT: 3 means (3, 3), as in PyTorch
+  Size2(int64_t height, int64_t width) : h(height), w(width) {}
+  bool operator==(const Size2& o) const { return h == o.h && w == o.w; }
+  bool operator!=(const Size2& o) const { return !(*this == o); }
+  /// "3" when square, else "(3, 5)".
+  std::string str() const;
+};
+
+/// The output length of a sliding window: floor((in + 2 pad - dilation (k - 1)
+/// - 1) / stride) + 1, as PyTorch's convolutions and pooling compute it; 0
+/// when the window does not fit. With `ceil_mode` the division rounds up, but
+/// a last window must start inside the input or its left padding.
+int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                           int64_t dilation = 1, bool ceil_mode = false);
+
+}  // namespace kdp

@@ -1,0 +1,346 @@
+#include "kdp/ops/pooling.hpp"
+
+#include <limits>
+
+#include "op_util.hpp"
+
+namespace kdp {
+
+namespace ops_detail {
+
+namespace {
+
+using IndexView = Kokkos::View<int32_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+// The sizes of one pooling: planes (batch x channels) of h x w in, oh x ow out.
+struct PoolGeometry {
+  int64_t planes, h, w;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t oh, ow;
+};
+
+// The first and one-past-last window rows that cover input row `i` along one
+// dimension (stride s, padding p, kernel k, dilation d, out outputs).
+KOKKOS_INLINE_FUNCTION void covering(int64_t i, int64_t s, int64_t p, int64_t k, int64_t d,
+                                     int64_t out, int64_t& first, int64_t& last) {
+  const int64_t reach = i + p - d * (k - 1);  // the window start that reaches i last
+  first = reach <= 0 ? 0 : (reach + s - 1) / s;
+  last = (i + p) / s + 1;
+  if (last > out) last = out;
+}
+
+void max_forward(const Device& device, View1 out, IndexView index, ConstView1 in,
+                 const PoolGeometry& g) {
+  const float lowest = -std::numeric_limits<float>::infinity();
+  kdp::detail::for_each_2d(
+      "kdp::max_pool2d", device, g.planes * g.oh, g.ow,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
+        const int64_t plane = row / g.oh, y = row % g.oh;
+        const int64_t base = plane * g.h * g.w;
+        float best = lowest;
+        int32_t at = -1;
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t iy = y * g.sh - g.ph + i * g.dh;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t ix = x * g.sw - g.pw + j * g.dw;
+            if (ix < 0 || ix >= g.w) continue;
+            const float v = in(base + iy * g.w + ix);
+            // The first position, a larger value, or a NaN (PyTorch's rule).
+            if (at < 0 || v > best || v != v) {
+              best = v;
+              at = static_cast<int32_t>(iy * g.w + ix);
+            }
+          }
+        }
+        out(row * g.ow + x) = best;
+        index(row * g.ow + x) = at;
+      });
+}
+
+// Each input element gathers the gradients of the windows whose maximum it was.
+void max_backward(const Device& device, View1 gx, IndexView index, ConstView1 gy,
+                  const PoolGeometry& g) {
+  kdp::detail::for_each_2d(
+      "kdp::max_pool2d backward", device, g.planes * g.h, g.w,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t ix) {
+        const int64_t plane = row / g.h, iy = row % g.h;
+        const auto here = static_cast<int32_t>(iy * g.w + ix);
+        float acc = 0.0f;
+        int64_t y0, y1, x0, x1;
+        covering(iy, g.sh, g.ph, g.kh, g.dh, g.oh, y0, y1);
+        covering(ix, g.sw, g.pw, g.kw, g.dw, g.ow, x0, x1);
+        for (int64_t y = y0; y < y1; ++y) {
+          for (int64_t x = x0; x < x1; ++x) {
+            const int64_t o = (plane * g.oh + y) * g.ow + x;
+            if (index(o) == here) acc += gy(o);
+          }
+        }
+        gx(row * g.w + ix) = acc;
+      });
+}
+
+// The window of output (y, x) of an average pooling, clipped to the input, and
+// its divisor.
+struct AvgWindow {
+  int64_t y0, y1, x0, x1;
+  float divisor;
+};
+KOKKOS_INLINE_FUNCTION AvgWindow avg_window(const PoolGeometry& g, int64_t y, int64_t x,
+                                            bool count_include_pad) {
+  int64_t y0 = y * g.sh - g.ph, x0 = x * g.sw - g.pw;
+  int64_t y1 = y0 + g.kh < g.h + g.ph ? y0 + g.kh : g.h + g.ph;
+  int64_t x1 = x0 + g.kw < g.w + g.pw ? x0 + g.kw : g.w + g.pw;
+  const int64_t padded = (y1 - y0) * (x1 - x0);
+  y0 = y0 < 0 ? 0 : y0;
+  x0 = x0 < 0 ? 0 : x0;
+  y1 = y1 > g.h ? g.h : y1;
+  x1 = x1 > g.w ? g.w : x1;
+  const int64_t inside = (y1 - y0) * (x1 - x0);
+  return {y0, y1, x0, x1, static_cast<float>(count_include_pad ? padded : inside)};
+}
+
+void avg_forward(const Device& device, View1 out, ConstView1 in, const PoolGeometry& g,
+                 bool count_include_pad) {
+  kdp::detail::for_each_2d(
+      "kdp::avg_pool2d", device, g.planes * g.oh, g.ow,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
+        const int64_t plane = row / g.oh, y = row % g.oh;
+        const AvgWindow a = avg_window(g, y, x, count_include_pad);
+        float s = 0.0f;
+        for (int64_t iy = a.y0; iy < a.y1; ++iy)
+          for (int64_t ix = a.x0; ix < a.x1; ++ix) s += in((plane * g.h + iy) * g.w + ix);
+        out(row * g.ow + x) = a.divisor > 0.0f ? s / a.divisor : 0.0f;
+      });
+}
+
+void avg_backward(const Device& device, View1 gx, ConstView1 gy, const PoolGeometry& g,
+                  bool count_include_pad) {
+  kdp::detail::for_each_2d(
+      "kdp::avg_pool2d backward", device, g.planes * g.h, g.w,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t ix) {
+        const int64_t plane = row / g.h, iy = row % g.h;
+        int64_t y0, y1, x0, x1;
+        covering(iy, g.sh, g.ph, g.kh, 1, g.oh, y0, y1);
+        covering(ix, g.sw, g.pw, g.kw, 1, g.ow, x0, x1);
+        float acc = 0.0f;
+        for (int64_t y = y0; y < y1; ++y) {
+          for (int64_t x = x0; x < x1; ++x) {
+            const AvgWindow a = avg_window(g, y, x, count_include_pad);
+            if (iy >= a.y0 && iy < a.y1 && ix >= a.x0 && ix < a.x1 && a.divisor > 0.0f) {
+              acc += gy((plane * g.oh + y) * g.ow + x) / a.divisor;
+            }
+          }
+        }
+        gx(row * g.w + ix) = acc;
+      });
+}
+
+// Region i of n over a length of `in`: [floor(i in / n), ceil((i + 1) in / n)).
+KOKKOS_INLINE_FUNCTION int64_t region_start(int64_t i, int64_t n, int64_t in) {
+  return (i * in) / n;
+}
+KOKKOS_INLINE_FUNCTION int64_t region_end(int64_t i, int64_t n, int64_t in) {
+  return ((i + 1) * in + n - 1) / n;
+}
+
+void adaptive_forward(const Device& device, View1 out, ConstView1 in, const PoolGeometry& g) {
+  kdp::detail::for_each_2d(
+      "kdp::adaptive_avg_pool2d", device, g.planes * g.oh, g.ow,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
+        const int64_t plane = row / g.oh, y = row % g.oh;
+        const int64_t y0 = region_start(y, g.oh, g.h), y1 = region_end(y, g.oh, g.h);
+        const int64_t x0 = region_start(x, g.ow, g.w), x1 = region_end(x, g.ow, g.w);
+        float s = 0.0f;
+        for (int64_t iy = y0; iy < y1; ++iy)
+          for (int64_t ix = x0; ix < x1; ++ix) s += in((plane * g.h + iy) * g.w + ix);
+        out(row * g.ow + x) = s / static_cast<float>((y1 - y0) * (x1 - x0));
+      });
+}
+
+void adaptive_backward(const Device& device, View1 gx, ConstView1 gy, const PoolGeometry& g) {
+  kdp::detail::for_each_2d(
+      "kdp::adaptive_avg_pool2d backward", device, g.planes * g.h, g.w,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t ix) {
+        const int64_t plane = row / g.h, iy = row % g.h;
+        float acc = 0.0f;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          const int64_t y0 = region_start(y, g.oh, g.h), y1 = region_end(y, g.oh, g.h);
+          if (iy < y0 || iy >= y1) continue;
+          for (int64_t x = 0; x < g.ow; ++x) {
+            const int64_t x0 = region_start(x, g.ow, g.w), x1 = region_end(x, g.ow, g.w);
+            if (ix < x0 || ix >= x1) continue;
+            acc += gy((plane * g.oh + y) * g.ow + x) / static_cast<float>((y1 - y0) * (x1 - x0));
+          }
+        }
+        gx(row * g.w + ix) = acc;
+      });
+}
+
+enum class PoolKind { Max, Avg, Adaptive };
+
+class PoolNode : public autograd::Node {
+ public:
+  PoolNode(const char* name, const Device& device, PoolKind kind, const PoolGeometry& g,
+           const Tensor& index, bool count_include_pad)
+      : Node(device),
+        name_(name),
+        kind_(kind),
+        g_(g),
+        index_(index),
+        count_include_pad_(count_include_pad) {}
+  const char* name() const override { return name_; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor gx = Tensor::empty(Shape{g_.planes * g_.h * g_.w}, device());
+    switch (kind_) {
+      case PoolKind::Max:
+        max_backward(device(), gx.flat(), indices(index_), grads[0].cflat(), g_);
+        break;
+      case PoolKind::Avg:
+        avg_backward(device(), gx.flat(), grads[0].cflat(), g_, count_include_pad_);
+        break;
+      case PoolKind::Adaptive:
+        adaptive_backward(device(), gx.flat(), grads[0].cflat(), g_);
+        break;
+    }
+    return {gx.reshape(shape_of_input())};
+  }
+  void release_saved() override { index_ = Tensor(); }
+  void set_input_shape(const Shape& s) { input_shape_ = s; }
+
+  // The argmax positions live in a float tensor's storage (from the caching
+  // allocator, like every tensor), read as 32-bit integers.
+  static IndexView indices(const Tensor& t) {
+    return IndexView(reinterpret_cast<int32_t*>(t.data()), static_cast<size_t>(t.numel()));
+  }
+
+ private:
+  std::vector<int64_t> shape_of_input() const { return input_shape_.to_vector(); }
+  const char* name_;
+  PoolKind kind_;
+  PoolGeometry g_;
+  Tensor index_;  // only written by the forward, so no version check is needed
+  bool count_include_pad_;
+  Shape input_shape_;
+};
+
+PoolGeometry geometry(const char* op, const Tensor& x, Size2 kernel, std::optional<Size2> stride,
+                      Size2 padding, Size2 dilation, bool ceil_mode) {
+  if (x.dim() != 4 && x.dim() != 3) {
+    throw ShapeError(
+        fmt::format("{}: input {} is not [batch, channels, height, width] or "
+                    "[channels, height, width]",
+                    op, x.shape().str()));
+  }
+  const Size2 s = stride.value_or(kernel);
+  if (kernel.h < 1 || kernel.w < 1 || s.h < 1 || s.w < 1 || dilation.h < 1 || dilation.w < 1 ||
+      padding.h < 0 || padding.w < 0) {
+    throw ValueError(
+        fmt::format("{}: kernel {}, stride {} and dilation {} must be >= 1 and padding {} >= 0", op,
+                    kernel.str(), s.str(), dilation.str(), padding.str()));
+  }
+  if (padding.h * 2 > kernel.h || padding.w * 2 > kernel.w) {
+    throw ValueError(fmt::format("{}: padding {} must be at most half the kernel {}", op,
+                                 padding.str(), kernel.str()));
+  }
+  const int r = x.dim();
+  PoolGeometry g{};
+  g.h = x.size(r - 2);
+  g.w = x.size(r - 1);
+  g.planes = x.numel() / std::max<int64_t>(1, g.h * g.w);
+  g.kh = kernel.h;
+  g.kw = kernel.w;
+  g.sh = s.h;
+  g.sw = s.w;
+  g.ph = padding.h;
+  g.pw = padding.w;
+  g.dh = dilation.h;
+  g.dw = dilation.w;
+  g.oh = window_output_size(g.h, g.kh, g.sh, g.ph, g.dh, ceil_mode);
+  g.ow = window_output_size(g.w, g.kw, g.sw, g.pw, g.dw, ceil_mode);
+  if (g.oh < 1 || g.ow < 1) {
+    throw ShapeError(
+        fmt::format("{}: a {} window (padding {}, dilation {}) does not fit the "
+                    "{}x{} input {}",
+                    op, kernel.str(), padding.str(), dilation.str(), g.h, g.w, x.shape().str()));
+  }
+  if (g.h * g.w > std::numeric_limits<int32_t>::max()) {
+    throw ShapeError(fmt::format("{}: planes of {}x{} are too large to index", op, g.h, g.w));
+  }
+  return g;
+}
+
+Shape output_shape(const Tensor& x, const PoolGeometry& g) {
+  std::vector<int64_t> dims = x.shape().to_vector();
+  dims[dims.size() - 2] = g.oh;
+  dims[dims.size() - 1] = g.ow;
+  return Shape(dims);
+}
+
+Tensor record(Tensor out, const Tensor& x, const char* name, PoolKind kind, const PoolGeometry& g,
+              const Tensor& index, bool count_include_pad) {
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<PoolNode>(name, x.device(), kind, g, index, count_include_pad);
+    node->set_input_shape(x.shape());
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+}  // namespace
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride,
+                  Size2 padding, Size2 dilation, bool ceil_mode) {
+  const char* op = "kdp::max_pool2d";
+  const Tensor& x = resolve(input);
+  check_defined(op, x, "input");
+  const PoolGeometry g = geometry(op, x, kernel_size, stride, padding, dilation, ceil_mode);
+  Tensor out = Tensor::empty(output_shape(x, g), x.device());
+  Tensor index = Tensor::empty(out.shape(), x.device());
+  if (out.numel() > 0) max_forward(x.device(), out.flat(), PoolNode::indices(index), x.cflat(), g);
+  return record(out, x, op, PoolKind::Max, g, index, false);
+}
+
+Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride,
+                  Size2 padding, bool ceil_mode, bool count_include_pad) {
+  const char* op = "kdp::avg_pool2d";
+  const Tensor& x = resolve(input);
+  check_defined(op, x, "input");
+  const PoolGeometry g = geometry(op, x, kernel_size, stride, padding, 1, ceil_mode);
+  Tensor out = Tensor::empty(output_shape(x, g), x.device());
+  if (out.numel() > 0) avg_forward(x.device(), out.flat(), x.cflat(), g, count_include_pad);
+  return record(out, x, op, PoolKind::Avg, g, Tensor(), count_include_pad);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  const char* op = "kdp::adaptive_avg_pool2d";
+  const Tensor& x = resolve(input);
+  check_defined(op, x, "input");
+  if (x.dim() != 4 && x.dim() != 3) {
+    throw ShapeError(
+        fmt::format("{}: input {} is not [batch, channels, height, width] or "
+                    "[channels, height, width]",
+                    op, x.shape().str()));
+  }
+  const int r = x.dim();
+  PoolGeometry g{};
+  g.h = x.size(r - 2);
+  g.w = x.size(r - 1);
+  g.planes = x.numel() / std::max<int64_t>(1, g.h * g.w);
+  g.oh = output_size.h;
+  g.ow = output_size.w;
+  if (g.oh < 1 || g.ow < 1 || g.h < 1 || g.w < 1) {
+    throw ShapeError(fmt::format("{}: output size {} must be >= 1, and the input {} non-empty", op,
+                                 output_size.str(), x.shape().str()));
+  }
+  Tensor out = Tensor::empty(output_shape(x, g), x.device());
+  if (out.numel() > 0) adaptive_forward(x.device(), out.flat(), x.cflat(), g);
+  return record(out, x, op, PoolKind::Adaptive, g, Tensor(), false);
+}
+
+}  // namespace kdp

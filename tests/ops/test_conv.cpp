@@ -1,0 +1,148 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::check_gradients;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+struct ConvCase {
+  const char* what;
+  int64_t n, c, h, w, o, kh, kw;
+  Size2 stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+// The definition, element by element, in double on the host.
+std::vector<float> direct_conv2d(const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>& b, const ConvCase& k, int64_t oh,
+                                 int64_t ow) {
+  const int64_t cg = k.c / k.groups, og = k.o / k.groups;
+  std::vector<float> y(static_cast<size_t>(k.n * k.o * oh * ow));
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double acc = k.bias ? b[static_cast<size_t>(o)] : 0.0;
+          const int64_t g = o / og;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t i = 0; i < k.kh; ++i)
+              for (int64_t j = 0; j < k.kw; ++j) {
+                const int64_t iy = yy * k.stride.h - k.padding.h + i * k.dilation.h;
+                const int64_t ix = xx * k.stride.w - k.padding.w + j * k.dilation.w;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                const int64_t c = g * cg + ci;
+                acc += static_cast<double>(
+                           w[static_cast<size_t>(((o * cg + ci) * k.kh + i) * k.kw + j)]) *
+                       x[static_cast<size_t>(((n * k.c + c) * k.h + iy) * k.w + ix)];
+              }
+          y[static_cast<size_t>(((n * k.o + o) * oh + yy) * ow + xx)] = static_cast<float>(acc);
+        }
+  return y;
+}
+
+const std::vector<ConvCase>& cases() {
+  static const std::vector<ConvCase> c = {
+      {"3x3", 2, 3, 6, 5, 4, 3, 3, 1, 0, 1, 1, true},
+      {"stride 2, padding 1", 2, 2, 7, 6, 3, 3, 3, 2, 1, 1, 1, true},
+      {"non-square kernel and stride", 1, 2, 6, 7, 2, 2, 3, {2, 1}, {1, 0}, 1, 1, false},
+      {"dilation 2", 2, 2, 7, 7, 2, 3, 3, 1, 2, 2, 1, true},
+      {"2 groups", 2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 2, true},
+      {"depthwise", 2, 3, 5, 4, 3, 3, 2, 1, 1, 1, 3, true},
+      {"depthwise multiplier 2", 1, 2, 5, 5, 4, 3, 3, 2, 1, 1, 2, false},
+      {"1x1", 3, 4, 3, 3, 5, 1, 1, 1, 0, 1, 1, true},
+      {"kernel as large as the padded input", 1, 1, 3, 3, 2, 5, 5, 1, 1, 1, 1, true},
+  };
+  return c;
+}
+
+}  // namespace
+
+TEST(Conv2d, MatchesTheDefinition) {
+  uint64_t seed = 1;
+  for (const ConvCase& k : cases()) {
+    const Tensor x = random_tensor({k.n, k.c, k.h, k.w}, seed++);
+    const Tensor w = random_tensor({k.o, k.c / k.groups, k.kh, k.kw}, seed++);
+    const Tensor b = random_tensor({k.o}, seed++);
+    const Tensor y = conv2d(x, w, k.bias ? b : Tensor(), k.stride, k.padding, k.dilation, k.groups);
+    const int64_t oh = window_output_size(k.h, k.kh, k.stride.h, k.padding.h, k.dilation.h);
+    const int64_t ow = window_output_size(k.w, k.kw, k.stride.w, k.padding.w, k.dilation.w);
+    ASSERT_EQ(y.shape(), Shape({k.n, k.o, oh, ow})) << k.what;
+    test::expect_close(y.to_vector(),
+                       direct_conv2d(x.to_vector(), w.to_vector(), b.to_vector(), k, oh, ow), 1e-5,
+                       1e-5, k.what);
+  }
+}
+
+TEST(Conv2d, GradientsMatchFiniteDifferences) {
+  uint64_t seed = 100;
+  for (const ConvCase& k : cases()) {
+    std::vector<Tensor> in = {leaf(random_tensor({k.n, k.c, k.h, k.w}, seed++)),
+                              leaf(random_tensor({k.o, k.c / k.groups, k.kh, k.kw}, seed++))};
+    if (k.bias) in.push_back(leaf(random_tensor({k.o}, seed++)));
+    check_gradients(
+        [&](const std::vector<Tensor>& t) {
+          return conv2d(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride, k.padding, k.dilation,
+                        k.groups);
+        },
+        in, {}, k.what);
+  }
+}
+
+TEST(Conv2d, OnlyTheWantedGradientsAreComputed) {
+  // A frozen weight: the input's gradient alone; a constant input: the weight's.
+  const Tensor x = leaf(random_tensor({2, 2, 4, 4}, 1));
+  const Tensor w = random_tensor({3, 2, 3, 3}, 2);
+  conv2d(x, w).backward(Tensor::ones({2, 3, 2, 2}));
+  EXPECT_TRUE(x.grad().defined());
+  const Tensor x2 = random_tensor({2, 2, 4, 4}, 3);
+  const Tensor w2 = leaf(random_tensor({3, 2, 3, 3}, 4));
+  conv2d(x2, w2).backward(Tensor::ones({2, 3, 2, 2}));
+  EXPECT_TRUE(w2.grad().defined());
+  // With a 1-valued output gradient, the weight's gradient is the sum of the
+  // input windows: every output position sees one window per image.
+  const std::vector<float> xv = x2.to_vector(), gw = w2.grad().to_vector();
+  for (int64_t c = 0; c < 2; ++c)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        double s = 0;
+        for (int64_t n = 0; n < 2; ++n)
+          for (int64_t y = 0; y < 2; ++y)
+            for (int64_t xx = 0; xx < 2; ++xx)
+              s += xv[static_cast<size_t>(((n * 2 + c) * 4 + y + i) * 4 + xx + j)];
+        EXPECT_NEAR(gw[static_cast<size_t>((c * 3 + i) * 3 + j)], s, 1e-4);  // output channel 0
+      }
+}
+
+TEST(Conv2d, ShapesThatDoNotFitAreNamed) {
+  const Tensor x = random_tensor({2, 3, 5, 5}, 1);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] {
+              conv2d(x, random_tensor({4, 2, 3, 3}, 2));
+            }).find("[4, 2, 3, 3]"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              conv2d(x, random_tensor({4, 3, 7, 7}, 2));
+            }).find("does not fit"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              conv2d(x, random_tensor({4, 1, 3, 3}, 2), Tensor(), 1, 0, 1, 2);
+            }).find("group"),
+            std::string::npos);
+  EXPECT_THROW(conv2d(x.reshape({6, 25}), random_tensor({4, 3, 3, 3}, 2)), ShapeError);
+  EXPECT_THROW(conv2d(x, random_tensor({4, 3, 3, 3}, 2), random_tensor({3}, 3)), ShapeError);
+  EXPECT_THROW(conv2d(x, random_tensor({4, 3, 3, 3}, 2), Tensor(), 0), ValueError);
+}

@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::check_gradients;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+// Distinct values (a permutation of a grid), so that maxima are never tied and
+// finite differences never cross from one maximum to another.
+Tensor distinct(const Shape& shape, uint64_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * static_cast<float>(i);
+  std::mt19937_64 gen(seed);
+  std::shuffle(v.begin(), v.end(), gen);
+  return Tensor::from_host(v, shape);
+}
+
+// Pooling by its definition on the host: max or mean over the window of (y, x).
+std::vector<float> direct_pool(const std::vector<float>& in, int64_t planes, int64_t h, int64_t w,
+                               Size2 k, Size2 s, Size2 p, bool max, bool count_pad, int64_t oh,
+                               int64_t ow) {
+  std::vector<float> out;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x) {
+        double best = -INFINITY, sum = 0;
+        int64_t count = 0, padded = 0;
+        for (int64_t i = 0; i < k.h; ++i)
+          for (int64_t j = 0; j < k.w; ++j) {
+            const int64_t iy = y * s.h - p.h + i, ix = x * s.w - p.w + j;
+            if (iy < h + p.h && ix < w + p.w) ++padded;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const float v = in[static_cast<size_t>((pl * h + iy) * w + ix)];
+            best = std::max<double>(best, v);
+            sum += v;
+            ++count;
+          }
+        out.push_back(
+            static_cast<float>(max ? best : sum / static_cast<double>(count_pad ? padded : count)));
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST(Pooling, MaxAndAverageMatchTheDefinition) {
+  struct Case {
+    Size2 k, s, p;
+    bool ceil;
+  };
+  uint64_t seed = 1;
+  for (const Case& c :
+       {Case{2, 2, 0, false}, Case{3, 2, 1, false}, Case{{2, 3}, {1, 2}, {1, 1}, false},
+        Case{3, 2, 0, true}, Case{2, 1, 0, false}}) {
+    const Tensor x = random_tensor({2, 3, 7, 6}, seed++);
+    const int64_t oh = window_output_size(7, c.k.h, c.s.h, c.p.h, 1, c.ceil);
+    const int64_t ow = window_output_size(6, c.k.w, c.s.w, c.p.w, 1, c.ceil);
+    const Tensor m = max_pool2d(x, c.k, c.s, c.p, 1, c.ceil);
+    ASSERT_EQ(m.shape(), Shape({2, 3, oh, ow}));
+    test::expect_close(m.to_vector(),
+                       direct_pool(x.to_vector(), 6, 7, 6, c.k, c.s, c.p, true, true, oh, ow), 0, 0,
+                       "max");
+    for (bool count_pad : {true, false}) {
+      const Tensor a = avg_pool2d(x, c.k, c.s, c.p, c.ceil, count_pad);
+      test::expect_close(
+          a.to_vector(),
+          direct_pool(x.to_vector(), 6, 7, 6, c.k, c.s, c.p, false, count_pad, oh, ow), 1e-6, 1e-5,
+          "avg");
+    }
+  }
+  // The stride defaults to the kernel: 28 -> 14.
+  EXPECT_EQ(max_pool2d(Tensor::zeros({1, 1, 28, 28}), 2).shape(), Shape({1, 1, 14, 14}));
+  // ceil_mode keeps a last, partial window (PyTorch: 7 -> 4 with k 2, s 2).
+  EXPECT_EQ(max_pool2d(Tensor::zeros({1, 1, 7, 7}), 2, 2, 0, 1, true).shape(), Shape({1, 1, 4, 4}));
+}
+
+TEST(Pooling, MaxTiesGoToTheFirstPositionAndNaNWins) {
+  // A window of equal values: the gradient goes to its first element only.
+  Tensor x = leaf(Tensor::full({1, 1, 2, 2}, 3.0f));
+  max_pool2d(x, 2).backward(Tensor::ones({1, 1, 1, 1}));
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{1, 0, 0, 0}));
+  const float nan = std::nanf("");
+  Tensor y = leaf(Tensor::from_host({1, nan, 5, 2}, {1, 1, 2, 2}));
+  const Tensor m = max_pool2d(y, 2);
+  EXPECT_TRUE(std::isnan(m.to_vector()[0]));
+  m.backward(Tensor::ones({1, 1, 1, 1}));
+  EXPECT_EQ(y.grad().to_vector()[1], 1.0f);
+  EXPECT_EQ(y.grad().to_vector()[2], 0.0f);
+}
+
+TEST(Pooling, GradientsMatchFiniteDifferences) {
+  uint64_t seed = 10;
+  for (Size2 k : {Size2{2}, Size2{3, 2}}) {
+    for (Size2 s : {Size2{2}, Size2{1}}) {
+      for (Size2 p : {Size2{0}, Size2{1}}) {
+        const Shape shape{2, 2, 6, 5};
+        check_gradients([&](const std::vector<Tensor>& in) { return max_pool2d(in[0], k, s, p); },
+                        {leaf(distinct(shape, seed++))}, {}, "max_pool2d");
+        for (bool count_pad : {true, false}) {
+          check_gradients(
+              [&](const std::vector<Tensor>& in) {
+                return avg_pool2d(in[0], k, s, p, false, count_pad);
+              },
+              {leaf(random_tensor(shape, seed++))}, {}, "avg_pool2d");
+        }
+      }
+    }
+  }
+  // Dilated max pooling.
+  check_gradients([&](const std::vector<Tensor>& in) { return max_pool2d(in[0], 2, 1, 0, 2); },
+                  {leaf(distinct({1, 2, 6, 6}, 77))}, {}, "dilated max_pool2d");
+}
+
+TEST(Pooling, AdaptiveAverageRegionsAndGradients) {
+  const Tensor x = random_tensor({2, 3, 5, 7}, 5);
+  // 1x1: the global mean of every plane.
+  const std::vector<float> xv = x.to_vector(), g = adaptive_avg_pool2d(x, 1).to_vector();
+  for (int64_t pl = 0; pl < 6; ++pl) {
+    double s = 0;
+    for (int64_t i = 0; i < 35; ++i) s += xv[static_cast<size_t>(pl * 35 + i)];
+    EXPECT_NEAR(g[static_cast<size_t>(pl)], s / 35, 1e-6);
+  }
+  // 5x7 -> 3x2: rows [0, 2), [1, 4), [3, 5); columns [0, 4), [3, 7).
+  const std::vector<float> r = adaptive_avg_pool2d(x, {3, 2}).to_vector();
+  double s = 0;
+  for (int64_t y = 1; y < 4; ++y)
+    for (int64_t c = 3; c < 7; ++c) s += xv[static_cast<size_t>(y * 7 + c)];
+  EXPECT_NEAR(r[3], s / 12, 1e-6);  // plane 0, region (1, 1)
+  for (Size2 out : {Size2{1}, Size2{3, 2}, Size2{5, 7}, Size2{4, 3}}) {
+    check_gradients([&](const std::vector<Tensor>& in) { return adaptive_avg_pool2d(in[0], out); },
+                    {leaf(random_tensor({2, 2, 5, 7}, 9))}, {}, "adaptive " + out.str());
+  }
+}
+
+TEST(Pooling, BadArgumentsAreNamed) {
+  const Tensor x = Tensor::zeros({1, 1, 4, 4});
+  EXPECT_THROW(max_pool2d(x, 5), ShapeError);
+  EXPECT_THROW(max_pool2d(x, 2, 2, 2), ValueError);  // padding above half the kernel
+  EXPECT_THROW(max_pool2d(x.reshape({16}), 2), ShapeError);
+  EXPECT_THROW(avg_pool2d(x, 0), ValueError);
+  EXPECT_THROW(adaptive_avg_pool2d(x, 0), ShapeError);
+}
