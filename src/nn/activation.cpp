@@ -62,6 +62,23 @@ std::string Dropout::extra_repr() const {
   return fmt::format("p={}", p_);
 }
 
+Dropout2d::Dropout2d(float p) : Module("Dropout2d"), p_(p) {
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    throw ValueError(fmt::format("kdp::nn::Dropout2d: probability {} is not in [0, 1]", p));
+  }
+}
+Tensor Dropout2d::forward(const Tensor& input) {
+  return dropout2d(input, p_, is_training());
+}
+std::shared_ptr<Module> Dropout2d::clone() const {
+  auto copy = std::make_shared<Dropout2d>(p_);
+  copy->train(is_training());
+  return copy;
+}
+std::string Dropout2d::extra_repr() const {
+  return fmt::format("p={}", p_);
+}
+
 Tensor Flatten::forward(const Tensor& input) {
   const Shape& s = input.shape();
   if (s.rank() == 0) return input.reshape({1});

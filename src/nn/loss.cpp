@@ -19,7 +19,11 @@ Tensor MSELoss::forward(const Tensor& output, const Tensor& target) {
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& output, const Tensor& target) {
-  return cross_entropy(output, target, reduction());
+  return cross_entropy(output, target, options_);
+}
+
+Tensor NLLLoss::forward(const Tensor& output, const Tensor& target) {
+  return nll_loss(output, target, options_);
 }
 
 }  // namespace kdp::nn

@@ -135,15 +135,32 @@ void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uin
       });
 }
 
+// Element i belongs to channel i / plane: one draw per channel.
+void dropout2d_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
+                      uint64_t base, int64_t plane) {
+  const float scale = 1.0f / (1.0f - p);
+  kdp::detail::for_each_2d(
+      "kdp::dropout2d", device, static_cast<int64_t>(out.extent(0)) / plane, plane,
+      KOKKOS_LAMBDA(const int64_t channel, const int64_t j) {
+        const bool keep = random::uniform(seed, base + static_cast<uint64_t>(channel)) >= p;
+        out(channel * plane + j) = in(channel * plane + j) * (keep ? scale : 0.0f);
+      });
+}
+
+// The backward of dropout (plane 0) and dropout2d: the forward's mask again.
 class DropoutNode : public autograd::Node {
  public:
-  DropoutNode(const Device& device, float p, uint64_t seed, uint64_t base)
-      : Node(device), p_(p), seed_(seed), base_(base) {}
-  const char* name() const override { return "kdp::dropout"; }
+  DropoutNode(const Device& device, float p, uint64_t seed, uint64_t base, int64_t plane = 0)
+      : Node(device), p_(p), seed_(seed), base_(base), plane_(plane) {}
+  const char* name() const override { return plane_ > 0 ? "kdp::dropout2d" : "kdp::dropout"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
     Tensor gx = Tensor::empty(g.shape(), device());
-    dropout_kernel(device(), gx.flat(), g.cflat(), p_, seed_, base_);
+    if (plane_ > 0) {
+      dropout2d_kernel(device(), gx.flat(), g.cflat(), p_, seed_, base_, plane_);
+    } else {
+      dropout_kernel(device(), gx.flat(), g.cflat(), p_, seed_, base_);
+    }
     return {gx};
   }
 
@@ -151,6 +168,7 @@ class DropoutNode : public autograd::Node {
   float p_;
   uint64_t seed_;
   uint64_t base_;
+  int64_t plane_;
 };
 
 }  // namespace ops_detail
@@ -193,6 +211,34 @@ Tensor dropout(const Tensor& x_in, float p, bool training) {
   dropout_kernel(x.device(), out.flat(), x.cflat(), p, seed, base);
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<DropoutNode>(x.device(), p, seed, base);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+Tensor dropout2d(const Tensor& x_in, float p, bool training) {
+  const Tensor& x = resolve(x_in);
+  check_defined("kdp::dropout2d", x, "input");
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    throw ValueError(fmt::format("kdp::dropout2d: probability {} is not in [0, 1]", p));
+  }
+  if (x.dim() != 3 && x.dim() != 4) {
+    throw ShapeError(fmt::format(
+        "kdp::dropout2d: input {} is not [batch, channels, height, width] or [channels, height, "
+        "width]",
+        x.shape().str()));
+  }
+  if (!training || p == 0.0f) return x;
+  const int64_t plane = x.size(-1) * x.size(-2);
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  if (plane == 0 || x.numel() == 0) return out;
+  Generator& gen = x.device().generator();
+  const uint64_t seed = gen.seed();
+  const uint64_t base = gen.reserve(static_cast<uint64_t>(x.numel() / plane));
+  dropout2d_kernel(x.device(), out.flat(), x.cflat(), p, seed, base, plane);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<DropoutNode>(x.device(), p, seed, base, plane);
     node->set_next_edges({&x});
     autograd::set_history(out, node);
   }

@@ -1,9 +1,13 @@
 #include "kdp/ops/loss.hpp"
 
 #include <cmath>
+#include <optional>
 
 #include "kdp/core/kernels.hpp"
 #include "kdp/core/vector_exp.hpp"
+#include "kdp/ops/activation.hpp"
+#include "kdp/ops/elementwise.hpp"
+#include "kdp/ops/reduction.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -29,7 +33,8 @@ const char* reduction_name(Reduction r) {
 // nothing. On a GPU that would wait for the device and copy to the host on every
 // call; there the loss kernels check each row themselves and give a NaN loss for
 // a target that is not a class index, which the Trainer's anomaly check reports.
-void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes) {
+void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes,
+                         std::optional<int64_t> ignore_index = std::nullopt) {
   if (target.dim() != 1 || target.size(0) != batch) {
     throw ShapeError(fmt::format("{}: target {} must be [{}] (one class index per row of input)",
                                  op, target.shape().str(), batch));
@@ -39,6 +44,7 @@ void check_class_targets(const char* op, const Tensor& target, int64_t batch, in
     const float* t = target.data();
     for (int64_t i = 0; i < batch; ++i) {
       const float v = t[i];
+      if (ignore_index && v == static_cast<float>(*ignore_index)) continue;
       if (!(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v))) {
         throw ValueError(
             fmt::format("{}: target[{}] = {} is not a class index in [0, {})", op, i, v, classes));
@@ -47,14 +53,84 @@ void check_class_targets(const char* op, const Tensor& target, int64_t batch, in
   }
 }
 
-void check_logits(const char* op, const Tensor& x, const Tensor& target, const char* what) {
+void check_logits(const char* op, const Tensor& x, const Tensor& target, const char* what,
+                  std::optional<int64_t> ignore_index = std::nullopt) {
   check_defined(op, x, what);
   check_defined(op, target, "target");
   if (x.dim() != 2) {
     throw ShapeError(fmt::format("{}: {} {} must be [batch, classes]", op, what, x.shape().str()));
   }
   check_same_device(op, x, what, target, "target");
-  check_class_targets(op, target, x.size(0), x.size(1));
+  check_class_targets(op, target, x.size(0), x.size(1), ignore_index);
+}
+
+// Whether a host-memory target holds `value`.
+bool holds(const Tensor& target, int64_t value) {
+  if (!target.defined()) return false;
+  const float* t = target.data();
+  for (int64_t i = 0; i < target.numel(); ++i) {
+    if (t[i] == static_cast<float>(value)) return true;
+  }
+  return false;
+}
+
+// For the weighted, ignoring losses: a target every row can gather (ignored
+// rows take class 0), each row's weight (0 when ignored) and whether it counts.
+void class_rows_kernel(const Device& device, View1 safe, View1 row_weight, View1 counts,
+                       ConstView1 t, ConstView1 weight, bool has_weight, int64_t ignore_index,
+                       int64_t classes) {
+  Kokkos::parallel_for(
+      "kdp::cross_entropy class weights",
+      kdp::detail::range(device, static_cast<int64_t>(t.extent(0))),
+      KOKKOS_LAMBDA(const int64_t b) {
+        const float v = t(b);
+        const bool ignored = v == static_cast<float>(ignore_index);
+        const bool valid = !ignored && v >= 0.0f && v < static_cast<float>(classes);
+        const int64_t c = valid ? static_cast<int64_t>(v) : 0;
+        safe(b) = ignored ? 0.0f : v;  // an invalid class stays: nll_loss reports it (NaN)
+        row_weight(b) = ignored ? 0.0f : (has_weight && valid ? weight(c) : 1.0f);
+        counts(b) = ignored ? 0.0f : 1.0f;
+      });
+}
+
+// The weighted, ignoring negative log-likelihood of log-probabilities `lp`,
+// with PyTorch's label smoothing: everything through differentiable ops.
+Tensor class_loss(const char* op, const Tensor& lp, const Tensor& t, const ClassLossOptions& o,
+                  double smoothing) {
+  const int64_t rows = lp.size(0), classes = lp.size(1);
+  if (o.weight.defined()) {
+    const Tensor& w = resolve(o.weight);
+    if (w.dim() != 1 || w.size(0) != classes) {
+      throw ShapeError(
+          fmt::format("{}: weight {} must be [{}], one per class", op, w.shape().str(), classes));
+    }
+    check_same_device(op, lp, "input", w, "weight");
+  }
+  if (!(smoothing >= 0.0 && smoothing <= 1.0)) {
+    throw ValueError(fmt::format("{}: label_smoothing {} is not in [0, 1]", op, smoothing));
+  }
+  const Device& dev = lp.device();
+  Tensor safe = Tensor::empty(Shape{rows}, dev), row_weight = Tensor::empty(Shape{rows}, dev),
+         counts = Tensor::empty(Shape{rows}, dev);
+  class_rows_kernel(dev, safe.flat(), row_weight.flat(), counts.flat(), t.cflat(),
+                    o.weight.defined() ? resolve(o.weight).cflat() : ConstView1(),
+                    o.weight.defined(), o.ignore_index, classes);
+  Tensor per_row = nll_loss(lp, safe, Reduction::None) * row_weight;
+  if (smoothing > 0.0) {
+    const Tensor weighted = o.weight.defined() ? lp * resolve(o.weight) : lp;
+    const Tensor smooth = -sum(weighted, 1) * counts;
+    per_row = per_row * static_cast<float>(1.0 - smoothing) +
+              smooth * static_cast<float>(smoothing / static_cast<double>(classes));
+  }
+  switch (o.reduction) {
+    case Reduction::None:
+      return per_row;
+    case Reduction::Sum:
+      return sum(per_row);
+    case Reduction::Mean:
+      break;
+  }
+  return sum(per_row) / sum(row_weight);
 }
 
 // Per-row loss and the softmax of the logits (kept for backward, which then
@@ -305,6 +381,32 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
     autograd::set_history(out, node);
   }
   return out;
+}
+
+Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOptions& options) {
+  // No weight and no smoothing: the fused kernels, unless a row is ignored
+  // (checked on host backends; on a GPU the general path always).
+  const bool plain = !options.weight.defined() && options.label_smoothing == 0.0 &&
+                     compat::host_accessible_memory() &&
+                     !holds(resolve(t_in), options.ignore_index);
+  if (plain) return cross_entropy(x_in, t_in, options.reduction);
+  const Tensor& x = resolve(x_in);
+  const Tensor& t = resolve(t_in);
+  check_logits("kdp::cross_entropy", x, t, "logits", options.ignore_index);
+  if (x.size(1) == 0) {
+    throw ShapeError(fmt::format("kdp::cross_entropy: logits {} have no classes", x.shape().str()));
+  }
+  return class_loss("kdp::cross_entropy", log_softmax(x, 1), t, options, options.label_smoothing);
+}
+
+Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions& options) {
+  const Tensor& lp = resolve(lp_in);
+  const Tensor& t = resolve(t_in);
+  check_logits("kdp::nll_loss", lp, t, "log_probs", options.ignore_index);
+  if (options.label_smoothing != 0.0) {
+    throw ValueError("kdp::nll_loss: label_smoothing belongs to cross_entropy");
+  }
+  return class_loss("kdp::nll_loss", lp, t, options, 0.0);
 }
 
 Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {

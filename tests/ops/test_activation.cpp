@@ -157,3 +157,32 @@ TEST(ActivationNaN, DropoutKeepsNaNWhereItDrops) {
   Tensor x = Tensor::full({256}, nan);
   for (float v : dropout(x, 0.5f, true).to_vector()) EXPECT_TRUE(std::isnan(v));
 }
+
+TEST(Activation, Dropout2dDropsWholeChannelsAndReplaysItsMask) {
+  const float p = 0.5f;
+  Tensor x = leaf(test::random_tensor({4, 8, 3, 3}, 5, 1.0f, 2.0f));  // no zero inputs
+  const Tensor y = dropout2d(x, p, true);
+  const std::vector<float> xv = x.to_vector(), yv = y.to_vector();
+  int dropped = 0;
+  for (int64_t ch = 0; ch < 32; ++ch) {
+    const bool zero = yv[static_cast<size_t>(ch * 9)] == 0.0f;
+    dropped += zero ? 1 : 0;
+    for (int64_t j = 0; j < 9; ++j) {
+      const size_t i = static_cast<size_t>(ch * 9 + j);
+      // A channel is dropped whole, or kept whole and scaled by 1 / (1 - p).
+      EXPECT_FLOAT_EQ(yv[i], zero ? 0.0f : xv[i] / (1.0f - p)) << ch;
+    }
+  }
+  EXPECT_GT(dropped, 4);  // 32 draws at p = 0.5: all kept or all dropped is ~1e-9
+  EXPECT_LT(dropped, 28);
+  y.backward(Tensor::ones(y.shape()));
+  const std::vector<float> gv = x.grad().to_vector();
+  for (size_t i = 0; i < gv.size(); ++i) EXPECT_FLOAT_EQ(gv[i], yv[i] == 0.0f ? 0.0f : 2.0f);
+  EXPECT_TRUE(dropout2d(x, p, false).is_same(x));
+  EXPECT_THROW(dropout2d(x.reshape({4, 72}), p, true), ShapeError);
+  EXPECT_THROW(dropout2d(x, -0.1f, true), ValueError);
+  // nn::Dropout2d: active in training mode only.
+  nn::Dropout2d module(0.5f);
+  module.eval();
+  EXPECT_TRUE(module.forward(x).is_same(x));
+}

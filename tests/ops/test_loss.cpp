@@ -144,3 +144,105 @@ TEST(Loss, MseMatchesDefinitionAndGradients) {
     EXPECT_NE(std::string(e.what()).find("[4, 3]"), std::string::npos);
   }
 }
+
+namespace {
+
+// PyTorch's weighted, ignoring, smoothed cross entropy, by its definition in
+// double: rows r with q = (1 - s) onehot(t_r) + s / C, loss_r = -sum_c q_c
+// w_c log p_rc ... as PyTorch composes it: (1 - s) w_t (-log p_t) + s / C
+// sum_c w_c (-log p_c), ignored rows 0; the mean divides by the sum of w_t
+// over the rows that count.
+std::vector<double> reference_rows(const std::vector<float>& x, const std::vector<float>& t,
+                                   const std::vector<float>& w, int64_t classes, int64_t ignore,
+                                   double s, double& divisor) {
+  const int64_t rows = static_cast<int64_t>(t.size());
+  std::vector<double> out;
+  divisor = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (t[static_cast<size_t>(r)] == static_cast<float>(ignore)) {
+      out.push_back(0.0);
+      continue;
+    }
+    double m = -INFINITY, z = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      m = std::max<double>(m, x[static_cast<size_t>(r * classes + c)]);
+    for (int64_t c = 0; c < classes; ++c)
+      z += std::exp(x[static_cast<size_t>(r * classes + c)] - m);
+    auto neg_log_p = [&](int64_t c) {
+      return m + std::log(z) - x[static_cast<size_t>(r * classes + c)];
+    };
+    const auto tc = static_cast<int64_t>(t[static_cast<size_t>(r)]);
+    const double wt = w.empty() ? 1.0 : w[static_cast<size_t>(tc)];
+    double smooth = 0;
+    for (int64_t c = 0; c < classes; ++c)
+      smooth += (w.empty() ? 1.0 : w[static_cast<size_t>(c)]) * neg_log_p(c);
+    out.push_back((1 - s) * wt * neg_log_p(tc) + s / static_cast<double>(classes) * smooth);
+    divisor += wt;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Loss, CrossEntropyWithWeightsIgnoredRowsAndLabelSmoothing) {
+  const int64_t rows = 6, classes = 4;
+  const Tensor x = random_tensor({rows, classes}, 31, -2.0f, 2.0f);
+  const Tensor t = Tensor::from_host({0, 3, 1, 7, 2, 3}, {rows});  // 7: the ignored index
+  const Tensor w = Tensor::from_host({0.5f, 2.0f, 1.0f, 0.25f}, {classes});
+  for (bool weighted : {false, true}) {
+    for (double s : {0.0, 0.1, 1.0}) {
+      ClassLossOptions o;
+      if (weighted) o.weight = w;
+      o.ignore_index = 7;
+      o.label_smoothing = s;
+      double divisor = 0;
+      const std::vector<double> ref =
+          reference_rows(x.to_vector(), t.to_vector(),
+                         weighted ? w.to_vector() : std::vector<float>{}, classes, 7, s, divisor);
+      double total = 0;
+      for (double v : ref) total += v;
+      o.reduction = Reduction::None;
+      const std::vector<float> none = cross_entropy(x, t, o).to_vector();
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_NEAR(none[static_cast<size_t>(r)], ref[static_cast<size_t>(r)], 1e-5);
+      o.reduction = Reduction::Sum;
+      EXPECT_NEAR(cross_entropy(x, t, o).item(), total, 1e-4);
+      o.reduction = Reduction::Mean;
+      EXPECT_NEAR(cross_entropy(x, t, o).item(), total / divisor, 1e-5);
+      // Gradients through the composed path.
+      check_gradients([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t, o); },
+                      {leaf(x.clone())}, {}, "weighted/smoothed cross entropy");
+    }
+  }
+  // An all-ignored batch: the mean is NaN, as PyTorch's.
+  ClassLossOptions all;
+  all.ignore_index = 1;
+  EXPECT_TRUE(std::isnan(cross_entropy(x.slice(0, 2, 3), t.slice(0, 2, 3), all).item()));
+  // The ignored index may lie outside [0, C); other such targets are refused.
+  EXPECT_THROW(cross_entropy(x, t, ClassLossOptions{}), ValueError);
+  ClassLossOptions bad_weight;
+  bad_weight.weight = Tensor::ones({3});
+  EXPECT_THROW(cross_entropy(x, Tensor::zeros({rows}), bad_weight), ShapeError);
+  // Without options the fused kernels and the composed path agree.
+  ClassLossOptions plain_but_general;
+  plain_but_general.ignore_index = 9;
+  plain_but_general.weight = Tensor::ones({classes});
+  EXPECT_NEAR(cross_entropy(x, Tensor::zeros({rows}), plain_but_general).item(),
+              cross_entropy(x, Tensor::zeros({rows})).item(), 1e-6);
+}
+
+TEST(Loss, WeightedNllLossAndItsModules) {
+  const Tensor lp = log_softmax(random_tensor({5, 3}, 8), 1);
+  const Tensor t = Tensor::from_host({0, 2, 1, 2, 0}, {5});
+  ClassLossOptions o;
+  o.weight = Tensor::from_host({1.0f, 3.0f, 0.5f}, {3});
+  const std::vector<float> v = lp.to_vector();
+  const double num = -(1.0 * v[0] + 0.5 * v[5] + 3.0 * v[7] + 0.5 * v[11] + 1.0 * v[12]);
+  EXPECT_NEAR(nll_loss(lp, t, o).item(), num / (1 + 0.5 + 3 + 0.5 + 1), 1e-6);
+  EXPECT_NEAR(nn::NLLLoss(o).forward(lp, t).item(), num / 6.0, 1e-6);
+  ClassLossOptions smooth;
+  smooth.label_smoothing = 0.2;
+  EXPECT_THROW(nll_loss(lp, t, smooth), ValueError);
+  nn::CrossEntropyLoss ce(smooth);
+  EXPECT_GT(ce.forward(random_tensor({5, 3}, 9), t).item(), 0.0f);
+}

@@ -71,6 +71,20 @@ class Dropout : public Module {
   float p_;
 };
 
+/// Zeroes whole channels with probability p in training mode (scaling the
+/// rest by 1 / (1 - p)); the identity in eval mode.
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(float p = 0.5f);
+  Tensor forward(const Tensor& input) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+ private:
+  float p_;
+};
+
 /// Flattens dimensions start_dim..end_dim into one (default: all but the batch).
 class Flatten : public Module {
  public:

@@ -36,13 +36,35 @@ class MSELoss : public Loss {
   using Loss::forward;
 };
 
-/// Cross entropy of logits [B, C] against class indices [B].
+/// Cross entropy of logits [B, C] against class indices [B], with PyTorch's
+/// class weights, ignored index and label smoothing.
 class CrossEntropyLoss : public Loss {
  public:
   explicit CrossEntropyLoss(Reduction reduction = Reduction::Mean)
-      : Loss("CrossEntropyLoss", reduction) {}
+      : Loss("CrossEntropyLoss", reduction) {
+    options_.reduction = reduction;
+  }
+  explicit CrossEntropyLoss(ClassLossOptions options)
+      : Loss("CrossEntropyLoss", options.reduction), options_(std::move(options)) {}
   Tensor forward(const Tensor& output, const Tensor& target) override;
   using Loss::forward;
+  const ClassLossOptions& options() const { return options_; }
+
+ private:
+  ClassLossOptions options_;
+};
+
+/// Negative log-likelihood of log-probabilities [B, C] against class indices
+/// [B] (after log_softmax: together, cross entropy).
+class NLLLoss : public Loss {
+ public:
+  explicit NLLLoss(ClassLossOptions options = {})
+      : Loss("NLLLoss", options.reduction), options_(std::move(options)) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+
+ private:
+  ClassLossOptions options_;
 };
 
 }  // namespace kdp::nn

@@ -21,4 +21,9 @@ Tensor log_softmax(const Tensor& x, int dim = -1);
 /// generator and is recomputed in backward, not stored.
 Tensor dropout(const Tensor& x, float p, bool training = true);
 
+/// Zeroes whole channels of [N, C, H, W] (or [C, H, W]) with probability p in
+/// training mode and scales the rest by 1 / (1 - p), as torch's dropout2d;
+/// the channels' draws come from the device's generator, as dropout's do.
+Tensor dropout2d(const Tensor& x, float p, bool training = true);
+
 }  // namespace kdp

@@ -22,4 +22,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target,
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target,
                 Reduction reduction = Reduction::Mean);
 
+/// PyTorch's further options of cross_entropy and nll_loss.
+struct ClassLossOptions {
+  Reduction reduction = Reduction::Mean;
+  /// A weight per class [C] (undefined: all 1): a row's loss is multiplied by
+  /// its target's weight, and the mean divides by the sum of those weights.
+  Tensor weight;
+  /// Rows whose target is this index add nothing, to the sum and to the mean's
+  /// divisor (their loss is 0 with Reduction::None).
+  int64_t ignore_index = -100;
+  /// cross_entropy only: the target distribution is (1 - s) one-hot + s / C,
+  /// the smoothing term weighted by the class weights too, as in PyTorch.
+  double label_smoothing = 0.0;
+};
+
+/// cross_entropy with class weights, an ignored index and label smoothing.
+/// Over an all-ignored batch the mean is NaN, as in PyTorch.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const ClassLossOptions& options);
+
+/// nll_loss with class weights and an ignored index.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const ClassLossOptions& options);
+
 }  // namespace kdp
