@@ -1,0 +1,21 @@
+#pragma once
+/// \file
+/// Batch normalisation, as torch.nn.functional.batch_norm, over dimension 1 of
+/// [N, C], [N, C, L] or [N, C, H, W].
+
+#include "kdp/core/tensor.hpp"
+
+namespace kdp {
+
+/// y = (x - mean) / sqrt(var + eps) * weight + bias per channel. With
+/// `training` the mean and the biased variance are the batch's, and running
+/// statistics that are given are updated in place: running = (1 - momentum)
+/// running + momentum stat, with the unbiased variance (as PyTorch). Without
+/// it, the running statistics normalise. weight and bias may be undefined
+/// (1 and 0). A training batch of one value per channel is a ValueError, as in
+/// PyTorch: its variance says nothing.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
+
+}  // namespace kdp

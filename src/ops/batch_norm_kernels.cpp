@@ -1,0 +1,157 @@
+#include "batch_norm_kernels.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+#include "kdp/core/parallel_for.hpp"
+
+namespace kdp::ops_detail::bn {
+
+namespace math = compat::math;
+
+Layout layout_of(const char* op, const Tensor& x, int64_t channels) {
+  if (x.dim() < 2) {
+    throw ShapeError(
+        fmt::format("{}: input {} is not [batch, channels, ...]", op, x.shape().str()));
+  }
+  Layout l;
+  l.n = x.size(0);
+  l.c = x.size(1);
+  l.inner = l.n * l.c == 0 ? 0 : x.numel() / (l.n * l.c);
+  if (channels > 0 && l.c != channels) {
+    throw ShapeError(fmt::format("{}: input {} has {} channels, the layer {}", op, x.shape().str(),
+                                 l.c, channels));
+  }
+  return l;
+}
+
+DoubleBuffer::DoubleBuffer(int64_t n, const Device& device)
+    : storage(Tensor::empty(Shape{2 * n}, device)),
+      view(reinterpret_cast<double*>(storage.data()), static_cast<size_t>(n)) {}
+
+std::vector<double> DoubleBuffer::to_host() const {
+  std::vector<double> out(view.extent(0));
+  Kokkos::View<double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+      out.data(), out.size());
+  Kokkos::deep_copy(storage.device().space(), host, view);
+  storage.device().fence("kdp::batch_norm sums to host");
+  return out;
+}
+
+void DoubleBuffer::from_host(const std::vector<double>& values) const {
+  Kokkos::View<const double*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> host(
+      values.data(), values.size());
+  Kokkos::deep_copy(storage.device().space(), view, host);
+  storage.device().fence("kdp::batch_norm sums from host");  // `values` may go away
+}
+
+void channel_sums(const Device& device, DoubleView sums, ConstView1 x, const Layout& l) {
+  Kokkos::parallel_for(
+      "kdp::batch_norm sums", kdp::detail::range(device, l.c), KOKKOS_LAMBDA(const int64_t c) {
+        double s = 0.0, s2 = 0.0;
+        for (int64_t n = 0; n < l.n; ++n) {
+          const int64_t base = (n * l.c + c) * l.inner;
+          for (int64_t i = 0; i < l.inner; ++i) {
+            const double v = x(base + i);
+            s += v;
+            s2 += v * v;
+          }
+        }
+        sums(c) = s;
+        sums(l.c + c) = s2;
+      });
+}
+
+void statistics(const Device& device, View1 mean, View1 invstd, DoubleView sums, double count,
+                double eps, View1 running_mean, View1 running_var, bool update_running,
+                double momentum, int64_t channels) {
+  Kokkos::parallel_for(
+      "kdp::batch_norm statistics", kdp::detail::range(device, channels),
+      KOKKOS_LAMBDA(const int64_t c) {
+        const double m = sums(c) / count;
+        double var = sums(channels + c) / count - m * m;
+        var = var < 0.0 ? 0.0 : var;  // rounding of equal values
+        mean(c) = static_cast<float>(m);
+        invstd(c) = static_cast<float>(1.0 / math::sqrt(var + eps));
+        if (update_running) {
+          const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+          running_mean(c) = static_cast<float>((1.0 - momentum) * running_mean(c) + momentum * m);
+          running_var(c) =
+              static_cast<float>((1.0 - momentum) * running_var(c) + momentum * unbiased);
+        }
+      });
+}
+
+void running_statistics(const Device& device, View1 mean, View1 invstd, ConstView1 running_mean,
+                        ConstView1 running_var, double eps, int64_t channels) {
+  Kokkos::parallel_for(
+      "kdp::batch_norm running statistics", kdp::detail::range(device, channels),
+      KOKKOS_LAMBDA(const int64_t c) {
+        mean(c) = running_mean(c);
+        invstd(c) = static_cast<float>(1.0 / math::sqrt(static_cast<double>(running_var(c)) + eps));
+      });
+}
+
+void normalize(const Device& device, View1 y, ConstView1 x, ConstView1 mean, ConstView1 invstd,
+               ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l) {
+  kdp::detail::for_each_2d(
+      "kdp::batch_norm normalize", device, l.n * l.c, l.inner,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
+        const int64_t c = row % l.c;
+        const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+        const float shift = affine ? beta(c) : 0.0f;
+        y(row * l.inner + i) = (x(row * l.inner + i) - mean(c)) * scale + shift;
+      });
+}
+
+void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstView1 x,
+                   ConstView1 mean, ConstView1 invstd, const Layout& l) {
+  Kokkos::parallel_for(
+      "kdp::batch_norm gradient sums", kdp::detail::range(device, l.c),
+      KOKKOS_LAMBDA(const int64_t c) {
+        double s = 0.0, sx = 0.0;
+        const double m = mean(c), is = invstd(c);
+        for (int64_t n = 0; n < l.n; ++n) {
+          const int64_t base = (n * l.c + c) * l.inner;
+          for (int64_t i = 0; i < l.inner; ++i) {
+            const double g = dy(base + i);
+            s += g;
+            sx += g * (x(base + i) - m) * is;
+          }
+        }
+        gsums(c) = s;
+        gsums(l.c + c) = sx;
+      });
+}
+
+void input_gradient(const Device& device, View1 dx, ConstView1 dy, ConstView1 x, ConstView1 mean,
+                    ConstView1 invstd, ConstView1 gamma, bool affine, DoubleView gsums,
+                    double count, bool batch_statistics, const Layout& l) {
+  kdp::detail::for_each_2d(
+      "kdp::batch_norm input gradient", device, l.n * l.c, l.inner,
+      KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
+        const int64_t c = row % l.c;
+        const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+        const int64_t k = row * l.inner + i;
+        if (!batch_statistics) {
+          dx(k) = dy(k) * scale;
+          return;
+        }
+        const float mean_dy = static_cast<float>(gsums(c) / count);
+        const float mean_dy_xhat = static_cast<float>(gsums(l.c + c) / count);
+        const float xhat = (x(k) - mean(c)) * invstd(c);
+        dx(k) = scale * (dy(k) - mean_dy - xhat * mean_dy_xhat);
+      });
+}
+
+void parameter_gradients(const Device& device, View1 dgamma, View1 dbeta, DoubleView gsums,
+                         int64_t channels) {
+  Kokkos::parallel_for(
+      "kdp::batch_norm parameter gradients", kdp::detail::range(device, channels),
+      KOKKOS_LAMBDA(const int64_t c) {
+        dgamma(c) = static_cast<float>(gsums(channels + c));
+        dbeta(c) = static_cast<float>(gsums(c));
+      });
+}
+
+}  // namespace kdp::ops_detail::bn
