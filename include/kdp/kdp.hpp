@@ -42,6 +42,7 @@
 #include "kdp/nn/pooling.hpp"
 #include "kdp/nn/sequential.hpp"
 
+#include "kdp/optim/adadelta.hpp"
 #include "kdp/optim/adam.hpp"
 #include "kdp/optim/lr_scheduler.hpp"
 #include "kdp/optim/optimizer.hpp"

@@ -51,6 +51,27 @@ double StepLR::lr_at(int64_t epoch) const {
   return base_lr_ * std::pow(gamma_, static_cast<double>(epoch / step_size_));
 }
 
+MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
+    : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
+  for (size_t i = 0; i < milestones_.size(); ++i) {
+    if (milestones_[i] < 1 || (i > 0 && milestones_[i] <= milestones_[i - 1])) {
+      throw ValueError(fmt::format(
+          "kdp::optim::MultiStepLR: milestones [{}] must be increasing whole numbers >= 1",
+          fmt::join(milestones_, ", ")));
+    }
+  }
+  if (!std::isfinite(gamma) || gamma < 0.0) {
+    throw ValueError(
+        fmt::format("kdp::optim::MultiStepLR: gamma {} must be finite and >= 0", gamma));
+  }
+}
+
+double MultiStepLR::lr_at(int64_t epoch) const {
+  int64_t passed = 0;
+  for (int64_t m : milestones_) passed += m <= epoch ? 1 : 0;
+  return base_lr_ * std::pow(gamma_, static_cast<double>(passed));
+}
+
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
     : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
   if (t_max < 1)

@@ -246,3 +246,61 @@ TEST(LRScheduler, ClosedFormsMatchPyTorch) {
   EXPECT_EQ(step4.last_epoch(), step.last_epoch());
   EXPECT_EQ(opt4.lr(), opt.lr());
 }
+
+TEST(Adadelta, FollowsPyTorchsFormula) {
+  for (const optim::AdadeltaOptions o :
+       {optim::AdadeltaOptions{}, optim::AdadeltaOptions{0.5, 0.95, 1e-4, 0.1}}) {
+    Tensor p = start();
+    optim::Adadelta opt({{"p", p}}, o);
+    const auto got = run(opt, p, 6);
+    std::vector<double> want = kStart, v(3, 0.0), u(3, 0.0);
+    for (int k = 0; k < 6; ++k) {
+      for (size_t i = 0; i < 3; ++i) {
+        const double g = grad_at(k, i) + o.weight_decay * want[i];
+        v[i] = o.rho * v[i] + (1 - o.rho) * g * g;
+        const double d = std::sqrt(u[i] + o.eps) / std::sqrt(v[i] + o.eps) * g;
+        u[i] = o.rho * u[i] + (1 - o.rho) * d * d;
+        want[i] -= o.lr * d;
+      }
+    }
+    expect_matches(got, want);
+    const optim::OptimizerState st = opt.state_dict();
+    EXPECT_EQ(st.type, "Adadelta");
+    EXPECT_EQ(st.scalars.at("p").at("step"), 6.0);
+    EXPECT_EQ(st.tensors.at("p").count("square_avg"), 1u);
+    EXPECT_EQ(st.tensors.at("p").count("acc_delta"), 1u);
+  }
+  // Resumed from its state, the trajectory goes on as if uninterrupted.
+  Tensor a = start(), b = start();
+  optim::Adadelta straight({{"p", a}});
+  run(straight, a, 6);
+  optim::Adadelta first({{"p", b}});
+  run(first, b, 3);
+  optim::Adadelta second({{"p", b}});
+  second.load_state_dict(first.state_dict());
+  for (int k = 3; k < 6; ++k) {
+    std::vector<float> g(3);
+    for (size_t i = 0; i < 3; ++i) g[i] = static_cast<float>(grad_at(k, i));
+    b.set_grad(Tensor::from_host(g, b.shape()));
+    second.step();
+  }
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  Tensor p = start();
+  EXPECT_THROW(optim::Adadelta({{"p", p}}, optim::AdadeltaOptions{1.0, 1.5}), ValueError);
+  EXPECT_THROW(optim::Adadelta({{"p", p}}, optim::AdadeltaOptions{1.0, 0.9, std::nan("")}),
+               ValueError);
+}
+
+TEST(LRScheduler, MultiStepLRDropsAtEachMilestone) {
+  Tensor p = start();
+  optim::SGD opt({{"p", p}}, optim::SGDOptions{1.0});
+  optim::MultiStepLR s(opt, {2, 5}, 0.5);
+  const std::vector<double> want = {1.0, 1.0, 0.5, 0.5, 0.5, 0.25, 0.25};
+  for (size_t e = 0; e < want.size(); ++e)
+    EXPECT_DOUBLE_EQ(s.lr_at(static_cast<int64_t>(e)), want[e]);
+  s.step();
+  s.step();
+  EXPECT_DOUBLE_EQ(opt.lr(), 0.5);
+  EXPECT_THROW(optim::MultiStepLR(opt, {5, 2}), ValueError);
+  EXPECT_THROW(optim::MultiStepLR(opt, {0}), ValueError);
+}

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "kdp/optim/optimizer.hpp"
 
@@ -42,6 +43,19 @@ class StepLR : public LRScheduler {
 
  private:
   int64_t step_size_;
+  double gamma_;
+};
+
+/// lr = base * gamma ^ (the number of milestones <= epoch), as PyTorch's
+/// MultiStepLR; milestones must be increasing.
+class MultiStepLR : public LRScheduler {
+ public:
+  MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma = 0.1);
+  double lr_at(int64_t epoch) const override;
+  const std::vector<int64_t>& milestones() const { return milestones_; }
+
+ private:
+  std::vector<int64_t> milestones_;
   double gamma_;
 };
 
