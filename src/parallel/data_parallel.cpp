@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/nn/bound_module.hpp"
 #include "kdp/parallel/devices.hpp"
 #include "kdp/parallel/gather.hpp"
 #include "kdp/parallel/parallel_apply.hpp"
@@ -21,6 +23,28 @@ void check_module_on(const nn::Module& module, const Device& device) {
           "(move the module there with module->to(devices[0]))",
           name, p.device().str(), device.str()));
     }
+  }
+}
+
+// In training, each replica updated its own copy of the buffers (BatchNorm's
+// running statistics and count); the module keeps the mean of those updates.
+// Replica 0 is the module itself, whose buffers hold its own update already.
+void merge_buffers(nn::Module& module, const std::vector<std::shared_ptr<nn::Module>>& replicas) {
+  NoGradGuard no_grad;
+  const float share = 1.0f / static_cast<float>(replicas.size());
+  for (auto& [name, buffer] : module.named_buffers()) {
+    Tensor sum = buffer.clone();
+    for (size_t k = 1; k < replicas.size(); ++k) {
+      const auto* bound = dynamic_cast<const nn::BoundModule*>(replicas[k].get());
+      const Tensor* copy = bound != nullptr ? bound->bindings().find(buffer.impl().get()) : nullptr;
+      if (copy == nullptr) {
+        throw StateError(
+            fmt::format("kdp::data_parallel: replica {} has no copy of buffer '{}'", k, name));
+      }
+      sum.add_(copy->to(buffer.device()));
+    }
+    Tensor target = buffer;
+    target.copy_(sum.mul_(share));
   }
 }
 
@@ -59,6 +83,7 @@ Tensor data_parallel(const std::shared_ptr<nn::Module>& module, const nn::Tensor
   const std::vector<Device> used(devices.begin(), devices.begin() + static_cast<long>(chunks));
   const auto replicas = replicate(module, used);
   const std::vector<Tensor> outputs = parallel_apply(replicas, replica_inputs, used);
+  if (module->is_training()) merge_buffers(*module, replicas);
   return gather(outputs, out_device, dim);
 }
 

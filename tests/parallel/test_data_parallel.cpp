@@ -246,3 +246,60 @@ TEST(DataParallel, ModuleMustBeOnTheFirstDevice) {
                              std::vector<Device>{devs[1], devs[0]}),
                ShapeError);  // inputs of different batch sizes
 }
+
+namespace {
+
+// conv -> BN -> ReLU -> global pool -> linear: buffers that every step updates.
+std::shared_ptr<nn::Sequential> bn_net() {
+  manual_seed(11);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(3),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::AdaptiveAvgPool2d>(1),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3, 2)});
+}
+
+}  // namespace
+
+TEST(DataParallel, BatchNormKeepsTheMeanOfTheReplicasUpdates) {
+  const Tensor x = test::random_tensor({8, 2, 4, 4}, 21, -1.0f, 2.0f);
+  const std::vector<Device> devs = devices(2);
+  auto single = bn_net();
+  auto wrapped = bn_net();
+  DataParallel dp(wrapped, devs);
+  single->forward(x);
+  dp.forward(x);
+  auto* bn_single = dynamic_cast<nn::BatchNorm2d*>(single->named_children()[1].second.get());
+  auto* bn_dp = dynamic_cast<nn::BatchNorm2d*>(wrapped->named_children()[1].second.get());
+  ASSERT_TRUE(bn_single && bn_dp);
+  // One step counted once, not once per replica.
+  EXPECT_EQ(bn_dp->num_batches_tracked().item(), 1.0f);
+  // Equal chunks: the running mean is the one the whole batch gives.
+  test::expect_close(bn_dp->running_mean().to_vector(), bn_single->running_mean().to_vector(), 1e-6,
+                     1e-5, "running_mean");
+  // The running variance: 0.9 + 0.1 x the mean of the chunks' unbiased
+  // variances of the convolution's output, recomputed here per chunk.
+  NoGradGuard no_grad;
+  auto conv = std::dynamic_pointer_cast<nn::Conv2d>(wrapped->named_children()[0].second);
+  const std::vector<float> h = conv->forward(x).to_vector();  // [8, 3, 4, 4]
+  for (int64_t c = 0; c < 3; ++c) {
+    double mean_var = 0;
+    for (int64_t chunk = 0; chunk < 2; ++chunk) {
+      double s = 0, s2 = 0;
+      for (int64_t n = chunk * 4; n < chunk * 4 + 4; ++n)
+        for (int64_t i = 0; i < 16; ++i) {
+          const double v = h[static_cast<size_t>((n * 3 + c) * 16 + i)];
+          s += v;
+          s2 += v * v;
+        }
+      const double m = s / 64;
+      mean_var += (s2 / 64 - m * m) * 64 / 63 / 2;
+    }
+    EXPECT_NEAR(bn_dp->running_var().to_vector()[static_cast<size_t>(c)], 0.9 + 0.1 * mean_var,
+                1e-5);
+  }
+  // Evaluation changes no buffer.
+  dp.eval();
+  const std::vector<float> before = bn_dp->running_mean().to_vector();
+  dp.forward(x);
+  EXPECT_EQ(bn_dp->running_mean().to_vector(), before);
+}

@@ -7,6 +7,15 @@
 /// the devices are concurrent) and gathers the outputs on the output device.
 /// The backward runs per device too, and sums the replicas' gradients into the
 /// module's parameters.
+///
+/// Buffers: in training each replica updates its own copy of the module's
+/// buffers (BatchNorm's running statistics and num_batches_tracked), and the
+/// module keeps the mean of the replicas' updates, so that no device's data is
+/// thrown away (PyTorch's DataParallel keeps replica 0's alone). For the
+/// running mean with chunks of equal size, that is the update one device would
+/// make from the whole batch; the running variance is the mean of the
+/// replicas' variances (each replica normalises with its own chunk's
+/// statistics: SyncBatchNorm normalises with the whole batch's).
 
 #include <memory>
 #include <vector>
