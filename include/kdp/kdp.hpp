@@ -52,12 +52,14 @@
 #include "kdp/parallel/devices.hpp"
 #include "kdp/parallel/gather.hpp"
 #include "kdp/parallel/parallel_apply.hpp"
+#include "kdp/parallel/replica_group.hpp"
 #include "kdp/parallel/replicate.hpp"
 #include "kdp/parallel/scatter.hpp"
 
 #include "kdp/dist/communicator.hpp"
 #include "kdp/dist/distributed_data_parallel.hpp"
 #include "kdp/dist/gradient_bucket.hpp"
+#include "kdp/dist/sync_batch_norm.hpp"
 #include "kdp/dist/watchdog.hpp"
 
 #include "kdp/data/data_loader.hpp"

@@ -310,8 +310,16 @@ Tensor DistributedDataParallel::forward(const nn::TensorList& inputs) {
     }
   }
   if (options_.broadcast_buffers && comm_.size() > 1) {
+    // Synchronised layers' buffers (SyncBatchNorm's statistics) are the same
+    // on every rank already.
+    std::set<const TensorImpl*> in_sync;
+    for (const auto& [prefix, m] : module_->named_modules()) {
+      if (!m->synchronizes_replicas()) continue;
+      for (const auto& [name, b] : m->named_buffers(false)) in_sync.insert(b.impl().get());
+    }
     NoGradGuard no_grad;
     for (auto& [name, b] : module_->named_buffers()) {
+      if (in_sync.count(b.impl().get()) != 0) continue;
       Tensor t = b;
       comm_.broadcast(t, 0);
     }

@@ -75,15 +75,17 @@ Tensor BatchNorm::forward(const Tensor& input_in) {
     count.add_(Tensor::scalar(1.0f, count.device()));
     momentum = step_momentum(count);
   }
+  const bool batch_statistics = is_training() || !track;
+  if (synchronizer_ && batch_statistics) return synchronizer_->forward(*this, input, momentum);
   return batch_norm(input, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(),
-                    weight_, bias_, is_training() || !track, momentum, options_.eps);
+                    weight_, bias_, batch_statistics, momentum, options_.eps);
 }
 
 std::string BatchNorm::extra_repr() const {
-  return fmt::format("{}, eps={}, momentum={}, affine={}, track_running_stats={}", num_features_,
-                     options_.eps,
-                     options_.momentum ? fmt::format("{}", *options_.momentum) : "None",
-                     options_.affine, options_.track_running_stats);
+  return fmt::format(
+      "{}, eps={}, momentum={}, affine={}, track_running_stats={}{}", num_features_, options_.eps,
+      options_.momentum ? fmt::format("{}", *options_.momentum) : "None", options_.affine,
+      options_.track_running_stats, synchronizer_ ? ", synchronized" : "");
 }
 
 BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options, const Device& device)

@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+#include <thread>
+
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
+#include "kdp/parallel/replica_group.hpp"
 
 namespace kdp {
 
@@ -35,6 +39,49 @@ namespace {
   }
 }
 
+bool synchronizes_replicas(const nn::Module& module) {
+  for (const auto& [name, m] : module.named_modules()) {
+    if (m->synchronizes_replicas()) return true;
+  }
+  return false;
+}
+
+// Replicas that meet in their forward (SyncBatchNorm): each on a thread of its
+// own, those that share an instance taking turns on it. Returns each one's
+// exception; a replica that fails releases the others from their meetings.
+std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<void()>>& tasks,
+                                             const std::vector<Device>& devices) {
+  const size_t n = tasks.size();
+  ReplicaGroup group(static_cast<int>(n));
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<int> first_to_fail;
+  std::mutex failures;
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        ReplicaGroup::Scope scope(&group, static_cast<int>(i), devices[i].instance_id());
+        tasks[i]();
+      } catch (...) {
+        errors[i] = std::current_exception();
+        std::lock_guard<std::mutex> lock(failures);
+        first_to_fail.push_back(static_cast<int>(i));
+        group.fail(fmt::format("replica {} on {} failed", i, devices[i].str()));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  // Report the replica that failed first, not the ones it released.
+  if (!first_to_fail.empty()) {
+    std::vector<std::exception_ptr> only(n);
+    only[static_cast<size_t>(first_to_fail.front())] =
+        errors[static_cast<size_t>(first_to_fail.front())];
+    return only;
+  }
+  return errors;
+}
+
 }  // namespace
 
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
@@ -57,7 +104,9 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>
   }
   const std::vector<Device> used(devices.begin(), devices.begin() + static_cast<long>(n));
   const bool concurrent = Runtime::get().devices_concurrent(static_cast<int>(devices.size()));
-  const auto errors = Runtime::get().device_threads().run(tasks, used, concurrent);
+  const auto errors = n > 1 && synchronizes_replicas(*replicas[0])
+                          ? run_as_group(tasks, used)
+                          : Runtime::get().device_threads().run(tasks, used, concurrent);
   for (size_t i = 0; i < n; ++i) {
     if (errors[i]) {
       rethrow_in_context(errors[i], fmt::format("in replica {} on {}: ", i, used[i].str()));

@@ -45,7 +45,9 @@ struct DDPOptions {
   /// slot is reduced as it is). Without it such parameters are an error at
   /// forward time, naming them, instead of a reduction that never completes.
   bool find_unused_parameters = false;
-  /// Broadcast rank 0's buffers before every forward.
+  /// Broadcast rank 0's buffers before every forward (as PyTorch's DDP), but
+  /// those of synchronised layers (SyncBatchNorm), which every rank computes
+  /// identically.
   bool broadcast_buffers = true;
   /// When buckets are reduced: each as soon as it is ready during backward
   /// (Always), or all of them once backward has produced the last gradient

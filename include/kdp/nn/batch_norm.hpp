@@ -15,6 +15,7 @@
 /// docs/architecture.md); SyncBatchNorm (kdp/dist/sync_batch_norm.hpp)
 /// normalises with the statistics of the whole batch across devices and ranks.
 
+#include <memory>
 #include <optional>
 
 #include "kdp/nn/module.hpp"
@@ -31,13 +32,34 @@ struct BatchNormOptions {
   bool track_running_stats = true;
 };
 
+class BatchNorm;
+
+/// What makes a BatchNorm synchronised (dist::SyncBatchNorm): the forward of
+/// the layer whenever the batch's statistics normalise, computed from the
+/// whole batch across replicas and ranks.
+class BatchNormSynchronizer {
+ public:
+  virtual ~BatchNormSynchronizer() = default;
+  /// The output of `layer` on `input` (this replica's part of the batch);
+  /// `momentum` is this step's weight of the new running statistics (0 when
+  /// they are not updated).
+  virtual Tensor forward(const BatchNorm& layer, const Tensor& input, double momentum) = 0;
+};
+
 /// What BatchNorm1d and BatchNorm2d share (PyTorch's _BatchNorm).
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& input) override;
   using Module::forward;
   std::string extra_repr() const override;
+  bool synchronizes_replicas() const override { return synchronizer_ != nullptr; }
 
+  /// From now on the batch's statistics come from `synchronizer` (null: this
+  /// replica's part alone, as a plain BatchNorm).
+  void synchronize(std::shared_ptr<BatchNormSynchronizer> synchronizer) {
+    synchronizer_ = std::move(synchronizer);
+  }
+  const std::shared_ptr<BatchNormSynchronizer>& synchronizer() const { return synchronizer_; }
   int64_t num_features() const { return num_features_; }
   const BatchNormOptions& options() const { return options_; }
   const Tensor& weight() const { return weight_; }
@@ -61,6 +83,7 @@ class BatchNorm : public Module {
   int64_t num_features_;
   BatchNormOptions options_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+  std::shared_ptr<BatchNormSynchronizer> synchronizer_;
 };
 
 /// torch.nn.BatchNorm1d: input [N, C] or [N, C, L].

@@ -54,6 +54,11 @@ class Module : public std::enable_shared_from_this<Module> {
   /// The number of trainable elements.
   int64_t num_parameters() const;
 
+  /// Whether this module's forward meets the other replicas of a DataParallel
+  /// forward (SyncBatchNorm does, to reduce its statistics): parallel_apply
+  /// then gives every replica a thread of its own.
+  virtual bool synchronizes_replicas() const { return false; }
+
   /// Training mode for this module and its children (dropout is active in it).
   virtual void train(bool on = true);
   void eval() { train(false); }

@@ -1,0 +1,143 @@
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using namespace kdp::dist;
+
+namespace {
+
+// conv -> BN -> ReLU -> global average pool -> linear, the same on every rank.
+std::shared_ptr<nn::Sequential> cnn() {
+  manual_seed(17);
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::BatchNorm2d>(3),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::AdaptiveAvgPool2d>(1),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(3, 4)});
+}
+
+nn::BatchNorm& bn_of(const std::shared_ptr<nn::Sequential>& net) {
+  return dynamic_cast<nn::BatchNorm&>(*(*net)[1]);
+}
+
+// Rank r's rows of a batch of `total`: the first total % size ranks get one more.
+std::pair<int64_t, int64_t> my_rows(int64_t total, const Communicator& comm) {
+  const int64_t base = total / comm.size(), extra = total % comm.size();
+  const int64_t start = comm.rank() * base + std::min<int64_t>(comm.rank(), extra);
+  return {start, start + base + (comm.rank() < extra ? 1 : 0)};
+}
+
+void expect_same_on_every_rank(Communicator& comm, const std::vector<float>& mine,
+                               const std::string& what) {
+  const auto all = comm.allgather_bytes(mine.data(), mine.size() * sizeof(float));
+  for (size_t r = 0; r < all.size(); ++r) {
+    ASSERT_EQ(all[r].size(), mine.size() * sizeof(float)) << what;
+    EXPECT_EQ(std::memcmp(all[r].data(), all[0].data(), all[r].size()), 0)
+        << what << " differs between rank 0 and rank " << r;
+  }
+}
+
+}  // namespace
+
+TEST(SyncBatchNorm, RanksAndDevicesEqualOneDeviceOnTheWholeBatch) {
+  Communicator comm = Communicator::world();
+  for (int devs : {1, 2}) {
+    for (int64_t batch : {int64_t{12}, int64_t{11}}) {  // 11: an uneven last batch
+      const std::string what =
+          fmt::format("{} rank(s) x {} device(s), batch {}", comm.size(), devs, batch);
+      const Tensor x = test::random_tensor({batch, 2, 4, 4}, 7, -1.0f, 2.0f);
+      std::vector<float> labels;
+      for (int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<float>(i % 4));
+      const Tensor t = Tensor::from_host(labels, {batch});
+
+      // The reference: one device, the whole batch, a plain BatchNorm.
+      auto reference = cnn();
+      const Tensor ref_loss = cross_entropy(reference->forward(x), t);
+      ref_loss.backward();
+
+      // The same model synchronised, over the ranks and `devs` devices each.
+      auto net = cnn();
+      nn::convert_sync_batchnorm(net);
+      std::shared_ptr<nn::Module> inner = net;
+      if (devs > 1) inner = std::make_shared<DataParallel>(net, devices(devs));
+      DistributedDataParallel ddp(inner, comm);
+      const auto [start, end] = my_rows(batch, comm);
+      // Σ of this rank's losses scaled so that DDP's average of the ranks'
+      // gradients is the gradient of the whole batch's mean loss.
+      const Tensor out = ddp.forward(x.slice(0, start, end));
+      const Tensor local = cross_entropy(out, t.slice(0, start, end), Reduction::Sum);
+      (local * (static_cast<float>(comm.size()) / static_cast<float>(batch))).backward();
+      ddp.finish();
+
+      double sums[1] = {local.item()};
+      comm.allreduce(sums, 1, ReduceOp::Sum);
+      EXPECT_NEAR(sums[0] / static_cast<double>(batch), ref_loss.item(), 1e-5) << what;
+      const auto a = net->named_parameters();
+      const auto b = reference->named_parameters();
+      for (size_t i = 0; i < a.size(); ++i) {
+        test::expect_close(a[i].second.grad().to_vector(), b[i].second.grad().to_vector(), 1e-6,
+                           2e-4, what + " gradient of " + a[i].first);
+      }
+      for (const auto& [name, buf] : bn_of(net).state_dict()) {
+        const Tensor* want = nn::find(bn_of(reference).state_dict(), name);
+        ASSERT_NE(want, nullptr);
+        test::expect_close(buf.to_vector(), want->to_vector(), 1e-6, 1e-5, what + " " + name);
+        expect_same_on_every_rank(comm, buf.to_vector(), what + " " + name);
+      }
+    }
+  }
+}
+
+TEST(SyncBatchNorm, EvaluationUsesTheRunningStatisticsAlikeOnEveryRank) {
+  Communicator comm = Communicator::world();
+  auto net = cnn();
+  nn::convert_sync_batchnorm(net);
+  DistributedDataParallel ddp(net, comm);
+  ddp.forward(test::random_tensor({6, 2, 4, 4}, 100 + static_cast<uint64_t>(comm.rank())));
+  // Different data on every rank, yet one set of statistics.
+  expect_same_on_every_rank(comm, bn_of(net).running_mean().to_vector(), "running_mean");
+  net->eval();
+  const Tensor x = test::random_tensor({5, 2, 4, 4}, 3);
+  const std::vector<float> y = net->forward(x).to_vector();
+  expect_same_on_every_rank(comm, y, "evaluation output");
+  // The eval forward is a plain BatchNorm's on the running statistics.
+  auto plain = cnn();
+  plain->load_state_dict(net->state_dict());
+  plain->eval();
+  test::expect_close(y, plain->forward(x).to_vector(), 1e-6, 1e-6, "eval");
+}
+
+TEST(SyncBatchNorm, AFailingReplicaReleasesTheOthers) {
+  // Replica 1 fails before its BatchNorm: replica 0, waiting there for it,
+  // is released and the error names replica 1.
+  class FailsOnDevice1 : public nn::Module {
+   public:
+    FailsOnDevice1() : Module("FailsOnDevice1") {
+      bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(3));
+    }
+    Tensor forward(const Tensor& x) override {
+      if (x.device().index() == 1) throw ValueError("boom before the BatchNorm");
+      return bn->forward(x);
+    }
+    using Module::forward;
+    std::shared_ptr<nn::BatchNorm1d> bn;
+  };
+  auto m = std::make_shared<FailsOnDevice1>();
+  nn::convert_sync_batchnorm(m, Communicator::world());
+  DataParallel dp(m, devices(2));
+  try {
+    dp.forward(test::random_tensor({8, 3}, 1));
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("in replica 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("boom"), std::string::npos) << e.what();
+  }
+  // The next call (no failure on any device) works.
+  auto ok = cnn();
+  nn::convert_sync_batchnorm(ok, Communicator::world());
+  DataParallel dp2(ok, devices(2));
+  EXPECT_EQ(dp2.forward(test::random_tensor({4, 2, 4, 4}, 2)).shape(), Shape({4, 4}));
+}
