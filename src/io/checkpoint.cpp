@@ -38,6 +38,13 @@ std::string first_non_finite(const float* values, int64_t n, const Shape& shape)
   return "";
 }
 
+// BatchNorm's num_batches_tracked, a count (int64 in PyTorch's state dicts).
+bool is_count_entry(const std::string& name) {
+  const std::string tail = "num_batches_tracked";
+  return name.size() >= tail.size() &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 // `name` is the dataset's name in `g`; `entry` names it in errors ("fc1.weight").
 void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
                   const std::string& entry, const std::string& path) {
@@ -49,6 +56,13 @@ void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
   if (!bad.empty()) {
     throw NumericalError(fmt::format(
         "kdp::io::save_checkpoint: '{}' holds {}; '{}' was not written", entry, bad, path));
+  }
+  if (is_count_entry(name)) {
+    // PyTorch stores BatchNorm's count as int64: so does the file.
+    std::vector<int64_t> counts(values.size());
+    for (size_t i = 0; i < values.size(); ++i) counts[i] = static_cast<int64_t>(values[i]);
+    g.create_dataset(name, h5::Type::Int64, dims).write_all(counts.data());
+    return;
   }
   h5::Dataset d = g.create_dataset(name, h5::Type::Float32, dims);  // rank 0 for scalars
   d.write_all(values.data());
@@ -67,7 +81,8 @@ void check_finite(const float* values, const Tensor& t, const h5::Dataset& d) {
 
 Tensor read_tensor(const h5::Dataset& d) {
   const std::vector<int64_t> dims = d.dims();
-  if (d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64) {
+  const bool count = d.type() == h5::Type::Int64 && is_count_entry(d.path());
+  if (d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64 && !count) {
     throw IOError(fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}, not floats",
                               d.path(), d.file(), h5::to_string(d.type())));
   }

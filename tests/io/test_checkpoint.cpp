@@ -669,3 +669,30 @@ TEST(CheckpointDirectory, OverwriteAndSavesNeverDestroyFilesThatAreNotCheckpoint
   EXPECT_TRUE(io::is_checkpoint_file(d.path_for(9)));
   EXPECT_TRUE(std::filesystem::exists(dir.file("ckpt/rejected/ckpt-000000009.h5")));
 }
+
+TEST(Checkpoint, BatchNormBuffersRoundTripWithTheCountAsInt64) {
+  TempDir dir;
+  auto make = [] {
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Conv2d>(1, 2, 3), std::make_shared<nn::BatchNorm2d>(2)});
+  };
+  auto a = make();
+  for (int i = 0; i < 3; ++i)
+    a->forward(test::random_tensor({4, 1, 5, 5}, static_cast<uint64_t>(i)));
+  optim::Adadelta opt(a->named_parameters());
+  io::save_checkpoint(dir.file("bn.h5"), *a, opt, some_state());
+  {
+    io::h5::File f = io::h5::File::open(dir.file("bn.h5"));
+    const io::h5::Dataset count = f.open_dataset("/model/1.num_batches_tracked");
+    EXPECT_EQ(count.type(), io::h5::Type::Int64);  // as PyTorch stores it
+    EXPECT_EQ(count.dims(), std::vector<int64_t>{});
+    EXPECT_EQ(count.read_all<int64_t>(), std::vector<int64_t>{3});
+    EXPECT_EQ(f.open_dataset("/model/1.running_var").type(), io::h5::Type::Float32);
+  }
+  auto b = make();
+  optim::Adadelta opt_b(b->named_parameters());
+  io::load_checkpoint(dir.file("bn.h5"), *b, opt_b);
+  for (const auto& [name, t] : a->state_dict()) {
+    EXPECT_EQ(nn::find(b->state_dict(), name)->to_vector(), t.to_vector()) << name;
+  }
+}
