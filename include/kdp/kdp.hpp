@@ -35,6 +35,7 @@
 #include "kdp/nn/clip_grad.hpp"
 #include "kdp/nn/conv.hpp"
 #include "kdp/nn/init.hpp"
+#include "kdp/nn/layer_list.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/loss.hpp"
 #include "kdp/nn/module.hpp"

@@ -1,0 +1,57 @@
+#pragma once
+/// \file
+/// A model written as a list of layers, as kdp-train's --model takes it:
+///
+///   conv(out,k[,stride[,padding]])  Conv2d
+///   batchnorm                       BatchNorm1d or BatchNorm2d, from the input's rank
+///   relu, leaky_relu, tanh, sigmoid, gelu
+///   maxpool(k), avgpool(k)          MaxPool2d, AvgPool2d (stride k)
+///   gap                             AdaptiveAvgPool2d(1): global average pooling
+///   dropout(p), dropout2d(p)
+///   flatten
+///   linear(out)
+///
+/// e.g. "conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,
+/// linear(128),relu,dropout(0.5),linear(10)" (the pytorch/examples MNIST CNN).
+/// The layers become an nn::Sequential whose shapes follow from the input's,
+/// so its state-dict keys are PyTorch's for the same nn.Sequential ("0.weight",
+/// "1.running_mean", ...).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kdp/nn/sequential.hpp"
+
+namespace kdp::nn {
+
+/// One layer of a list: its word, its numbers and its text as written.
+struct LayerSpec {
+  std::string kind;
+  std::vector<double> args;
+  std::string text;
+};
+
+/// Parses a layer list; a word or argument that is not one of the above is a
+/// ValueError naming it and its position.
+std::vector<LayerSpec> parse_layer_list(const std::string& text);
+
+/// Whether `text` is a layer list (rather than kdp-train's "784,256,10").
+bool is_layer_list(const std::string& text);
+
+/// The list written back in its canonical form ("conv(32,3),relu,...").
+std::string layer_list_text(const std::vector<LayerSpec>& layers);
+
+/// The shape of one sample after each layer, for samples of `input` (no batch
+/// dimension). A layer that does not fit its input is a ShapeError naming
+/// the layer, its position and both shapes.
+std::vector<Shape> layer_list_shapes(const std::vector<LayerSpec>& layers, const Shape& input);
+
+/// The model of `layers` for samples of `input`, on `device`. Shapes are
+/// checked first, then every layer's parameters against the device's memory,
+/// before anything is allocated.
+std::shared_ptr<Sequential> build_layer_list(const std::vector<LayerSpec>& layers,
+                                             const Shape& input,
+                                             const Device& device = get_default_device());
+
+}  // namespace kdp::nn

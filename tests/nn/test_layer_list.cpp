@@ -1,0 +1,87 @@
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+
+namespace {
+const char* kExamplesCnn =
+    "conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,linear(128),relu,"
+    "dropout(0.5),linear(10)";
+}
+
+TEST(LayerList, ThePyTorchExamplesCnnHasItsShapesKeysAndParameterCount) {
+  const auto layers = nn::parse_layer_list(kExamplesCnn);
+  ASSERT_EQ(layers.size(), 11u);
+  EXPECT_EQ(nn::layer_list_text(layers), kExamplesCnn);
+  const auto shapes = nn::layer_list_shapes(layers, Shape{1, 28, 28});
+  EXPECT_EQ(shapes[0], Shape({32, 26, 26}));
+  EXPECT_EQ(shapes[4], Shape({64, 12, 12}));
+  EXPECT_EQ(shapes[6], Shape({9216}));
+  EXPECT_EQ(shapes.back(), Shape({10}));
+  auto net = nn::build_layer_list(layers, Shape{1, 28, 28});
+  // torch's Net of pytorch/examples mnist/main.py: 1,199,882 parameters.
+  EXPECT_EQ(net->num_parameters(), 1199882);
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : net->state_dict()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "7.weight",
+                                            "7.bias", "10.weight", "10.bias"}));
+  EXPECT_EQ(net->forward(Tensor::zeros({2, 1, 28, 28})).shape(), Shape({2, 10}));
+}
+
+TEST(LayerList, BatchNormPoolingAndSpacesAreUnderstood) {
+  const auto layers = nn::parse_layer_list(
+      " conv(8, 3, 1, 1), batchnorm, relu, avgpool(2), dropout2d(0.1), gap, flatten, batchnorm, "
+      "linear(4)");
+  auto net = nn::build_layer_list(layers, Shape{1, 8, 8});
+  EXPECT_NE(dynamic_cast<nn::BatchNorm2d*>((*net)[1].get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::BatchNorm1d*>((*net)[7].get()), nullptr);
+  EXPECT_EQ(nn::layer_list_shapes(layers, Shape{1, 8, 8})[5], Shape({8, 1, 1}));
+  EXPECT_NE(nn::find(net->state_dict(), "1.num_batches_tracked"), nullptr);
+  EXPECT_EQ(net->forward(test::random_tensor({3, 1, 8, 8}, 1)).shape(), Shape({3, 4}));
+  EXPECT_TRUE(nn::is_layer_list("conv(1,1)"));
+  EXPECT_FALSE(nn::is_layer_list("784,256,10"));
+}
+
+TEST(LayerList, MistakesAreNamedBeforeAnythingIsBuilt) {
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] {
+              nn::parse_layer_list("conv(32,3),rleu");
+            }).find("layer 1 'rleu' is not a layer"),
+            std::string::npos);
+  EXPECT_NE(message([] { nn::parse_layer_list("conv(32)"); }).find("takes 2 to 4 numbers"),
+            std::string::npos);
+  EXPECT_NE(message([] { nn::parse_layer_list("dropout(1.5)"); }).find("probability"),
+            std::string::npos);
+  EXPECT_NE(message([] { nn::parse_layer_list("linear(1.5)"); }).find("whole numbers"),
+            std::string::npos);
+  EXPECT_NE(message([] { nn::parse_layer_list("conv(3,3"); }).find("not closed"),
+            std::string::npos);
+  const std::string shape_error = message([] {
+    nn::layer_list_shapes(nn::parse_layer_list("conv(8,3),linear(10)"), Shape{1, 28, 28});
+  });
+  EXPECT_NE(shape_error.find("layer 1 'linear(10)' does not fit its input [8, 26, 26]"),
+            std::string::npos)
+      << shape_error;
+  EXPECT_NE(shape_error.find("put flatten before it"), std::string::npos);
+  EXPECT_NE(
+      message([] {
+        nn::layer_list_shapes(nn::parse_layer_list("maxpool(2),maxpool(30)"), Shape{1, 28, 28});
+      }).find("layer 1 'maxpool(30)' does not fit its input [1, 14, 14]"),
+      std::string::npos);
+  EXPECT_NE(message([] {
+              nn::layer_list_shapes(nn::parse_layer_list("conv(4,3)"), Shape{784});
+            }).find("it takes images"),
+            std::string::npos);
+  // Too large for the device: refused before allocating.
+  EXPECT_THROW(
+      nn::build_layer_list(nn::parse_layer_list("flatten,linear(1000000000)"), Shape{1, 28, 28}),
+      ValueError);
+}
