@@ -1,5 +1,6 @@
-// kdp-train: trains an MLP on an HDF5 dataset (Fashion-MNIST by default) across
-// MPI ranks and device instances, with checkpoints, resume and metrics.
+// kdp-train: trains an MLP or a CNN on an HDF5 dataset (Fashion-MNIST by
+// default) across MPI ranks and device instances, with checkpoints, resume and
+// metrics.
 //
 //   mpirun -np 2 kdp-train --epochs 10
 //   srun kdp-train --checkpoint-dir runs/ckpt --resume auto
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "cli_checks.hpp"
 #include "kdp/io/run_directory_error.hpp"
@@ -53,6 +55,10 @@ struct Options {
   int64_t log_every = 50;
   bool without_locks = false;
   std::string status_file;
+  double gamma = 0.1;
+  int64_t step_size = 0;  // 0: epochs / 3
+  std::vector<int64_t> milestones;
+  bool sync_batchnorm = false;
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -125,116 +131,149 @@ std::pair<float, float> feature_moments(const data::Dataset& ds) {
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(var, 1e-12)))};
 }
 
-int run(const Options& o, Runtime& runtime) {
-  dist::Communicator comm = dist::Communicator::world();
-  const bool rank0 = comm.rank() == 0;
-  const int ranks = comm.size();
+// The training and test splits, normalised by the training features' mean
+// and standard deviation; flat samples or images, as the model's first layer
+// takes them.
+struct TrainingData {
+  std::shared_ptr<data::HDF5Dataset> train, test;
+  float mean = 0.0f, stddev = 1.0f;
+};
 
+TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) {
   // The default data is imported on first use.
   if (o.data == Options{}.data && !fs::exists(o.data)) {
-    if (rank0) {
+    if (comm.rank() == 0) {
       fs::create_directories(fs::path(o.data).parent_path());
       std::printf("importing Fashion-MNIST into %s\n", o.data.c_str());
       data::import_fashion_mnist(o.data);
     }
     comm.barrier();
   }
-  const std::vector<int64_t> sizes = parse_sizes(o.model);
-  if (o.devices < 1) throw ValueError(fmt::format("--devices {} must be at least 1", o.devices));
-  if (o.batch_size < static_cast<int64_t>(ranks) * o.devices) {
-    throw ValueError(
-        fmt::format("--batch-size {} is smaller than ranks x devices = {} x {}; every "
-                    "device needs at least one sample",
-                    o.batch_size, ranks, o.devices));
-  }
-  if (o.batch_size % ranks != 0) {
-    throw ValueError(fmt::format("--batch-size {} (global) does not divide evenly among {} ranks",
-                                 o.batch_size, ranks));
-  }
-
   data::HDF5DatasetOptions h5;
-  h5.flatten = true;
-  auto train_set = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
-  const auto [mean, stddev] = feature_moments(*train_set);
-  h5.mean = mean;
-  h5.stddev = stddev;
-  train_set = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
-  auto test_set = std::make_shared<data::HDF5Dataset>(o.data, "test", h5);
-  check_splits(o, *train_set, *test_set);
-  const int64_t features = train_set->sample_shape().numel();
-  if (sizes.front() != features) {
-    throw ValueError(
-        fmt::format("--model starts with {} inputs but the samples of '{}' have {} "
-                    "features",
-                    sizes.front(), o.data, features));
-  }
-  if (sizes.back() != train_set->num_classes()) {
-    throw ValueError(fmt::format("--model ends with {} outputs but '{}' has {} classes",
-                                 sizes.back(), o.data, train_set->num_classes()));
-  }
+  h5.flatten = !images;
+  h5.as_images = images;
+  TrainingData d;
+  d.train = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
+  std::tie(d.mean, d.stddev) = feature_moments(*d.train);
+  h5.mean = d.mean;
+  h5.stddev = d.stddev;
+  d.train = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
+  d.test = std::make_shared<data::HDF5Dataset>(o.data, "test", h5);
+  check_splits(o, *d.train, *d.test);
+  return d;
+}
 
-  const std::vector<Device> devs = devices(o.devices);
-  manual_seed(o.seed);
-  auto net = nn::mlp(sizes, o.activation, devs[0]);
-  std::shared_ptr<nn::Module> model = net;
-  if (o.devices > 1) model = std::make_shared<DataParallel>(net, devs);
-  if (ranks > 1) model = std::make_shared<dist::DistributedDataParallel>(model, comm);
+// The model of --model: a layer list ("conv(32,3),relu,...") or MLP sizes
+// ("784,256,10"), checked against the data's samples and classes, and how the
+// run configuration records it.
+struct Model {
+  std::shared_ptr<nn::Module> net;
+  std::string recorded;
+  bool images = false;  // whether it takes images (else flat samples)
+};
 
-  std::unique_ptr<optim::Optimizer> optimizer;
-  if (o.optimizer == "sgd") {
-    optimizer = std::make_unique<optim::SGD>(
-        net->named_parameters(), optim::SGDOptions{o.lr, o.momentum, 0.0, o.weight_decay, false});
+// Whether --model needs images: a layer list that does not start with linear.
+bool takes_images(const std::string& model) {
+  if (!nn::is_layer_list(model)) return false;
+  return nn::parse_layer_list(model).front().kind != "linear";
+}
+
+Model build_model(const Options& o, const TrainingData& d, const Device& device) {
+  Model m;
+  const Shape sample = d.train->sample_shape();
+  const int64_t classes = d.train->num_classes();
+  if (nn::is_layer_list(o.model)) {
+    const std::vector<nn::LayerSpec> layers = nn::parse_layer_list(o.model);
+    const Shape out = nn::layer_list_shapes(layers, sample).back();
+    if (out != Shape{classes}) {
+      throw ValueError(fmt::format("--model '{}' ends with samples of {} but '{}' has {} classes",
+                                   o.model, out.str(), o.data, classes));
+    }
+    manual_seed(o.seed);
+    m.net = nn::build_layer_list(layers, sample, device);
+    m.recorded = nn::layer_list_text(layers);
+    m.images = sample.rank() == 3;
   } else {
-    optim::AdamOptions a;
+    const std::vector<int64_t> sizes = parse_sizes(o.model);
+    if (sizes.front() != sample.numel()) {
+      throw ValueError(
+          fmt::format("--model starts with {} inputs but the samples of '{}' have {} features",
+                      sizes.front(), o.data, sample.numel()));
+    }
+    if (sizes.back() != classes) {
+      throw ValueError(fmt::format("--model ends with {} outputs but '{}' has {} classes",
+                                   sizes.back(), o.data, classes));
+    }
+    manual_seed(o.seed);
+    m.net = nn::mlp(sizes, o.activation, device);
+    m.recorded = fmt::format("{}", fmt::join(sizes, ","));
+  }
+  return m;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o,
+                                                 const optim::NamedParameters& params) {
+  if (o.optimizer == "sgd") {
+    return std::make_unique<optim::SGD>(
+        params, optim::SGDOptions{o.lr, o.momentum, 0.0, o.weight_decay, false});
+  }
+  if (o.optimizer == "adadelta") {
+    optim::AdadeltaOptions a;
     a.lr = o.lr;
     a.weight_decay = o.weight_decay;
-    if (o.optimizer == "adamw") {
-      optimizer = std::make_unique<optim::AdamW>(net->named_parameters(), a);
-    } else {
-      optimizer = std::make_unique<optim::Adam>(net->named_parameters(), a);
-    }
+    return std::make_unique<optim::Adadelta>(params, a);
   }
-  std::unique_ptr<optim::LRScheduler> scheduler;
-  if (o.scheduler == "cosine") {
-    scheduler = std::make_unique<optim::CosineAnnealingLR>(*optimizer, o.epochs);
-  } else if (o.scheduler == "step") {
-    scheduler =
-        std::make_unique<optim::StepLR>(*optimizer, std::max<int64_t>(1, o.epochs / 3), 0.1);
+  optim::AdamOptions a;
+  a.lr = o.lr;
+  a.weight_decay = o.weight_decay;
+  if (o.optimizer == "adamw") return std::make_unique<optim::AdamW>(params, a);
+  return std::make_unique<optim::Adam>(params, a);
+}
+
+std::unique_ptr<optim::LRScheduler> make_scheduler(const Options& o, optim::Optimizer& opt) {
+  if (o.scheduler == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, o.epochs);
+  if (o.scheduler == "step") {
+    const int64_t step = o.step_size > 0 ? o.step_size : std::max<int64_t>(1, o.epochs / 3);
+    return std::make_unique<optim::StepLR>(opt, step, o.gamma);
   }
+  if (o.scheduler == "multistep") {
+    return std::make_unique<optim::MultiStepLR>(opt, o.milestones, o.gamma);
+  }
+  return nullptr;
+}
 
-  data::DistributedSamplerOptions train_sampling;
-  train_sampling.seed = o.seed;
-  auto train_sampler = std::make_shared<data::DistributedSampler>(train_set->size(), ranks,
-                                                                  comm.rank(), train_sampling);
-  data::DistributedSamplerOptions test_sampling;
-  test_sampling.shuffle = false;
-  test_sampling.exact = true;  // every test sample counted once
-  auto test_sampler = std::make_shared<data::DistributedSampler>(test_set->size(), ranks,
-                                                                 comm.rank(), test_sampling);
-  data::DataLoaderOptions lo;
-  lo.batch_size = o.batch_size / ranks;
-  lo.device = devs[0];
-  data::DataLoader train_loader(train_set, train_sampler, lo);
-  lo.batch_size = std::max<int64_t>(lo.batch_size, 256);
-  data::DataLoader test_loader(test_set, test_sampler, lo);
-
-  train::TrainerOptions t;
-  // What makes this run this run; docs/reliability.md lists what may change on resume.
+// What makes this run this run; docs/reliability.md lists what may change on
+// resume. Settings added since configurations were first recorded appear only
+// when they differ from their defaults, so older directories still resume.
+io::RunConfig run_config(const Options& o, const Model& m, const TrainingData& d) {
   std::error_code ec;
   const fs::path data_path = fs::weakly_canonical(fs::absolute(o.data), ec);
-  t.run_config = {{"model", fmt::format("{}", fmt::join(sizes, ","))},
-                  {"activation", o.activation},
-                  {"lr", fmt::format("{}", o.lr)},
-                  {"weight-decay", fmt::format("{}", o.weight_decay)},
-                  {"scheduler", o.scheduler},
-                  {"grad-clip", fmt::format("{}", o.grad_clip)},
-                  {"accumulate", fmt::format("{}", o.accumulate)},
-                  {"batch-size", fmt::format("{}", o.batch_size)},
-                  {"seed", fmt::format("{}", o.seed)},
-                  {"data", ec ? o.data : data_path.string()},
-                  {"data.mean", fmt::format("{}", mean)},
-                  {"data.std", fmt::format("{}", stddev)}};
-  if (o.optimizer == "sgd") t.run_config["momentum"] = fmt::format("{}", o.momentum);
+  io::RunConfig c = {{"model", m.recorded},
+                     {"lr", fmt::format("{}", o.lr)},
+                     {"weight-decay", fmt::format("{}", o.weight_decay)},
+                     {"scheduler", o.scheduler},
+                     {"grad-clip", fmt::format("{}", o.grad_clip)},
+                     {"accumulate", fmt::format("{}", o.accumulate)},
+                     {"batch-size", fmt::format("{}", o.batch_size)},
+                     {"seed", fmt::format("{}", o.seed)},
+                     {"data", ec ? o.data : data_path.string()},
+                     {"data.mean", fmt::format("{}", d.mean)},
+                     {"data.std", fmt::format("{}", d.stddev)}};
+  if (!nn::is_layer_list(o.model)) c["activation"] = o.activation;
+  if (o.optimizer == "sgd") c["momentum"] = fmt::format("{}", o.momentum);
+  if (o.scheduler == "step" || o.scheduler == "multistep") {
+    if (o.gamma != Options{}.gamma) c["gamma"] = fmt::format("{}", o.gamma);
+    if (o.step_size > 0) c["step-size"] = fmt::format("{}", o.step_size);
+    if (!o.milestones.empty()) c["milestones"] = fmt::format("{}", fmt::join(o.milestones, ","));
+  }
+  if (o.sync_batchnorm) c["sync-batchnorm"] = "yes";
+  return c;
+}
+
+train::TrainerOptions trainer_options(const Options& o, const Model& m, const TrainingData& d,
+                                      const std::vector<Device>& devs) {
+  train::TrainerOptions t;
+  t.run_config = run_config(o, m, d);
   t.overwrite = o.overwrite;
   t.epochs = o.epochs;
   t.max_steps = o.max_steps;
@@ -252,52 +291,107 @@ int run(const Options& o, Runtime& runtime) {
   t.require_locks = !o.without_locks;
   t.devices = devs;
   t.sampler_seed = o.seed;
-  t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", mean}, {"data.std", stddev}};
-  train::Trainer trainer(t, comm);
+  t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", d.mean}, {"data.std", d.stddev}};
+  return t;
+}
+
+void check_batch(const Options& o, int ranks) {
+  if (o.devices < 1) throw ValueError(fmt::format("--devices {} must be at least 1", o.devices));
+  if (o.batch_size < static_cast<int64_t>(ranks) * o.devices) {
+    throw ValueError(
+        fmt::format("--batch-size {} is smaller than ranks x devices = {} x {}; every "
+                    "device needs at least one sample",
+                    o.batch_size, ranks, o.devices));
+  }
+  if (o.batch_size % ranks != 0) {
+    throw ValueError(fmt::format("--batch-size {} (global) does not divide evenly among {} ranks",
+                                 o.batch_size, ranks));
+  }
+}
+
+// A signal during the start-up (loading data, building the model) ends the run
+// on every rank before it writes anything: the signal, or 0 for none.
+int signal_before_training(dist::Communicator& comm) {
+  int64_t early = StopSignal::requested() ? StopSignal::signal() : 0;
+  comm.allreduce(&early, 1, dist::ReduceOp::Max);
+  if (early != 0 && comm.rank() == 0) {
+    std::printf("kdp-train: stopped by signal %lld before training started; nothing was written\n",
+                static_cast<long long>(early));
+  }
+  return static_cast<int>(early);
+}
+
+// The exit status of a fit that a signal stopped: 75 asks the batch script to
+// requeue, which helps only when there is a checkpoint to resume from.
+int stopped_by_signal(const train::FitResult& r, bool rank0) {
+  if (r.last_checkpoint.empty()) {
+    if (rank0) {
+      std::printf(
+          "kdp-train: stopped by signal %d at step %lld; no checkpoint was written (there is "
+          "no --checkpoint-dir), so nothing can be resumed; exit %d\n",
+          r.signal, static_cast<long long>(r.global_step), 128 + r.signal);
+    }
+    return 128 + r.signal;
+  }
+  if (rank0) {
+    std::printf(
+        "kdp-train: stopped by signal %d at step %lld; checkpoint %s; exit %d (requeue "
+        "and run again with --resume auto)\n",
+        r.signal, static_cast<long long>(r.global_step), r.last_checkpoint.c_str(),
+        train::kExitRequeue);
+  }
+  return train::kExitRequeue;
+}
+
+int run(const Options& o, Runtime& runtime) {
+  dist::Communicator comm = dist::Communicator::world();
+  const bool rank0 = comm.rank() == 0;
+  const int ranks = comm.size();
+  check_batch(o, ranks);
+  const TrainingData d = load_data(o, comm, takes_images(o.model));
+
+  const std::vector<Device> devs = devices(o.devices);
+  const Model m = build_model(o, d, devs[0]);
+  if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
+  std::shared_ptr<nn::Module> model = m.net;
+  if (o.devices > 1) model = std::make_shared<DataParallel>(m.net, devs);
+  if (ranks > 1) model = std::make_shared<dist::DistributedDataParallel>(model, comm);
+  const auto optimizer = make_optimizer(o, m.net->named_parameters());
+  const auto scheduler = make_scheduler(o, *optimizer);
+
+  data::DistributedSamplerOptions train_sampling;
+  train_sampling.seed = o.seed;
+  data::DistributedSamplerOptions test_sampling;
+  test_sampling.shuffle = false;
+  test_sampling.exact = true;  // every test sample counted once
+  data::DataLoaderOptions lo;
+  lo.batch_size = o.batch_size / ranks;
+  lo.device = devs[0];
+  data::DataLoader train_loader(d.train,
+                                std::make_shared<data::DistributedSampler>(
+                                    d.train->size(), ranks, comm.rank(), train_sampling),
+                                lo);
+  lo.batch_size = std::max<int64_t>(lo.batch_size, 256);
+  data::DataLoader test_loader(
+      d.test,
+      std::make_shared<data::DistributedSampler>(d.test->size(), ranks, comm.rank(), test_sampling),
+      lo);
+
+  train::Trainer trainer(trainer_options(o, m, d, devs), comm);
   if (rank0) {
     std::printf(
         "kdp-train: %d rank(s) x %d device(s), %d thread(s) per rank, model %s (%lld "
         "parameters), %s lr %g, global batch %lld\n",
-        ranks, o.devices, runtime.threads(), o.model.c_str(),
-        static_cast<long long>(net->num_parameters()), o.optimizer.c_str(), o.lr,
+        ranks, o.devices, runtime.threads(), m.recorded.c_str(),
+        static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
         static_cast<long long>(o.batch_size));
     std::fflush(stdout);
   }
-  // A signal during the start-up (loading data, building the model) ends the
-  // run on every rank before it writes anything.
-  int64_t early = StopSignal::requested() ? StopSignal::signal() : 0;
-  comm.allreduce(&early, 1, dist::ReduceOp::Max);
-  if (early != 0) {
-    if (rank0) {
-      std::printf(
-          "kdp-train: stopped by signal %lld before training started; nothing was written\n",
-          static_cast<long long>(early));
-    }
-    return 128 + static_cast<int>(early);
-  }
+  if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;
   nn::CrossEntropyLoss ce;
   const train::FitResult r =
       trainer.fit(*model, std::ref(ce), *optimizer, train_loader, &test_loader, scheduler.get());
-  if (r.stopped_by_signal) {
-    // 75 asks the batch script to requeue: only true when there is something to resume.
-    if (r.last_checkpoint.empty()) {
-      if (rank0) {
-        std::printf(
-            "kdp-train: stopped by signal %d at step %lld; no checkpoint was written (there is "
-            "no --checkpoint-dir), so nothing can be resumed; exit %d\n",
-            r.signal, static_cast<long long>(r.global_step), 128 + r.signal);
-      }
-      return 128 + r.signal;
-    }
-    if (rank0) {
-      std::printf(
-          "kdp-train: stopped by signal %d at step %lld; checkpoint %s; exit %d (requeue "
-          "and run again with --resume auto)\n",
-          r.signal, static_cast<long long>(r.global_step), r.last_checkpoint.c_str(),
-          train::kExitRequeue);
-    }
-    return train::kExitRequeue;
-  }
+  if (r.stopped_by_signal) return stopped_by_signal(r, rank0);
   const train::EvalResult test = trainer.evaluate(*model, std::ref(ce), test_loader);
   if (rank0) {
     std::printf(
@@ -426,20 +520,36 @@ int main(int argc, char** argv) {
   app.add_option(
       "--data", o.data,
       "HDF5 dataset with /train and /test (default: Fashion-MNIST, imported on first use)");
-  app.add_option("--model", o.model, "MLP layer sizes, input first, classes last");
+  app.add_option("--model", o.model,
+                 "MLP layer sizes, input first, classes last (784,256,10), or a layer list: "
+                 "conv(out,k[,stride[,padding]]), batchnorm, relu (and the other activations), "
+                 "maxpool(k), avgpool(k), gap, dropout(p), dropout2d(p), flatten, linear(out), "
+                 "e.g. 'conv(32,3),relu,maxpool(2),flatten,linear(10)'");
   app.add_option("--activation", o.activation, "Activation between layers")
       ->check(CLI::IsMember({"relu", "leaky_relu", "tanh", "sigmoid", "gelu"}));
   app.add_option("--epochs", o.epochs, "Epochs to train")->check(cli::whole_number(1));
   app.add_option("--batch-size", o.batch_size, "Global batch size (split evenly among ranks)")
       ->check(cli::whole_number(1));
   app.add_option("--optimizer", o.optimizer, "Optimizer")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "adadelta"}));
   app.add_option("--lr", o.lr, "Learning rate")->check(cli::real_number(0.0, false));
   app.add_option("--momentum", o.momentum, "SGD momentum")->check(cli::real_number(0.0, true));
   app.add_option("--weight-decay", o.weight_decay, "Weight decay (decoupled for adamw)")
       ->check(cli::real_number(0.0, true));
   app.add_option("--scheduler", o.scheduler, "Learning-rate schedule over the epochs")
-      ->check(CLI::IsMember({"none", "cosine", "step"}));
+      ->check(CLI::IsMember({"none", "cosine", "step", "multistep"}));
+  app.add_option("--gamma", o.gamma, "The lr factor of --scheduler step and multistep")
+      ->check(cli::real_number(0.0, false));
+  app.add_option("--step-size", o.step_size,
+                 "Epochs between the lr steps of --scheduler step (default: epochs / 3)")
+      ->check(cli::whole_number(1));
+  app.add_option("--milestones", o.milestones,
+                 "The epochs where --scheduler multistep multiplies the lr by --gamma, e.g. 5,8")
+      ->delimiter(',')
+      ->check(cli::whole_number(1));
+  app.add_flag("--sync-batchnorm", o.sync_batchnorm,
+               "Normalise with the statistics of the whole batch across devices and ranks "
+               "(SyncBatchNorm)");
   app.add_option("--devices", o.devices,
                  "Device instances per rank (DataParallel inside each rank)")
       ->check(cli::whole_number(1, 1 << 16));
@@ -488,6 +598,10 @@ int main(int argc, char** argv) {
   if (const int status = cli::reject_unknown(app, app.remaining(), "kdp-train", {"--kokkos-"});
       status >= 0) {
     return status;
+  }
+  if ((o.scheduler == "multistep") != !o.milestones.empty()) {
+    std::fprintf(stderr, "kdp-train: --milestones and --scheduler multistep go together\n");
+    return 1;
   }
   if (o.overwrite && o.resume != "never") {
     std::fprintf(stderr,

@@ -72,6 +72,16 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   row_ =
       checked_numel(sample, sizeof(float),
                     fmt::format("kdp::data::HDF5Dataset: a sample of '{}' in '{}'", images, path));
+  if (options.flatten && options.as_images) {
+    throw ValueError(fmt::format(
+        "kdp::data::HDF5Dataset: samples of '{}' cannot be both flat and images", path));
+  }
+  if (options.as_images && sample.size() == 2) sample.insert(sample.begin(), 1);
+  if (options.as_images && sample.size() != 3) {
+    throw ShapeError(fmt::format("kdp::data::HDF5Dataset: samples of '{}' in '{}' are [{}], not "
+                                 "images ([height, width] or [channels, height, width])",
+                                 images, path, fmt::join(sample, ", ")));
+  }
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 
   const std::vector<int64_t> ldims = lab.dims();

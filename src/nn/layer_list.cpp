@@ -202,10 +202,8 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text) {
 }
 
 bool is_layer_list(const std::string& text) {
-  for (char ch : text) {
-    if (std::isalpha(static_cast<unsigned char>(ch))) return true;
-  }
-  return false;
+  const std::string t = trim(text);
+  return !t.empty() && std::isalpha(static_cast<unsigned char>(t[0]));
 }
 
 std::string layer_list_text(const std::vector<LayerSpec>& layers) {

@@ -41,6 +41,7 @@ TEST(LayerList, BatchNormPoolingAndSpacesAreUnderstood) {
   EXPECT_EQ(net->forward(test::random_tensor({3, 1, 8, 8}, 1)).shape(), Shape({3, 4}));
   EXPECT_TRUE(nn::is_layer_list("conv(1,1)"));
   EXPECT_FALSE(nn::is_layer_list("784,256,10"));
+  EXPECT_FALSE(nn::is_layer_list("784,x,10"));  // a mistyped MLP, reported as one
 }
 
 TEST(LayerList, MistakesAreNamedBeforeAnythingIsBuilt) {

@@ -28,6 +28,9 @@ struct HDF5DatasetOptions {
   float stddev = 0.0f;
   /// Samples flattened to one dimension ([28, 28] -> [784]).
   bool flatten = false;
+  /// Samples as images [channels, height, width], as convolutions take them:
+  /// one channel is added to samples of rank 2 ([28, 28] -> [1, 28, 28]).
+  bool as_images = false;
   /// Number of classes; 0 takes the num_classes attribute of the labels' group,
   /// or the largest label + 1. Labels outside it are an error at open.
   int64_t num_classes = 0;

@@ -36,7 +36,8 @@ struct LayerSpec {
 /// ValueError naming it and its position.
 std::vector<LayerSpec> parse_layer_list(const std::string& text);
 
-/// Whether `text` is a layer list (rather than kdp-train's "784,256,10").
+/// Whether `text` is a layer list (it starts with a word) rather than
+/// kdp-train's "784,256,10".
 bool is_layer_list(const std::string& text);
 
 /// The list written back in its canonical form ("conv(32,3),relu,...").
