@@ -7,8 +7,10 @@
 
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
+#include "kdp/nn/conv.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/parameter_memory.hpp"
+#include "kdp/ops/conv.hpp"
 #include "kdp/ops/linear.hpp"
 
 namespace kdp::nn {
@@ -26,13 +28,20 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    // A Linear followed by a ReLU (exactly those, not subclasses that might
-    // change forward) runs as one fused op; the modules and names stay.
+    // A Linear or a Conv2d followed by a ReLU (exactly those, not subclasses
+    // that might change forward) runs as one fused op; the modules and names stay.
     const Module& m = *modules_[i];
-    if (i + 1 < modules_.size() && typeid(m) == typeid(Linear) &&
-        typeid(*modules_[i + 1].get()) == typeid(ReLU)) {
+    const bool relu_next =
+        i + 1 < modules_.size() && typeid(*modules_[i + 1].get()) == typeid(ReLU);
+    if (relu_next && typeid(m) == typeid(Linear)) {
       const auto& lin = static_cast<const Linear&>(m);
       x = linear_relu(x, lin.weight(), lin.bias());
+      ++i;
+      continue;
+    }
+    if (relu_next && typeid(m) == typeid(Conv2d)) {
+      const auto& c = static_cast<const Conv2d&>(m);
+      x = conv2d_relu(x, c.weight(), c.bias(), c.stride(), c.padding(), c.dilation(), c.groups());
       ++i;
       continue;
     }

@@ -1,5 +1,7 @@
 #include "kdp/ops/conv.hpp"
 
+#include <algorithm>
+
 #include "op_util.hpp"
 
 namespace kdp {
@@ -21,131 +23,237 @@ struct ConvGeometry {
   int64_t columns() const { return n * oh * ow; }              // of the im2col matrix
   int64_t group_rows() const { return c / groups * kh * kw; }  // its rows per group
   int64_t group_out() const { return o / groups; }
+  int64_t rows() const { return c * kh * kw; }
 };
+
+// The columns x0 <= x < x1 of an output row whose input column x s - p + j d
+// lies inside [0, w): the rest of the row reads padding.
+KOKKOS_INLINE_FUNCTION void inside_columns(int64_t j, const ConvGeometry& g, int64_t& x0,
+                                           int64_t& x1) {
+  const int64_t shift = j * g.dw - g.pw;  // input column of output column 0
+  x0 = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+  const int64_t last = g.w - 1 - shift;  // the largest x s that stays inside
+  x1 = last < 0 ? 0 : last / g.sw + 1;
+  if (x1 > g.ow) x1 = g.ow;
+  if (x0 > x1) x0 = x1;
+}
 
 // cols[(c, i, j), (n, y, x)] = x[n, c, y sh - ph + i dh, x sw - pw + j dw], 0
 // outside the input: the matrix whose product with the weight is the
-// convolution, for the whole batch at once.
+// convolution of the g.n images of `in`.
 void im2col(const Device& device, View1 cols, ConstView1 in, const ConvGeometry& g) {
   const int64_t kk = g.kh * g.kw, rows_per_c = g.n * g.oh;
-  kdp::detail::for_each_2d(
-      "kdp::conv2d im2col", device, g.c * kk * rows_per_c, g.ow,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
-        const int64_t r = row / rows_per_c, rest = row % rows_per_c;
-        const int64_t c = r / kk, i = (r % kk) / g.kw, j = r % g.kw;
-        const int64_t n = rest / g.oh, y = rest % g.oh;
-        const int64_t iy = y * g.sh - g.ph + i * g.dh, ix = x * g.sw - g.pw + j * g.dw;
-        const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
-        cols(row * g.ow + x) = inside ? in(((n * g.c + c) * g.h + iy) * g.w + ix) : 0.0f;
-      });
+  // Output row `row` of the columns: (c, i, j) and (n, y) of it.
+  auto fill_row = [=] KOKKOS_FUNCTION(int64_t c, int64_t i, int64_t j, int64_t n, int64_t y,
+                                      float* __restrict out) {
+    const int64_t iy = y * g.sh - g.ph + i * g.dh;
+    if (iy < 0 || iy >= g.h) {
+      for (int64_t x = 0; x < g.ow; ++x) out[x] = 0.0f;
+      return;
+    }
+    int64_t x0, x1;
+    inside_columns(j, g, x0, x1);
+    const float* __restrict src = &in(((n * g.c + c) * g.h + iy) * g.w) + (j * g.dw - g.pw);
+    for (int64_t x = 0; x < x0; ++x) out[x] = 0.0f;
+    if (g.sw == 1) {
+      for (int64_t x = x0; x < x1; ++x) out[x] = src[x];
+    } else {
+      for (int64_t x = x0; x < x1; ++x) out[x] = src[x * g.sw];
+    }
+    for (int64_t x = x1; x < g.ow; ++x) out[x] = 0.0f;
+  };
+  if constexpr (compat::launches_are_synchronous()) {
+    // Host backends: one work item per (c, i, j), walking its images and rows
+    // with no index arithmetic per row.
+    Kokkos::parallel_for(
+        "kdp::conv2d im2col", kdp::detail::range(device, g.c * kk), KOKKOS_LAMBDA(const int64_t r) {
+          const int64_t c = r / kk, i = (r % kk) / g.kw, j = r % g.kw;
+          float* out = &cols(r * rows_per_c * g.ow);
+          for (int64_t n = 0; n < g.n; ++n) {
+            for (int64_t y = 0; y < g.oh; ++y, out += g.ow) fill_row(c, i, j, n, y, out);
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::conv2d im2col", kdp::detail::range(device, g.c * kk * rows_per_c),
+        KOKKOS_LAMBDA(const int64_t row) {
+          const int64_t r = row / rows_per_c, rest = row % rows_per_c;
+          fill_row(r / kk, (r % kk) / g.kw, r % g.kw, rest / g.oh, rest % g.oh, &cols(row * g.ow));
+        });
+  }
 }
 
 // The adjoint of im2col: dx[n, c, iy, ix] gathers every column entry that
-// im2col took from that input element.
+// im2col took from that input element. One work item per input row, which
+// adds whole rows of the columns (contiguous when the stride is 1).
 void col2im(const Device& device, View1 dx, ConstView1 dcols, const ConvGeometry& g) {
   const int64_t ncols = g.columns(), plane = g.out_plane();
-  kdp::detail::for_each_2d(
-      "kdp::conv2d col2im", device, g.n * g.c * g.h, g.w,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t ix) {
+  Kokkos::parallel_for(
+      "kdp::conv2d col2im", kdp::detail::range(device, g.n * g.c * g.h),
+      KOKKOS_LAMBDA(const int64_t row) {
         const int64_t iy = row % g.h, c = (row / g.h) % g.c, n = row / (g.h * g.c);
-        float acc = 0.0f;
+        float* __restrict acc = &dx(row * g.w);
+        for (int64_t ix = 0; ix < g.w; ++ix) acc[ix] = 0.0f;
         for (int64_t i = 0; i < g.kh; ++i) {
           const int64_t ty = iy + g.ph - i * g.dh;
           if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
           const int64_t y = ty / g.sh;
           for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t tx = ix + g.pw - j * g.dw;
-            if (tx < 0 || tx % g.sw != 0 || tx / g.sw >= g.ow) continue;
             const int64_t r = (c * g.kh + i) * g.kw + j;
-            acc += dcols(r * ncols + n * plane + y * g.ow + tx / g.sw);
+            const float* __restrict src = &dcols(r * ncols + n * plane + y * g.ow);
+            int64_t x0, x1;
+            inside_columns(j, g, x0, x1);
+            // Output column x took input column x sw + shift.
+            const int64_t shift = j * g.dw - g.pw;
+            if (g.sw == 1) {
+              for (int64_t x = x0; x < x1; ++x) acc[x + shift] += src[x];
+            } else {
+              for (int64_t x = x0; x < x1; ++x) acc[x * g.sw + shift] += src[x];
+            }
           }
         }
-        dx(row * g.w + ix) = acc;
       });
 }
 
-// out[n, o, p] = res[o, n plane + p] + bias[o]: the GEMM's [o, (n, p)] result
-// in NCHW order.
+// out[n, o, p] = res[o, n plane + p] + bias[o] (then max(., 0) with `relu`):
+// the GEMM's [o, (n, p)] result in NCHW order.
 void to_nchw(const Device& device, View1 out, ConstView1 res, ConstView1 bias, bool has_bias,
-             const ConvGeometry& g) {
+             bool relu, const ConvGeometry& g) {
   const int64_t plane = g.out_plane(), ncols = g.columns();
   kdp::detail::for_each_2d(
       "kdp::conv2d output", device, g.n * g.o, plane,
       KOKKOS_LAMBDA(const int64_t row, const int64_t p) {
         const int64_t n = row / g.o, o = row % g.o;
-        out(row * plane + p) = res(o * ncols + n * plane + p) + (has_bias ? bias(o) : 0.0f);
+        const float v = res(o * ncols + n * plane + p) + (has_bias ? bias(o) : 0.0f);
+        out(row * plane + p) = relu && v <= 0.0f ? 0.0f : v;  // NaN stays NaN, as relu()
       });
 }
 
-// res[o, n plane + p] = gy[n, o, p]: the output's gradient in the GEMMs' order.
-void from_nchw(const Device& device, View1 res, ConstView1 gy, const ConvGeometry& g) {
+// res[o, n plane + p] = gy[n, o, p] (0 where the ReLU after the convolution
+// gave 0, with `relu`: y is then its output), the output's gradient in the
+// GEMMs' order; with `bias_sum`, its sum over every (n, p) per o too.
+void from_nchw(const Device& device, View1 res, ConstView1 gy, ConstView1 y, bool relu,
+               View1 bias_sum, bool want_bias, const ConvGeometry& g) {
   const int64_t plane = g.out_plane(), ncols = g.columns();
-  kdp::detail::for_each_2d(
-      "kdp::conv2d output gradient", device, g.o * g.n, plane,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t p) {
-        const int64_t o = row / g.n, n = row % g.n;
-        res(o * ncols + n * plane + p) = gy((n * g.o + o) * plane + p);
+  Kokkos::parallel_for(
+      "kdp::conv2d output gradient", kdp::detail::range(device, g.o),
+      KOKKOS_LAMBDA(const int64_t o) {
+        float sum = 0.0f;
+        for (int64_t n = 0; n < g.n; ++n) {
+          const int64_t from = (n * g.o + o) * plane, to = o * ncols + n * plane;
+          for (int64_t p = 0; p < plane; ++p) {
+            const float v = relu && !(y(from + p) > 0.0f) ? 0.0f : gy(from + p);
+            res(to + p) = v;
+            sum += v;
+          }
+        }
+        if (want_bias) bias_sum(o) = sum;
       });
 }
 
-// Group `k`'s block of a row-major matrix of `rows` x `cols` split into
-// `groups` blocks of rows.
-ConstView2 group_block(const Tensor& t, int64_t k, int64_t rows, int64_t cols) {
-  return ConstView2(t.data() + k * rows * cols, static_cast<size_t>(rows),
-                    static_cast<size_t>(cols));
+// Group `k`'s block of a row-major matrix of `rows` x `cols` per group.
+ConstView2 block(const float* data, int64_t k, int64_t rows, int64_t cols) {
+  return ConstView2(data + k * rows * cols, static_cast<size_t>(rows), static_cast<size_t>(cols));
 }
-View2 group_block_out(const Tensor& t, int64_t k, int64_t rows, int64_t cols) {
-  return View2(t.data() + k * rows * cols, static_cast<size_t>(rows), static_cast<size_t>(cols));
+View2 block_out(float* data, int64_t k, int64_t rows, int64_t cols) {
+  return View2(data + k * rows * cols, static_cast<size_t>(rows), static_cast<size_t>(cols));
+}
+
+// The batch is unfolded and multiplied in chunks of images. On host backends
+// a chunk's columns fit in the cache, so the GEMM reads what im2col just
+// wrote, and no more than a chunk's columns are ever in memory; on a GPU the
+// whole batch is one chunk: one GEMM per group.
+int64_t images_per_chunk(const ConvGeometry& g) {
+  if (!compat::host_accessible_memory()) return std::max<int64_t>(1, g.n);
+  constexpr int64_t kCacheFloats = int64_t{1} << 18;  // 1 MiB
+  const int64_t per_image = std::max<int64_t>(1, g.rows() * g.out_plane());
+  return std::clamp<int64_t>(kCacheFloats / per_image, 1, std::max<int64_t>(1, g.n));
+}
+
+// The geometry of images [n0, n0 + count) alone.
+ConvGeometry chunk_of(const ConvGeometry& g, int64_t count) {
+  ConvGeometry c = g;
+  c.n = count;
+  return c;
+}
+
+// Images [n0, n0 + g.n) of a batch of `per_image` floats each.
+ConstView1 images(const float* data, int64_t n0, int64_t count, int64_t per_image) {
+  return ConstView1(data + n0 * per_image, static_cast<size_t>(count * per_image));
+}
+View1 images_out(float* data, int64_t n0, int64_t count, int64_t per_image) {
+  return View1(data + n0 * per_image, static_cast<size_t>(count * per_image));
 }
 
 class Conv2dNode : public autograd::Node {
  public:
-  Conv2dNode(const Device& device, const Tensor& cols, const Tensor& weight, const ConvGeometry& g,
-             bool has_bias)
-      : Node(device), cols_(cols), weight_(weight), g_(g), has_bias_(has_bias) {}
-  const char* name() const override { return "kdp::conv2d"; }
+  Conv2dNode(const Device& device, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
+             bool has_bias, const Tensor& relu_output)
+      : Node(device),
+        x_(x),
+        weight_(weight),
+        y_(relu_output),
+        g_(g),
+        has_bias_(has_bias),
+        relu_(relu_output.defined()) {}
+  const char* name() const override { return relu_ ? "kdp::conv2d_relu" : "kdp::conv2d"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const ConvGeometry& g = g_;
     const Device& dev = device();
-    const int64_t ncols = g.columns(), og = g.group_out(), rg = g.group_rows();
-    Tensor gres = Tensor::empty(Shape{g.o, ncols}, dev);
-    from_nchw(dev, gres.flat(), grads[0].cflat(), g);
-    Tensor gx, gw, gb;
-    if (next_edges()[0].valid()) {
-      const Tensor& w = weight_.get(*this);
-      Tensor gcols = Tensor::empty(Shape{g.c * g.kh * g.kw, ncols}, dev);
-      for (int64_t k = 0; k < g.groups; ++k) {
-        gemm(dev, "T", "N", 1.0f, group_block(w, k, og, rg), group_block(gres, k, og, ncols), 0.0f,
-             group_block_out(gcols, k, rg, ncols));
+    const bool want_x = next_edges()[0].valid(), want_w = next_edges()[1].valid();
+    const bool want_b = has_bias_ && next_edges()[2].valid();
+    const Tensor& gy = grads[0];
+    Tensor gx = want_x ? Tensor::empty(Shape{g.n, g.c, g.h, g.w}, dev) : Tensor();
+    // (Zeros only for an empty batch: otherwise the first chunk's GEMM writes it.)
+    Tensor gw = !want_w    ? Tensor()
+                : g.n == 0 ? Tensor::zeros(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev)
+                           : Tensor::empty(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev);
+    Tensor gb = want_b ? Tensor::zeros(Shape{g.o}, dev) : Tensor();
+    const float* w = want_x ? weight_.get(*this).data() : nullptr;
+    const float* x = want_w ? x_.get(*this).data() : nullptr;
+    const float* y = relu_ ? y_.get(*this).data() : nullptr;
+    const int64_t chunk = images_per_chunk(g), og = g.group_out(), rg = g.group_rows();
+    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+      const ConvGeometry c = chunk_of(g, std::min(chunk, g.n - n0));
+      const int64_t ncols = c.columns();
+      Tensor gres = Tensor::empty(Shape{g.o, ncols}, dev);
+      Tensor part = want_b ? Tensor::empty(Shape{g.o}, dev) : Tensor();
+      from_nchw(dev, gres.flat(), images(gy.data(), n0, c.n, g.o * g.out_plane()),
+                relu_ ? images(y, n0, c.n, g.o * g.out_plane()) : ConstView1(), relu_,
+                want_b ? part.flat() : View1(), want_b, c);
+      if (want_b) gb.add_(part);
+      if (want_w) {  // gw += gres cols^T, the columns made again from the input
+        Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);
+        im2col(dev, cols.flat(), images(x, n0, c.n, g.c * g.h * g.w), c);
+        for (int64_t k = 0; k < g.groups; ++k) {
+          gemm(dev, "N", "T", 1.0f, block(gres.data(), k, og, ncols),
+               block(cols.data(), k, rg, ncols), n0 == 0 ? 0.0f : 1.0f,
+               block_out(gw.data(), k, og, rg));
+        }
       }
-      gx = Tensor::empty(Shape{g.n, g.c, g.h, g.w}, dev);
-      col2im(dev, gx.flat(), gcols.cflat(), g);
-    }
-    if (next_edges()[1].valid()) {
-      const Tensor& cols = cols_.get(*this);
-      gw = Tensor::empty(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev);
-      for (int64_t k = 0; k < g.groups; ++k) {
-        gemm(dev, "N", "T", 1.0f, group_block(gres, k, og, ncols), group_block(cols, k, rg, ncols),
-             0.0f, group_block_out(gw, k, og, rg));
+      if (want_x) {  // gx = col2im(W^T gres)
+        Tensor gcols = Tensor::empty(Shape{g.rows(), ncols}, dev);
+        for (int64_t k = 0; k < g.groups; ++k) {
+          gemm(dev, "T", "N", 1.0f, block(w, k, og, rg), block(gres.data(), k, og, ncols), 0.0f,
+               block_out(gcols.data(), k, rg, ncols));
+        }
+        col2im(dev, images_out(gx.data(), n0, c.n, g.c * g.h * g.w), gcols.cflat(), c);
       }
-    }
-    if (has_bias_ && next_edges()[2].valid()) {
-      gb = Tensor::empty(Shape{g.o}, dev);
-      sum_dim_kernel(dev, gb.flat(), gres.cflat(), DimSplit{g.o, ncols, 1}, 1.0f);
     }
     return {gx, gw, gb};
   }
   void release_saved() override {
-    cols_.reset();
+    x_.reset();
     weight_.reset();
+    y_.reset();
   }
 
  private:
-  autograd::SavedTensor cols_;
-  autograd::SavedTensor weight_;
+  autograd::SavedTensor x_, weight_, y_;
   ConvGeometry g_;
   bool has_bias_;
+  bool relu_;
 };
 
 ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride,
@@ -189,15 +297,9 @@ ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 s
   return g;
 }
 
-}  // namespace
-
-}  // namespace ops_detail
-
-using namespace ops_detail;
-
-Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bias_in, Size2 stride,
-              Size2 padding, Size2 dilation, int64_t groups) {
-  const char* op = "kdp::conv2d";
+Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tensor& weight_in,
+                   const Tensor& bias_in, Size2 stride, Size2 padding, Size2 dilation,
+                   int64_t groups) {
   const Tensor& x = resolve(input_in);
   const Tensor& w = resolve(weight_in);
   const Tensor& b = resolve(bias_in);
@@ -208,26 +310,49 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Tensor& bia
   const ConvGeometry g = geometry(x, w, b, stride, padding, dilation, groups);
   const Device& dev = x.device();
 
-  const int64_t ncols = g.columns(), og = g.group_out(), rg = g.group_rows();
-  Tensor cols = Tensor::empty(Shape{g.c * g.kh * g.kw, ncols}, dev);
-  if (cols.numel() > 0) im2col(dev, cols.flat(), x.cflat(), g);
-  Tensor res = Tensor::empty(Shape{g.o, ncols}, dev);
-  for (int64_t k = 0; k < g.groups; ++k) {
-    gemm(dev, "N", "N", 1.0f, group_block(w, k, og, rg), group_block(cols, k, rg, ncols), 0.0f,
-         group_block_out(res, k, og, ncols));
-  }
   Tensor out = Tensor::empty(Shape{g.n, g.o, g.oh, g.ow}, dev);
-  to_nchw(dev, out.flat(), res.cflat(), b.defined() ? b.cflat() : ConstView1(), b.defined(), g);
+  const int64_t chunk = images_per_chunk(g), og = g.group_out(), rg = g.group_rows();
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const ConvGeometry c = chunk_of(g, std::min(chunk, g.n - n0));
+    const int64_t ncols = c.columns();
+    Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);
+    im2col(dev, cols.flat(), images(x.data(), n0, c.n, g.c * g.h * g.w), c);
+    Tensor res = Tensor::empty(Shape{g.o, ncols}, dev);
+    for (int64_t k = 0; k < g.groups; ++k) {
+      gemm(dev, "N", "N", 1.0f, block(w.data(), k, og, rg), block(cols.data(), k, rg, ncols), 0.0f,
+           block_out(res.data(), k, og, ncols));
+    }
+    to_nchw(dev, images_out(out.data(), n0, c.n, g.o * g.out_plane()), res.cflat(),
+            b.defined() ? b.cflat() : ConstView1(), b.defined(), relu, c);
+  }
 
   if (autograd::needs_grad({&x, &w, &b})) {
-    // The columns for the weight's gradient, the weight for the input's: only
-    // what a wanted gradient needs is kept.
-    auto node = std::make_shared<Conv2dNode>(dev, w.requires_grad() ? cols : Tensor(),
-                                             x.requires_grad() ? w : Tensor(), g, b.defined());
+    // The input for the weight's gradient (its columns are made again there),
+    // the weight for the input's: only what a wanted gradient needs is kept.
+    auto node = std::make_shared<Conv2dNode>(dev, w.requires_grad() ? x : Tensor(),
+                                             x.requires_grad() ? w : Tensor(), g, b.defined(),
+                                             relu ? out : Tensor());
     node->set_next_edges({&x, &w, &b});
     autograd::set_history(out, node);
   }
   return out;
+}
+
+}  // namespace
+
+}  // namespace ops_detail
+
+using namespace ops_detail;
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
+              Size2 padding, Size2 dilation, int64_t groups) {
+  return convolution("kdp::conv2d", false, input, weight, bias, stride, padding, dilation, groups);
+}
+
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
+                   Size2 padding, Size2 dilation, int64_t groups) {
+  return convolution("kdp::conv2d_relu", true, input, weight, bias, stride, padding, dilation,
+                     groups);
 }
 
 }  // namespace kdp

@@ -29,38 +29,110 @@ KOKKOS_INLINE_FUNCTION void covering(int64_t i, int64_t s, int64_t p, int64_t k,
   if (last > out) last = out;
 }
 
+// The maximum of window (y, x) of a plane and its position, by PyTorch's rule:
+// the first position, a larger value, or a NaN.
+// (`lowest` is -infinity: what a window of padding alone would give.)
+KOKKOS_INLINE_FUNCTION void window_max(const float* __restrict plane, const PoolGeometry& g,
+                                       int64_t y, int64_t x, float lowest, float& best,
+                                       int32_t& at) {
+  best = lowest;
+  at = -1;
+  for (int64_t i = 0; i < g.kh; ++i) {
+    const int64_t iy = y * g.sh - g.ph + i * g.dh;
+    if (iy < 0 || iy >= g.h) continue;
+    for (int64_t j = 0; j < g.kw; ++j) {
+      const int64_t ix = x * g.sw - g.pw + j * g.dw;
+      if (ix < 0 || ix >= g.w) continue;
+      const float v = plane[iy * g.w + ix];
+      // Selects, not branches: which element wins is data, and unpredictable.
+      const bool take = at < 0 || v > best || v != v;
+      best = take ? v : best;
+      at = take ? static_cast<int32_t>(iy * g.w + ix) : at;
+    }
+  }
+}
+
+// Whether the windows neither overlap nor leave a gap the backward must fill
+// from several windows: each input element belongs to at most one window.
+bool disjoint_windows(const PoolGeometry& g) {
+  return g.sh >= g.dh * (g.kh - 1) + 1 && g.sw >= g.dw * (g.kw - 1) + 1 && g.dh == 1 && g.dw == 1;
+}
+
+// The 2x2, stride-2 windows of CNNs, without padding: every window inside,
+// four candidates compared by selects in scan order, by the rule of window_max.
+KOKKOS_INLINE_FUNCTION void pool_pairs(const float* __restrict plane, const PoolGeometry& g,
+                                       float* __restrict out, int32_t* __restrict at) {
+  for (int64_t y = 0; y < g.oh; ++y) {
+    const float* r0 = plane + 2 * y * g.w;
+    const float* r1 = r0 + g.w;
+    for (int64_t x = 0; x < g.ow; ++x) {
+      const int32_t base = static_cast<int32_t>(2 * y * g.w + 2 * x);
+      float best = r0[2 * x];
+      int32_t pos = base;
+      const float cand[3] = {r0[2 * x + 1], r1[2 * x], r1[2 * x + 1]};
+      const int32_t where[3] = {base + 1, base + static_cast<int32_t>(g.w),
+                                base + static_cast<int32_t>(g.w) + 1};
+      for (int k = 0; k < 3; ++k) {
+        const bool take = cand[k] > best || cand[k] != cand[k];
+        best = take ? cand[k] : best;
+        pos = take ? where[k] : pos;
+      }
+      out[y * g.ow + x] = best;
+      at[y * g.ow + x] = pos;
+    }
+  }
+}
+
 void max_forward(const Device& device, View1 out, IndexView index, ConstView1 in,
                  const PoolGeometry& g) {
   const float lowest = -std::numeric_limits<float>::infinity();
-  kdp::detail::for_each_2d(
-      "kdp::max_pool2d", device, g.planes * g.oh, g.ow,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
-        const int64_t plane = row / g.oh, y = row % g.oh;
-        const int64_t base = plane * g.h * g.w;
-        float best = lowest;
-        int32_t at = -1;
-        for (int64_t i = 0; i < g.kh; ++i) {
-          const int64_t iy = y * g.sh - g.ph + i * g.dh;
-          if (iy < 0 || iy >= g.h) continue;
-          for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t ix = x * g.sw - g.pw + j * g.dw;
-            if (ix < 0 || ix >= g.w) continue;
-            const float v = in(base + iy * g.w + ix);
-            // The first position, a larger value, or a NaN (PyTorch's rule).
-            if (at < 0 || v > best || v != v) {
-              best = v;
-              at = static_cast<int32_t>(iy * g.w + ix);
-            }
+  const bool pairs = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 &&
+                     g.dh == 1 && g.dw == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+  if constexpr (compat::launches_are_synchronous()) {
+    // Host backends: a plane per work item.
+    Kokkos::parallel_for(
+        "kdp::max_pool2d", kdp::detail::range(device, g.planes), KOKKOS_LAMBDA(const int64_t p) {
+          const float* plane = &in(p * g.h * g.w);
+          float* o = &out(p * g.oh * g.ow);
+          int32_t* at = &index(p * g.oh * g.ow);
+          if (pairs) {
+            pool_pairs(plane, g, o, at);
+            return;
           }
-        }
-        out(row * g.ow + x) = best;
-        index(row * g.ow + x) = at;
-      });
+          for (int64_t y = 0; y < g.oh; ++y) {
+            for (int64_t x = 0; x < g.ow; ++x, ++o, ++at)
+              window_max(plane, g, y, x, lowest, *o, *at);
+          }
+        });
+  } else {
+    kdp::detail::for_each_2d(
+        "kdp::max_pool2d", device, g.planes * g.oh, g.ow,
+        KOKKOS_LAMBDA(const int64_t row, const int64_t x) {
+          const int64_t p = row / g.oh, y = row % g.oh;
+          window_max(&in(p * g.h * g.w), g, y, x, lowest, out(row * g.ow + x),
+                     index(row * g.ow + x));
+        });
+  }
 }
 
-// Each input element gathers the gradients of the windows whose maximum it was.
+// Each input element gathers the gradients of the windows whose maximum it
+// was; with disjoint windows (pooling's usual case) each window's gradient
+// goes straight to its maximum instead.
 void max_backward(const Device& device, View1 gx, IndexView index, ConstView1 gy,
                   const PoolGeometry& g) {
+  if (compat::launches_are_synchronous() && disjoint_windows(g)) {
+    Kokkos::parallel_for(
+        "kdp::max_pool2d backward", kdp::detail::range(device, g.planes),
+        KOKKOS_LAMBDA(const int64_t p) {
+          float* plane = &gx(p * g.h * g.w);
+          for (int64_t k = 0; k < g.h * g.w; ++k) plane[k] = 0.0f;
+          const int64_t base = p * g.oh * g.ow;
+          for (int64_t k = 0; k < g.oh * g.ow; ++k) {
+            if (index(base + k) >= 0) plane[index(base + k)] += gy(base + k);
+          }
+        });
+    return;
+  }
   kdp::detail::for_each_2d(
       "kdp::max_pool2d backward", device, g.planes * g.h, g.w,
       KOKKOS_LAMBDA(const int64_t row, const int64_t ix) {

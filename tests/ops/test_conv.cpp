@@ -146,3 +146,73 @@ TEST(Conv2d, ShapesThatDoNotFitAreNamed) {
   EXPECT_THROW(conv2d(x, random_tensor({4, 3, 3, 3}, 2), random_tensor({3}, 3)), ShapeError);
   EXPECT_THROW(conv2d(x, random_tensor({4, 3, 3, 3}, 2), Tensor(), 0), ValueError);
 }
+
+TEST(Conv2d, TheFusedConvolutionAndReluEqualsBothOps) {
+  // Forward and gradients equal relu(conv2d(...)) (each tested on its own);
+  // finite differences as well, where no pre-activation lies within their
+  // step of ReLU's kink.
+  uint64_t seed = 300;
+  int differenced = 0;
+  for (const ConvCase& k : cases()) {
+    const Tensor x = random_tensor({k.n, k.c, k.h, k.w}, seed++);
+    const Tensor w = random_tensor({k.o, k.c / k.groups, k.kh, k.kw}, seed++);
+    const Tensor b = k.bias ? random_tensor({k.o}, seed++) : Tensor();
+    auto inputs = [&] {
+      std::vector<Tensor> in = {leaf(x.clone()), leaf(w.clone())};
+      if (k.bias) in.push_back(leaf(b.clone()));
+      return in;
+    };
+    auto fused = [&](const std::vector<Tensor>& t) {
+      return conv2d_relu(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride, k.padding, k.dilation,
+                         k.groups);
+    };
+    auto composed = [&](const std::vector<Tensor>& t) {
+      return relu(
+          conv2d(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride, k.padding, k.dilation, k.groups));
+    };
+    std::vector<Tensor> a = inputs(), c = inputs();
+    const Tensor ya = fused(a), yc = composed(c);
+    EXPECT_EQ(ya.to_vector(), yc.to_vector()) << k.what;
+    const Tensor g = random_tensor(ya.shape(), seed++);
+    ya.backward(g);
+    yc.backward(g);
+    for (size_t i = 0; i < a.size(); ++i) {
+      test::expect_close(a[i].grad().to_vector(), c[i].grad().to_vector(), 1e-6, 1e-5, k.what);
+    }
+    float nearest = INFINITY;
+    for (float v : conv2d(x, w, b, k.stride, k.padding, k.dilation, k.groups).to_vector()) {
+      nearest = std::min(nearest, std::fabs(v));
+    }
+    // A step of 3e-3 in one input or weight (all below 1 in size) moves every
+    // pre-activation by less than 3e-3.
+    if (nearest > 4e-3f) {
+      check_gradients(fused, inputs(), {}, std::string("conv2d_relu ") + k.what);
+      ++differenced;
+    }
+  }
+  EXPECT_GE(differenced, 2);
+}
+
+TEST(Conv2d, ABatchLargerThanOneChunkMatchesImageByImage) {
+  // 40 images of 16 channels: several chunks of the unfolded batch.
+  const Tensor x = random_tensor({40, 16, 12, 12}, 9);
+  const Tensor w = leaf(random_tensor({8, 16, 3, 3}, 10));
+  const Tensor b = leaf(random_tensor({8}, 11));
+  const Tensor y = conv2d(x, w, b, 1, 1);
+  y.backward(Tensor::ones(y.shape()));
+  const std::vector<float> gw = w.grad().to_vector(), gb = b.grad().to_vector();
+  std::vector<double> want_w(gw.size(), 0.0), want_b(gb.size(), 0.0);
+  for (int64_t n = 0; n < 40; ++n) {
+    Tensor wn = leaf(w.detach().clone()), bn = leaf(b.detach().clone());
+    const Tensor yn = conv2d(x.slice(0, n, n + 1), wn, bn, 1, 1);
+    test::expect_close(yn.to_vector(), y.slice(0, n, n + 1).to_vector(), 1e-6, 1e-6, "image");
+    yn.backward(Tensor::ones(yn.shape()));
+    const auto a = wn.grad().to_vector(), c = bn.grad().to_vector();
+    for (size_t i = 0; i < a.size(); ++i) want_w[i] += a[i];
+    for (size_t i = 0; i < c.size(); ++i) want_b[i] += c[i];
+  }
+  for (size_t i = 0; i < gw.size(); ++i)
+    EXPECT_NEAR(gw[i], want_w[i], 1e-3 * (1 + std::fabs(want_w[i])));
+  for (size_t i = 0; i < gb.size(); ++i)
+    EXPECT_NEAR(gb[i], want_b[i], 1e-3 * (1 + std::fabs(want_b[i])));
+}

@@ -17,4 +17,9 @@ namespace kdp {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
 
+/// relu(conv2d(...)) in one pass over the output, forward and backward (what
+/// Sequential runs for a Conv2d followed by a ReLU).
+Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                   Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+
 }  // namespace kdp
