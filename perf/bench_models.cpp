@@ -6,7 +6,11 @@
 //   T: 10-100-10 at batch 64 per rank (overhead-bound: time per step)
 //   M: 784-256-256-10 at batch 256 per rank (target >= 70 % of the roofline)
 //   L: 784-1024-1024-10 at batch 256 per rank (target >= 85 %)
-// A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP.
+//   H: Horovod's pytorch_mnist CNN, E: pytorch/examples' MNIST CNN, B: a
+//      conv-BN-ReLU CNN with global average pooling; batch 64 per rank, images
+//      [1, 28, 28] (the suite compares them with PyTorch on the same shapes)
+// A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP
+// for the MLPs; for the CNNs 3 x the forward's multiply-adds x 2.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -31,6 +35,43 @@ struct ModelSpec {
 const ModelSpec kModels[] = {
     {"T", {10, 100, 10}, 64}, {"M", {784, 256, 256, 10}, 256}, {"L", {784, 1024, 1024, 10}, 256}};
 
+struct CnnSpec {
+  const char* name;
+  const char* layers;
+  int64_t batch;  // per rank
+};
+const CnnSpec kCnns[] = {
+    {"H",
+     "conv(10,5),maxpool(2),relu,conv(20,5),dropout2d(0.5),maxpool(2),relu,flatten,linear(50),"
+     "relu,dropout(0.5),linear(10)",
+     64},
+    {"E",
+     "conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,linear(128),relu,"
+     "dropout(0.5),linear(10)",
+     64},
+    {"B",
+     "conv(32,3,1,1),batchnorm,relu,conv(32,3,1,1),batchnorm,relu,maxpool(2),conv(64,3,1,1),"
+     "batchnorm,relu,maxpool(2),gap,flatten,linear(10)",
+     64}};
+
+// Multiply-adds of one sample's forward through the convolutions and linear
+// layers of `layers` on [1, 28, 28] images.
+double forward_macs(const std::vector<nn::LayerSpec>& layers) {
+  const std::vector<Shape> shapes = nn::layer_list_shapes(layers, Shape{1, 28, 28});
+  double macs = 0;
+  Shape in{1, 28, 28};
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Shape& out = shapes[i];
+    if (layers[i].kind == "conv") {
+      macs += static_cast<double>(out.numel()) * in[0] * layers[i].args[1] * layers[i].args[1];
+    } else if (layers[i].kind == "linear") {
+      macs += static_cast<double>(in[0]) * out[0];
+    }
+    in = out;
+  }
+  return macs;
+}
+
 // Single-precision GEMM of 1024^3 on every rank at once: the roofline.
 void Roofline(benchmark::State& state) {
   using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, MemSpace>;
@@ -52,11 +93,9 @@ void Roofline(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void Step(benchmark::State& state, const ModelSpec& spec) {
-  dist::Communicator comm = dist::Communicator::world();
-  const auto devs = devices(devices_per_rank);
-  manual_seed(0);
-  auto net = nn::mlp(spec.sizes, "relu", devs[0]);
+// Steps of `net` on a batch `x` (labels of `classes` classes), timed.
+void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, const Tensor& x,
+               int64_t classes, const std::vector<Device>& devs, dist::Communicator& comm) {
   std::shared_ptr<nn::Module> model = net;
   if (devices_per_rank > 1) model = std::make_shared<DataParallel>(net, devs);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
@@ -69,11 +108,11 @@ void Step(benchmark::State& state, const ModelSpec& spec) {
   o.lr = 0.01;
   o.momentum = 0.9;
   optim::SGD opt(net->named_parameters(), o);
-  Tensor x = Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]);
-  std::vector<float> labels(static_cast<size_t>(spec.batch));
+  const int64_t batch = x.size(0);
+  std::vector<float> labels(static_cast<size_t>(batch));
   for (size_t i = 0; i < labels.size(); ++i)
-    labels[i] = static_cast<float>(i % static_cast<size_t>(spec.sizes.back()));
-  Tensor y = Tensor::from_host(labels, {spec.batch}, devs[0]);
+    labels[i] = static_cast<float>(i % static_cast<size_t>(classes));
+  Tensor y = Tensor::from_host(labels, {batch}, devs[0]);
   auto step = [&] {
     opt.zero_grad(ddp == nullptr);
     cross_entropy(runner->forward(x), y).backward();
@@ -83,13 +122,34 @@ void Step(benchmark::State& state, const ModelSpec& spec) {
   step();
   step();  // warm: caches filled, buckets built
   for (auto _ : state) state.SetIterationTime(perf::timed_on_all_ranks(comm, step));
+  state.counters["samples/s"] = benchmark::Counter(static_cast<double>(batch * comm.size()),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Step(benchmark::State& state, const ModelSpec& spec) {
+  dist::Communicator comm = dist::Communicator::world();
+  const auto devs = devices(devices_per_rank);
+  manual_seed(0);
+  auto net = nn::mlp(spec.sizes, "relu", devs[0]);
+  run_steps(state, net, Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]), spec.sizes.back(),
+            devs, comm);
   int64_t params = 0;
   for (size_t i = 0; i + 1 < spec.sizes.size(); ++i)
     params += spec.sizes[i] * spec.sizes[i + 1] + spec.sizes[i + 1];
   const double samples = static_cast<double>(spec.batch * comm.size());
-  state.counters["samples/s"] =
-      benchmark::Counter(samples, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(6.0 * static_cast<double>(params) * samples * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void CnnStep(benchmark::State& state, const CnnSpec& spec) {
+  dist::Communicator comm = dist::Communicator::world();
+  const auto devs = devices(devices_per_rank);
+  manual_seed(0);
+  const auto layers = nn::parse_layer_list(spec.layers);
+  auto net = nn::build_layer_list(layers, Shape{1, 28, 28}, devs[0]);
+  run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]), 10, devs, comm);
+  const double samples = static_cast<double>(spec.batch * comm.size());
+  state.counters["GFLOP/s"] = benchmark::Counter(6.0 * forward_macs(layers) * samples * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -116,6 +176,13 @@ int main(int argc, char** argv) {
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
+  for (const CnnSpec& m : kCnns) {
+    benchmark::RegisterBenchmark((std::string("step/") + m.name).c_str(),
+                                 [&m](benchmark::State& s) { CnnStep(s, m); })
+        ->Iterations(quick ? 2 : 10)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   perf::RatioReporter loud;
   perf::SilentReporter silent;
   const int rank = runtime.world_rank(), size = runtime.world_size();
@@ -137,6 +204,14 @@ int main(int argc, char** argv) {
           reporter.counter(name, "GFLOP/s"), 100.0 * frac,
           targets[k] > 0 ? (frac >= targets[k] ? " (target met)" : " (target MISSED)") : "");
       ++k;
+    }
+    for (const CnnSpec& m : kCnns) {
+      const std::string name = std::string("step/") + m.name;
+      if (!reporter.has(name)) continue;
+      std::printf("MODEL %s step %.2f ms, %.0f samples/s, %.1f GFLOP/s, %.1f %% of the roofline\n",
+                  m.name, reporter.time(name), reporter.counter(name, "samples/s"),
+                  reporter.counter(name, "GFLOP/s"),
+                  100.0 * reporter.counter(name, "GFLOP/s") / roof);
     }
   }
   benchmark::Shutdown();
