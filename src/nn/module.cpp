@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <functional>
+
 #include <set>
 
 #include "kdp/core/error.hpp"
@@ -185,8 +187,16 @@ Device Module::device() const {
 }
 
 StateDict Module::state_dict() const {
-  StateDict out = named_parameters();
-  for (auto& entry : named_buffers()) out.push_back(entry);
+  // PyTorch's order: each module's parameters, then its buffers, then its
+  // children's entries (what model signatures and outside writers follow).
+  StateDict out;
+  std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
+                                                                      const std::string& prefix) {
+    for (const auto& [name, t] : m.parameters_) out.emplace_back(prefix + name, t);
+    for (const auto& [name, t] : m.buffers_) out.emplace_back(prefix + name, t);
+    for (const auto& [name, child] : m.children_) visit(*child, prefix + name + ".");
+  };
+  visit(*this, "");
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -694,5 +695,34 @@ TEST(Checkpoint, BatchNormBuffersRoundTripWithTheCountAsInt64) {
   io::load_checkpoint(dir.file("bn.h5"), *b, opt_b);
   for (const auto& [name, t] : a->state_dict()) {
     EXPECT_EQ(nn::find(b->state_dict(), name)->to_vector(), t.to_vector()) << name;
+  }
+}
+
+TEST(Checkpoint, AFileWrittenByPythonLoads) {
+  // docs/checkpoint-format.md's recipe for outside writers, followed by a
+  // Python program with h5py alone.
+  if (std::system("/usr/bin/python3 -c 'import h5py' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "no h5py for /usr/bin/python3";
+  }
+  TempDir dir;
+  const std::string path = dir.file("from_python.h5");
+  const std::string script = std::string(KDP_TESTS_SOURCE_DIR) + "/io/write_checkpoint_h5py.py";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + script + " " + path + " > /dev/null").c_str()), 0);
+  auto net = nn::build_layer_list(
+      nn::parse_layer_list("conv(4,3),batchnorm,relu,maxpool(2),flatten,linear(10)"),
+      Shape{1, 28, 28});
+  optim::SGD opt(net->named_parameters(), optim::SGDOptions{0.01, 0.9});
+  io::load_checkpoint(path, *net, opt);
+  int k = 0;
+  for (const auto& [key, t] : net->state_dict()) {
+    const std::vector<float> v = t.to_vector();
+    for (size_t i = 0; i < v.size(); ++i) {
+      float want = key.find("num_batches_tracked") != std::string::npos
+                       ? 7.0f
+                       : static_cast<float>(std::sin(1.0 + 0.1 * static_cast<double>(i) + k));
+      if (key.find("running_var") != std::string::npos) want = std::fabs(want) + 0.5f;
+      ASSERT_NEAR(v[i], want, 1e-6) << key << "[" << i << "]";
+    }
+    ++k;
   }
 }

@@ -119,6 +119,17 @@ else
   echo "FAIL checkpoint read with h5py"
   failures=$((failures + 1))
 fi
+# A CNN with BatchNorm, the same way (docs/checkpoint-format.md's CNN recipe).
+cnn="conv(4,3,1,1),batchnorm,relu,maxpool(2),conv(8,3),relu,avgpool(2),flatten,linear(10)"
+out=$("${train[@]}" --model "$cnn" --epochs 2 --checkpoint-dir "$work/cnn" 2>&1)
+accuracy=$(grep -o 'test_accuracy=[0-9.]*' <<<"$out" | cut -d= -f2)
+last=$(ls "$work"/cnn/ckpt-*.h5 | tail -1)
+if /usr/bin/python3 "$src/io/read_checkpoint_h5py.py" "$last" "$work/tiny.h5" "$accuracy"; then
+  echo "ok   CNN checkpoint read with h5py"
+else
+  echo "FAIL CNN checkpoint read with h5py: $(tail -3 <<<"$out")"
+  failures=$((failures + 1))
+fi
 check "checkpoint of another model" 1 "belongs to another run configuration" \
   "${train[@]}" --model 784,64,10 --epochs 2 --resume "$ckpt"
 check "missing checkpoint" 1 "$work/nothing.h5" \

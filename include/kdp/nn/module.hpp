@@ -78,7 +78,8 @@ class Module : public std::enable_shared_from_this<Module> {
   /// The device of the first parameter (or buffer), else the default device.
   Device device() const;
 
-  /// Parameters and buffers by dotted name.
+  /// Parameters and buffers by dotted name, in PyTorch's order: each module's
+  /// parameters, then its buffers, then its children's.
   StateDict state_dict() const;
   /// Copies values from `dict` into this module's parameters and buffers. Keys
   /// with or without DataParallel's "module." prefix both match. With `strict`,
