@@ -59,6 +59,7 @@ struct Options {
   int64_t step_size = 0;  // 0: epochs / 3
   std::vector<int64_t> milestones;
   bool sync_batchnorm = false;
+  double stop_at_accuracy = 0.0;  // 0: train every epoch
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -292,6 +293,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.devices = devs;
   t.sampler_seed = o.seed;
   t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", d.mean}, {"data.std", d.stddev}};
+  if (o.stop_at_accuracy > 0.0) t.stopping_threshold = o.stop_at_accuracy;
   return t;
 }
 
@@ -547,6 +549,9 @@ int main(int argc, char** argv) {
                  "The epochs where --scheduler multistep multiplies the lr by --gamma, e.g. 5,8")
       ->delimiter(',')
       ->check(cli::whole_number(1));
+  app.add_option("--stop-at-accuracy", o.stop_at_accuracy,
+                 "Stop after the epoch whose test accuracy reaches this (0: train every epoch)")
+      ->check(cli::real_number(0.0, true));
   app.add_flag("--sync-batchnorm", o.sync_batchnorm,
                "Normalise with the statistics of the whole batch across devices and ranks "
                "(SyncBatchNorm)");

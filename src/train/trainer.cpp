@@ -516,8 +516,10 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
         stop_if_metrics_failed(std::nullopt);
         result.stopped_by_signal = true;
         result.signal = static_cast<int>(signal);
-        progress.end_epoch(fmt::format("stopped by signal {} at step {}; checkpoint {}", signal,
-                                       global_step, result.last_checkpoint));
+        progress.end_epoch(fmt::format("stopped by signal {} at step {}; {}", signal, global_step,
+                                       result.last_checkpoint.empty()
+                                           ? std::string("no checkpoint (no checkpoint directory)")
+                                           : "checkpoint " + result.last_checkpoint));
         result.global_step = global_step;
         result.wall_seconds = seconds_since(fit_start);
         return result;
@@ -614,6 +616,14 @@ FitResult Trainer::fit(nn::Module& model, const nn::LossFunction& loss_fn,
       result.early_stopped = true;
       progress.message(fmt::format("early stopping: {} did not improve for {} epochs",
                                    options_.monitor, bad_epochs));
+      break;
+    }
+    const double goal = options_.stopping_threshold;
+    if (std::isfinite(monitored) && !std::isnan(goal) &&
+        (maximise(options_.monitor) ? monitored >= goal : monitored <= goal)) {
+      result.early_stopped = true;
+      progress.message(
+          fmt::format("stopping: {} reached {} ({:.4f})", options_.monitor, goal, monitored));
       break;
     }
   }

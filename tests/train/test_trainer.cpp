@@ -567,3 +567,26 @@ TEST(TrainerLocks, ARunWhoseDirectoryIsHeldIsRefusedAndChangesNothing) {
   TrainingRun{}.fit(t);
   EXPECT_FALSE(std::filesystem::exists(held_dir.lock_path()));  // released with the run
 }
+
+TEST(Trainer, StopsAfterTheEpochThatReachesTheThreshold) {
+  // The validation accuracy of an uninterrupted run, epoch by epoch; then the
+  // same run told to stop at the second epoch's value stops there.
+  train::TrainerOptions t = quiet();
+  t.epochs = 6;
+  t.monitor = "val_accuracy";
+  const train::FitResult full = TrainingRun{}.fit(t);
+  ASSERT_EQ(full.history.size(), 6u);
+  double goal = full.history[1].val_accuracy;
+  size_t first = 0;
+  while (full.history[first].val_accuracy < goal) ++first;
+  t.stopping_threshold = goal;
+  const train::FitResult stopped = TrainingRun{}.fit(t);
+  EXPECT_TRUE(stopped.early_stopped);
+  EXPECT_EQ(stopped.epochs_completed, static_cast<int64_t>(first + 1));
+  // A loss is reached from above.
+  t.monitor = "val_loss";
+  t.stopping_threshold = full.history[2].val_loss;
+  const train::FitResult by_loss = TrainingRun{}.fit(t);
+  EXPECT_LE(by_loss.history.back().val_loss, t.stopping_threshold);
+  EXPECT_LE(by_loss.epochs_completed, 3);
+}

@@ -28,6 +28,7 @@
 /// NumericalError naming the step and the parameter, before the optimizer step,
 /// so no poisoned checkpoint is written.
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -93,6 +94,10 @@ struct TrainerOptions {
   /// Stop after this many epochs without improvement of `monitor` (0: never).
   int64_t early_stopping_patience = 0;
   double early_stopping_min_delta = 0.0;
+  /// Stop after the epoch whose `monitor` reaches this value (at least it for
+  /// accuracies, at most it for losses; NaN: never), as Lightning's
+  /// EarlyStopping(stopping_threshold).
+  double stopping_threshold = std::numeric_limits<double>::quiet_NaN();
 
   /// Metrics per logged step and per epoch (.csv, else JSON lines; empty: none).
   std::string metrics_path;
