@@ -127,11 +127,22 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
 void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
                     uint64_t base) {
   const float scale = 1.0f / (1.0f - p);
+  const random::Stream stream(seed);
+  const uint32_t threshold = random::uniform_threshold(p);
+  const auto n = static_cast<int64_t>(out.extent(0));
+  if (n == 0) return;
+  // Element i draws for counter base + i; one hash serves a pair of counters.
+  const uint64_t first = base >> 1,
+                 pairs = ((base + static_cast<uint64_t>(n) - 1) >> 1) - first + 1;
   Kokkos::parallel_for(
-      "kdp::dropout", kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
-      KOKKOS_LAMBDA(const int64_t i) {
-        const bool keep = random::uniform(seed, base + static_cast<uint64_t>(i)) >= p;
-        out(i) = in(i) * (keep ? scale : 0.0f);
+      "kdp::dropout", kdp::detail::range(device, static_cast<int64_t>(pairs)),
+      KOKKOS_LAMBDA(const int64_t k) {
+        const uint64_t pair = first + static_cast<uint64_t>(k);
+        uint32_t even = 0, odd = 0;
+        stream.draw24_pair(pair, even, odd);
+        const int64_t i = static_cast<int64_t>(2 * pair - base);  // even counter's element
+        if (i >= 0) out(i) = in(i) * (even >= threshold ? scale : 0.0f);
+        if (i + 1 < n) out(i + 1) = in(i + 1) * (odd >= threshold ? scale : 0.0f);
       });
 }
 
@@ -139,10 +150,12 @@ void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uin
 void dropout2d_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
                       uint64_t base, int64_t plane) {
   const float scale = 1.0f / (1.0f - p);
+  const random::Stream stream(seed);
+  const uint32_t threshold = random::uniform_threshold(p);
   kdp::detail::for_each_2d(
       "kdp::dropout2d", device, static_cast<int64_t>(out.extent(0)) / plane, plane,
       KOKKOS_LAMBDA(const int64_t channel, const int64_t j) {
-        const bool keep = random::uniform(seed, base + static_cast<uint64_t>(channel)) >= p;
+        const bool keep = stream.at_least(base + static_cast<uint64_t>(channel), threshold);
         out(channel * plane + j) = in(channel * plane + j) * (keep ? scale : 0.0f);
       });
 }

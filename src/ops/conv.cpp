@@ -138,16 +138,33 @@ void from_nchw(const Device& device, View1 res, ConstView1 gy, ConstView1 y, boo
   Kokkos::parallel_for(
       "kdp::conv2d output gradient", kdp::detail::range(device, g.o),
       KOKKOS_LAMBDA(const int64_t o) {
-        float sum = 0.0f;
+        // The sum in eight float lanes (a loop the compiler vectorizes), the
+        // planes' sums in double.
+        constexpr int64_t kLanes = 8;
+        double sum = 0.0;
         for (int64_t n = 0; n < g.n; ++n) {
-          const int64_t from = (n * g.o + o) * plane, to = o * ncols + n * plane;
-          for (int64_t p = 0; p < plane; ++p) {
-            const float v = relu && !(y(from + p) > 0.0f) ? 0.0f : gy(from + p);
-            res(to + p) = v;
-            sum += v;
+          const float* __restrict src = &gy((n * g.o + o) * plane);
+          const float* __restrict kept = relu ? &y((n * g.o + o) * plane) : nullptr;
+          float* __restrict dst = &res(o * ncols + n * plane);
+          float lane[kLanes] = {};
+          int64_t p = 0;
+          for (; p + kLanes <= plane; p += kLanes) {
+            for (int64_t k = 0; k < kLanes; ++k) {
+              const float v = relu && !(kept[p + k] > 0.0f) ? 0.0f : src[p + k];
+              dst[p + k] = v;
+              lane[k] += v;
+            }
           }
+          float rest = 0.0f;
+          for (; p < plane; ++p) {
+            const float v = relu && !(kept[p] > 0.0f) ? 0.0f : src[p];
+            dst[p] = v;
+            rest += v;
+          }
+          for (int64_t k = 0; k < kLanes; ++k) rest += lane[k];
+          sum += rest;
         }
-        if (want_bias) bias_sum(o) = sum;
+        if (want_bias) bias_sum(o) = static_cast<float>(sum);
       });
 }
 

@@ -88,6 +88,43 @@ TEST(Activation, DropoutScalesKeptElementsAndReplaysItsMaskInBackward) {
   for (float v : zeros) EXPECT_EQ(v, 0.0f);
 }
 
+TEST(Activation, DropoutMasksAreTheDevicesDrawsFromAnyOffset) {
+  // Element i of a dropout is kept when the 24-bit draw for counter offset + i
+  // reaches p's threshold: checked at an odd offset and an odd length (where a
+  // pair of counters straddles the ends), then the draws' statistics.
+  Generator& gen = get_default_device().generator();
+  const float p = 0.3f;
+  gen.set_state(11, 7);
+  const auto y = dropout(Tensor::ones({101}), p, true).to_vector();
+  EXPECT_EQ(gen.offset(), 7u + 101u);
+  const random::Stream stream(11);
+  const uint32_t threshold = random::uniform_threshold(p);
+  for (size_t i = 0; i < y.size(); ++i) {
+    EXPECT_EQ(y[i] != 0.0f, stream.draw24(7 + i) >= threshold) << "element " << i;
+  }
+  uint32_t even = 0, odd = 0;
+  stream.draw24_pair(4, even, odd);
+  EXPECT_EQ(even, stream.draw24(8));
+  EXPECT_EQ(odd, stream.draw24(9));
+  // The threshold is the first draw k with k / 2^24 >= p.
+  EXPECT_EQ(random::uniform_threshold(0.0f), 0u);
+  EXPECT_EQ(random::uniform_threshold(0.5f), 1u << 23);
+  EXPECT_EQ(random::uniform_threshold(1.0f), 1u << 24);
+  EXPECT_EQ(random::uniform_threshold(std::nextafter(0.5f, 1.0f)), (1u << 23) + 1);
+  // The two halves of one hash are independent: each kept with 1 - p, both
+  // with (1 - p)^2 (five standard deviations of the binomial counts).
+  const int pairs = 200000;
+  int both = 0, first = 0;
+  for (int k = 0; k < pairs; ++k) {
+    stream.draw24_pair(static_cast<uint64_t>(k), even, odd);
+    first += even >= threshold;
+    both += (even >= threshold) && (odd >= threshold);
+  }
+  const double q = 1.0 - p;
+  EXPECT_NEAR(first, pairs * q, 5 * std::sqrt(pairs * q * p));
+  EXPECT_NEAR(both, pairs * q * q, 5 * std::sqrt(pairs * q * q * (1 - q * q)));
+}
+
 // NaN in, NaN out, as in PyTorch and NumPy; infinities map as the function does.
 // One test per activation, each fed NaN, +Inf and -Inf beside ordinary values.
 namespace {

@@ -57,6 +57,42 @@ KOKKOS_INLINE_FUNCTION float uniform(uint64_t seed, uint64_t counter) {
   return static_cast<float>(bits(seed, counter) >> 40) * (1.0f / 16777216.0f);
 }
 
+/// The stream `seed` with its key mixed once: the same numbers as bits() and
+/// uniform(), for kernels that draw many of them.
+struct Stream {
+  uint64_t key;
+  KOKKOS_INLINE_FUNCTION explicit Stream(uint64_t seed) : key(mix64(seed)) {}
+  KOKKOS_INLINE_FUNCTION uint64_t bits(uint64_t counter) const {
+    return mix64(key ^ mix64(counter + 0x632BE59BD9B4E019ull));
+  }
+  /// A 24-bit draw for `counter`, two counters to a 64-bit hash (the even
+  /// one takes the high bits): half the hashing of one draw per counter, for
+  /// the kernels that need many cheap draws (dropout masks).
+  KOKKOS_INLINE_FUNCTION uint32_t draw24(uint64_t counter) const {
+    const uint64_t b = bits(counter >> 1);
+    return static_cast<uint32_t>((counter & 1) != 0 ? (b >> 8) & 0xFFFFFFull : b >> 40);
+  }
+  /// draw24() of counters 2 pair and 2 pair + 1, from one hash.
+  KOKKOS_INLINE_FUNCTION void draw24_pair(uint64_t pair, uint32_t& even, uint32_t& odd) const {
+    const uint64_t b = bits(pair);
+    even = static_cast<uint32_t>(b >> 40);
+    odd = static_cast<uint32_t>((b >> 8) & 0xFFFFFFull);
+  }
+  /// A Bernoulli draw: whether draw24(counter) / 2^24 >= p, for the
+  /// `threshold` of p (uniform_threshold), compared in integers.
+  KOKKOS_INLINE_FUNCTION bool at_least(uint64_t counter, uint32_t threshold) const {
+    return draw24(counter) >= threshold;
+  }
+};
+
+/// The smallest 24-bit draw k with k / 2^24 >= p (2^24 for p > 1 - 2^-24:
+/// never).
+inline uint32_t uniform_threshold(float p) {
+  const double scaled = static_cast<double>(p) * 16777216.0;
+  const double up = static_cast<double>(static_cast<uint64_t>(scaled));
+  return static_cast<uint32_t>(up < scaled ? up + 1.0 : up);
+}
+
 /// A standard normal sample (Box-Muller on two 32-bit halves of one draw).
 KOKKOS_INLINE_FUNCTION float normal(uint64_t seed, uint64_t counter) {
   const uint64_t b = bits(seed, counter);
