@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "io/hdf5.hpp"
 #include "kdp/kdp.hpp"
 #include "perf_reporter.hpp"
 

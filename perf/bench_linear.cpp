@@ -14,7 +14,7 @@
 #include <chrono>
 #include <cstdio>
 
-#include "kdp/core/small_gemm.hpp"
+#include "core/small_gemm.hpp"
 #include "kdp/kdp.hpp"
 #include "perf_reporter.hpp"
 

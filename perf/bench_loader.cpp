@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <random>
 
+#include "io/hdf5.hpp"
 #include "kdp/kdp.hpp"
 #include "perf_reporter.hpp"
 

@@ -2,18 +2,26 @@
 """kdp's performance suite: runs every benchmark (MPI ones at 1 and 2 ranks),
 collects the headline figures (ratios against references measured in the same
 run), writes one JSON file, a Markdown report and PNG charts, and compares the
-ratios with a committed baseline.
+ratios with the baseline of this kind of machine (perf/baselines.py).
 
-    run_suite.py --build BUILD [--out DIR] [--baseline FILE] [--tolerance 0.25]
-                 [--update-baseline] [--quick]
+    run_suite.py --build BUILD [--out DIR] [--tolerance 0.25] [--absolute-tolerance 0.02]
+                 [--baseline FILE] [--update-baseline] [--quick] [--peer-python PYTHON]
     run_suite.py --baseline-from RESULTS.json [RESULTS.json ...]
 
-A single run of a shared machine can be off by tens of percent: a baseline
-made with --baseline-from takes each ratio's median over several runs'
-results.json files (and runs nothing).
+Baselines are per machine kind, perf/baselines/<cpu>-<cores>c-<backend>.json:
+the first run on a kind without one records it (and says so) instead of
+comparing with another CPU's figures; --update-baseline adds a run to it.
 
-Exit status: 0, or 1 when a ratio regressed beyond the tolerance against the
-baseline (or a benchmark failed).
+The PyTorch and Lightning peers run with --peer-python (scripts/perf.sh passes
+the interpreter of the peers' virtual environment); the report names the
+versions they ran.
+
+A single run of a shared machine can be off by tens of percent: a baseline
+keeps the spread of its last runs, and --baseline-from makes one from several
+runs' results.json files (and runs nothing).
+
+Exit status: 0, or 1 when a figure left the baseline's spread by more than the
+tolerance (or a benchmark failed).
 """
 import argparse
 import datetime
@@ -22,9 +30,11 @@ import os
 import platform
 import re
 import shutil
-import statistics
 import subprocess
 import sys
+import time
+
+import baselines
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -55,7 +65,7 @@ def slug(text):
 
 
 # (name, command, extra description). {b} is the build directory.
-def benchmarks(build, quick):
+def benchmarks(build, quick, python="/usr/bin/python3"):
     """(name, command, extra environment) of every run, in order."""
     reps = [] if quick else ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
     # In one process the reference and the measured benchmark take turns, so a
@@ -69,6 +79,9 @@ def benchmarks(build, quick):
     runs = [
         ("linear", [p("kdp_bench_linear"), *short, *mixed], {}),
         ("ops", [p("kdp_bench_ops"), *short, *mixed], {}),
+        # The convolution against one core's GEMM, as PyTorch's figures are given.
+        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw/2", *short, *mixed],
+         one_thread),
         ("data_parallel", [p("kdp_bench_data_parallel"), *short, *mixed], {}),
         # Logical devices run one after another: on one thread DataParallel's own
         # cost shows without two BLAS threads' sensitivity to a shared machine.
@@ -92,28 +105,43 @@ def benchmarks(build, quick):
     # Side by side with PyTorch at processes x threads layouts, taking turns so
     # that a busy machine slows both alike; the best round of each counts.
     cores = len(os.sched_getaffinity(0))
-    peer = os.path.join(HERE, "peers", "torch_mlp.py")
+    peer = lambda name: os.path.join(HERE, "peers", name)  # noqa: E731
     for rnd in range(1 if quick else 2):
         for layout, ranks, threads in (("1x1", 1, 1), ("1xN", 1, cores), ("2x1", 2, 1)):
             runs.append((f"peer_kdp_{layout}_{rnd}", launch(ranks, p("kdp_bench_models"), *q),
                          {"KDP_NUM_THREADS": str(threads)}))
-            runs.append((f"peer_torch_{layout}_{rnd}",
-                         ["/usr/bin/python3", peer, "--layout", layout, *(["--quick"] if quick else [])],
-                         {}))
+            for script in ("torch_mlp.py", "torch_cnn.py"):
+                runs.append((f"peer_torch_{layout}_{rnd}_{script[6:9]}",
+                             [python, peer(script), "--layout", layout, *(["--quick"] if quick else [])],
+                             {}))
     # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
     # same model, data, batch, optimizer, learning rate and epochs.
     if not quick:
         data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
-        if not os.path.exists(data) and os.path.exists(os.path.join(build, "examples", "kdp-data")):
+        if not os.path.exists(data) and os.path.exists(os.path.join(build, "tools", "kdp-data")):
             os.makedirs(os.path.dirname(data), exist_ok=True)
-            runs.append(("tta_import", [os.path.join(build, "examples", "kdp-data"),
+            runs.append(("tta_import", [os.path.join(build, "tools", "kdp-data"),
                                         "import-fashion-mnist", "--out", data], {}))
         common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
-        runs.append(("tta_kdp", [os.path.join(build, "examples", "kdp-train"), "--data", data,
+        runs.append(("tta_kdp", [os.path.join(build, "tools", "kdp-train"), "--data", data,
                                  "--model", "784,256,256,10", "--optimizer", "adam", *common,
                                  "--progress", "lines", "--log-every", "1000000"], {}))
-        runs.append(("tta_torch", ["/usr/bin/python3", os.path.join(HERE, "peers", "torch_fmnist.py"),
-                                   *common, "--target", str(TTA_TARGET)], {}))
+        runs.append(("tta_torch", [python, peer("torch_fmnist.py"), *common, "--target", str(TTA_TARGET)],
+                     {}))
+        # The pytorch/examples CNN (E) to 91 %, wall time from launch, at 2x1 (two
+        # processes of one thread, data-parallel): kdp-train, a plain PyTorch DDP
+        # loop and Lightning's Trainer with its "ddp" strategy.
+        recipe = ["--epochs", str(CNN_TTA_EPOCHS), "--batch-size", "64", "--lr", "1.0", "--gamma", "0.7"]
+        two = ["--processes", "2", "--threads", "1"]
+        kdp_train = launch(2, os.path.join(build, "tools", "kdp-train"), "--data", data, "--model", CNN_E,
+                           "--optimizer", "adadelta", "--scheduler", "step", "--step-size", "1",
+                           "--stop-at-accuracy", str(CNN_TTA_TARGET), *recipe, "--progress", "lines",
+                           "--log-every", "1000000")
+        runs.append(("tta_cnn_kdp", kdp_train, {"KDP_NUM_THREADS": "1"}))
+        runs.append(("tta_cnn_torch", [python, peer("torch_fmnist.py"), "--model", "cnn", *recipe, *two,
+                                       "--target", str(CNN_TTA_TARGET), "--stop-at-target"], {}))
+        runs.append(("tta_cnn_lightning", [python, peer("lightning_fmnist.py"), *recipe, *two,
+                                           "--target", str(CNN_TTA_TARGET)], {}))
     return runs
 
 
@@ -121,8 +149,15 @@ TTA_EPOCHS = 10
 # A run that hangs (a collective whose peer died, say) is stopped and reported.
 RUN_TIMEOUT_S = 900
 TTA_TARGET = 0.88
-# The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model.
-PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0}
+CNN_E = ("conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,linear(128),relu,"
+         "dropout(0.5),linear(10)")
+CNN_TTA_TARGET = 0.91
+CNN_TTA_EPOCHS = 8
+# The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model
+# (and layout where only one has a target).
+PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E", "1x1"): 1.0,
+                ("B", "1x1"): 1.0}
+MLPS, CNNS = ("T", "M", "L"), ("H", "E", "B")
 
 
 def parse_peer(run, text, peers):
@@ -130,12 +165,14 @@ def parse_peer(run, text, peers):
     side, layout = run.split("_")[1], run.split("_")[2]
     found = {}
     if side == "kdp":
-        for m in re.finditer(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s", text):
+        for m in re.finditer(r"MODEL (\w) step ([\d.]+) [um]s, ([\d.]+) samples/s", text):
             found[m[1]] = float(m[3])
     else:
         for line in text.splitlines():
             if line.startswith("{"):
-                for name, v in json.loads(line).get("models", {}).items():
+                report = json.loads(line)
+                peers.setdefault("versions", {})["torch"] = report.get("torch")
+                for name, v in report.get("models", {}).items():
                     found[name] = v["samples_per_s"]
     for name, sps in found.items():
         slot = peers.setdefault(side, {}).setdefault(layout, {})
@@ -158,6 +195,23 @@ def parse_tta(run, text, tta):
             break
 
 
+def parse_cnn_tta(run, text, wall_s, tta, versions):
+    """Wall seconds from launch to CNN_TTA_TARGET (None: not reached) and the
+    epochs it took."""
+    side = run.split("_")[2]
+    accuracies = []
+    if side == "kdp":
+        accuracies = [float(a) for a in re.findall(r"val_acc ([\d.]+) \(", text)]
+    else:
+        for line in text.splitlines():
+            if line.startswith("{"):
+                report = json.loads(line)
+                accuracies = [e["test_accuracy"] for e in report.get("epochs", [])]
+                versions.update({k: report[k] for k in ("torch", "lightning") if k in report})
+    reached = next((i + 1 for i, a in enumerate(accuracies) if a >= CNN_TTA_TARGET), None)
+    tta[side] = {"wall_s": wall_s if reached else None, "epochs": reached, "accuracies": accuracies}
+
+
 def suffix(run):
     return "_1_thread" if run.endswith("1thread") else ""
 
@@ -165,7 +219,7 @@ def suffix(run):
 PATTERNS = [
     # RATIO <label> <value>  (target >= <t>: met|MISSED)
     (re.compile(r"RATIO (.+?)\s+(-?[\d.]+)\s+\(target >= ([\d.]+)"),
-     lambda m, run: (slug(m[1]), float(m[2]), float(m[3]), "higher")),
+     lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), float(m[3]), "higher")),
     (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
@@ -187,7 +241,7 @@ PATTERNS = [
      lambda m, run: (f"ddp_samples_per_s_{run}", float(m[1]), None, "info")),
     (re.compile(r"WAIT\s+share of .*?: ([\d.]+) %"),
      lambda m, run: (f"loader_wait_share{suffix(run)}", float(m[1]) / 100.0, 0.02, "lower")),
-    (re.compile(r"MODEL (\w) step ([\d.]+) us, ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
+    (re.compile(r"MODEL (\w) step ([\d.]+) ([um]s), ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
      None),  # handled below: several figures per line
 ]
 
@@ -197,7 +251,8 @@ def parse(run, text, metrics, models):
         for m in pattern.finditer(text):
             if make is None:
                 layout = run.split("_", 1)[1]
-                name, step_us, sps, gflops, pct = m[1], float(m[2]), float(m[3]), float(m[4]), float(m[5])
+                name, sps, gflops, pct = m[1], float(m[4]), float(m[5]), float(m[6])
+                step_us = float(m[2]) * (1000.0 if m[3] == "ms" else 1.0)
                 models.setdefault(name, {})[layout] = {
                     "step_us": step_us, "samples_per_s": sps, "gflops": gflops, "roofline": pct / 100.0}
                 target = {"M": 0.70, "L": 0.85}.get(name)
@@ -233,7 +288,7 @@ def charts(out, models, metrics):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         width = 0.8 / max(1, len(layouts))
         for i, layout in enumerate(layouts):
-            names = [n for n in ("T", "M", "L") if n in models]
+            names = [n for n in MLPS + CNNS if n in models]
             xs = [j + i * width for j in range(len(names))]
             axes[0].bar(xs, [models[n].get(layout, {}).get("samples_per_s", 0) for n in names], width, label=layout)
             axes[1].bar(xs, [100 * models[n].get(layout, {}).get("roofline", 0) for n in names], width, label=layout)
@@ -277,8 +332,8 @@ def peer_chart(out, peers):
     except ImportError:
         return []
     layouts = [l for l in ("1x1", "1xN", "2x1") if l in peers["kdp"] and l in peers["torch"]]
-    names = ("T", "M", "L")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    names = [n for n in MLPS + CNNS if any(n in peers["torch"][l] for l in layouts)]
+    fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / max(1, len(layouts))
     for i, layout in enumerate(layouts):
         ratios = [peers["kdp"][layout].get(n, 0) / peers["torch"][layout][n]
@@ -298,28 +353,27 @@ def peer_chart(out, peers):
     return [path]
 
 
-def comparable(key, better):
-    # Only dimensionless figures are compared across runs; absolute times and
-    # rates depend on the machine.
-    return better in ("higher", "lower") and not key.endswith("_us")
+BASELINES = os.path.join(HERE, "baselines")
 
 
-def write_baseline(path, values, note):
-    with open(path, "w") as f:
-        json.dump({"updated": note, "host": platform.node(), "metrics": values}, f, indent=2, sort_keys=True)
-        f.write("\n")
-    print(f"baseline rewritten: {path}")
+def this_machine(logs):
+    """The machine kind of this run: CPU model, cores, the Kokkos backend the
+    benchmarks printed."""
+    backend = next((m[1] for text in logs.values() for m in [re.search(r"^backend: (\S+)", text, re.M)]
+                    if m), "unknown")
+    cpu, cores = baselines.cpu_model(), len(os.sched_getaffinity(0))
+    return {"key": baselines.machine_key(cpu, cores, backend), "cpu": cpu, "cores": cores,
+            "backend": backend}
 
 
 def baseline_from(path, result_files):
-    runs = []
-    for name in result_files:
-        with open(name) as f:
-            runs.append(json.load(f)["metrics"])
-    keys = sorted({k for run in runs for k, e in run.items() if comparable(k, e["better"])})
-    values = {k: statistics.median(run[k]["value"] for run in runs if k in run) for k in keys}
-    stamps = ", ".join(os.path.basename(os.path.dirname(os.path.abspath(n))) for n in result_files)
-    write_baseline(path, values, f"median of {len(runs)} runs: {stamps}")
+    result = json.load(open(result_files[0]))
+    machine = result.get("machine")
+    if machine is None:
+        sys.exit(f"{result_files[0]} does not say which machine it ran on (an older results.json)")
+    path = path or os.path.join(BASELINES, machine["key"] + ".json")
+    baselines.from_results(path, result_files)
+    print(f"baseline of {machine['key']} written from {len(result_files)} runs: {path}")
     return 0
 
 
@@ -327,12 +381,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--baseline", default=os.path.join(HERE, "baseline.json"))
-    ap.add_argument("--tolerance", type=float, default=0.25)
+    ap.add_argument("--baseline", default=None,
+                    help="the baseline file (default: perf/baselines/<this machine's key>.json)")
+    ap.add_argument("--tolerance", type=float, default=0.25,
+                    help="relative: how far below the lowest (above the highest) recorded value")
+    ap.add_argument("--absolute-tolerance", type=float, default=0.02,
+                    help="for figures near zero (shares of time): how far beyond the recorded spread")
     ap.add_argument("--update-baseline", action="store_true")
     ap.add_argument("--quick", action="store_true", help="a few iterations of each (checks the suite runs)")
+    ap.add_argument("--peer-python", default="/usr/bin/python3",
+                    help="the interpreter with PyTorch (and Lightning) the peers run with")
     ap.add_argument("--baseline-from", nargs="+", metavar="RESULTS",
-                    help="write the baseline as each ratio's median over these results.json files")
+                    help="write the baseline of these results.json files' machine from them")
     args = ap.parse_args()
     if args.baseline_from:
         return baseline_from(args.baseline, args.baseline_from)
@@ -343,8 +403,8 @@ def main():
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures, skipped = {}, {}, {}, [], []
-    peers, tta = {}, {}
-    for name, cmd, env in benchmarks(args.build, args.quick):
+    peers, tta, cnn_tta, versions = {}, {}, {}, {}
+    for name, cmd, env in benchmarks(args.build, args.quick, args.peer_python):
         why = runnable(cmd, args.build)
         if why:
             print(f"== {name}: skipped: {why}", flush=True)
@@ -353,8 +413,10 @@ def main():
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
         try:
+            launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
                                   timeout=RUN_TIMEOUT_S)
+            wall_s = time.monotonic() - launched
         except subprocess.TimeoutExpired as e:
             failures.append(f"{name} did not finish within {RUN_TIMEOUT_S} s")
             print(f"   {name}: stopped after {RUN_TIMEOUT_S} s", flush=True)
@@ -364,9 +426,10 @@ def main():
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:
             f.write(text)
-        if proc.returncode == 3 and "PyTorch is not installed" in text:
-            print(f"   skipped: PyTorch is not installed (python3-torch)", flush=True)
-            skipped.append(f"{name}: PyTorch is not installed (python3-torch)")
+        missing = re.search(r"(PyTorch|Lightning) is not installed[^\"]*", text)
+        if proc.returncode == 3 and missing:
+            print(f"   skipped: {missing[0]}", flush=True)
+            skipped.append(f"{name}: {missing[0]} (for {args.peer_python})")
             continue
         if proc.returncode != 0:
             failures.append(f"{name} exited with {proc.returncode}")
@@ -374,6 +437,8 @@ def main():
             continue
         if name.startswith("peer_"):
             parse_peer(name, text, peers)
+        elif name.startswith("tta_cnn_"):
+            parse_cnn_tta(name, text, wall_s, cnn_tta, versions)
         elif name.startswith("tta_"):
             parse_tta(name, text, tta)
         else:
@@ -393,6 +458,16 @@ def main():
     if tta.get("kdp") and tta.get("torch"):
         metrics["kdp_vs_torch_time_to_88"] = {"value": tta["kdp"] / tta["torch"], "target": 0.5,
                                               "better": "lower"}
+    for side, v in cnn_tta.items():
+        metrics[f"time_to_91_cnn_{side}_s"] = {
+            "value": float("nan") if v["wall_s"] is None else v["wall_s"], "target": None, "better": "info"}
+    mine = cnn_tta.get("kdp", {}).get("wall_s")
+    for peer, target in (("torch", 0.8), ("lightning", None)):
+        theirs = cnn_tta.get(peer, {}).get("wall_s")
+        if mine and theirs:
+            metrics[f"kdp_vs_{peer}_time_to_91_cnn"] = {
+                "value": mine / theirs, "target": target, "better": "lower" if target else "info"}
+    versions.update({k: v for k, v in peers.pop("versions", {}).items() if v})
     s1 = metrics.get("ddp_samples_per_s_ddp_r1", {}).get("value")
     s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
     if s1 and s2:
@@ -402,24 +477,15 @@ def main():
         layout = max(layouts, key=lambda l: layouts[l]["samples_per_s"])
         best[name] = {"layout": layout, **layouts[layout]}
 
-    baseline = {}
-    if os.path.exists(args.baseline):
-        with open(args.baseline) as f:
-            baseline = json.load(f).get("metrics", {})
-    regressions = []
-    for key, entry in sorted(metrics.items()):
-        base = baseline.get(key)
-        entry["baseline"] = base
-        if base is None or not comparable(key, entry["better"]):
-            continue
-        if entry["better"] == "higher" and entry["value"] < base * (1 - args.tolerance):
-            regressions.append(f"{key}: {entry['value']:.3f} < baseline {base:.3f} - {args.tolerance:.0%}")
-        if entry["better"] == "lower" and entry["value"] > base * (1 + args.tolerance):
-            regressions.append(f"{key}: {entry['value']:.3f} > baseline {base:.3f} + {args.tolerance:.0%}")
+    machine = this_machine(logs)
+    baseline_path = args.baseline or os.path.join(BASELINES, machine["key"] + ".json")
+    baseline = baselines.load(baseline_path) if os.path.exists(baseline_path) else None
+    regressions = baselines.compare(metrics, baseline, args.tolerance, args.absolute_tolerance)
 
-    result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(),
+    result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(), "machine": machine,
+              "baseline": baseline_path if baseline else None,
               "metrics": metrics, "models": models, "best_layouts": best, "peers": peers,
-              "time_to_88": tta,
+              "time_to_88": tta, "time_to_91_cnn": cnn_tta, "peer_versions": versions,
               "regressions": regressions, "failures": failures, "skipped": skipped,
               "tolerance": args.tolerance}
     with open(os.path.join(out, "results.json"), "w") as f:
@@ -427,9 +493,15 @@ def main():
     pictures = charts(out, models, metrics) + peer_chart(out, peers)
 
     lines = [f"# kdp performance report ({stamp})", "",
-             f"Host {platform.node()}, {os.cpu_count()} CPUs. Every figure is a ratio against a "
-             f"reference measured in the same run unless its name ends in _us or says samples/s. "
-             f"Regression tolerance against the baseline: {args.tolerance:.0%}.", "",
+             f"Host {platform.node()}: {machine['cpu']}, {machine['cores']} cores, Kokkos "
+             f"{machine['backend']}. Every figure is a ratio against a reference measured in the same "
+             f"run unless its name ends in _us or says samples/s. Baseline: "
+             + (f"{os.path.relpath(baseline_path, HERE)} ({baseline['runs']} run(s)); a regression is a "
+                f"figure beyond its recorded spread by {args.tolerance:.0%} (figures near zero: by "
+                f"{args.absolute_tolerance:g})" if baseline else "none for this machine yet")
+             + ". Peers: "
+             + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "none ran")
+             + f" ({args.peer_python}).", "",
              "| metric | value | target | met | baseline |", "|---|---|---|---|---|"]
     for key, e in sorted(metrics.items()):
         ok = met(e)
@@ -438,7 +510,7 @@ def main():
                      f"{'' if e.get('baseline') is None else format(e['baseline'], '.4g')} |")
     lines += ["", "## Reference models by layout (ranks x devices per rank)", "",
               "| model | layout | step (us) | samples/s | GFLOP/s | roofline |", "|---|---|---|---|---|---|"]
-    for name in ("T", "M", "L"):
+    for name in MLPS + CNNS:
         for layout, v in sorted(models.get(name, {}).items()):
             mark = " (best)" if best.get(name, {}).get("layout") == layout else ""
             lines.append(f"| {name} | {layout}{mark} | {v['step_us']:.1f} | {v['samples_per_s']:.0f} | "
@@ -447,7 +519,7 @@ def main():
         lines += ["", "## Side by side with PyTorch (processes x threads)", "",
                   "| model | layout | kdp samples/s | PyTorch samples/s | kdp / PyTorch |",
                   "|---|---|---|---|---|"]
-        for name in ("T", "M", "L"):
+        for name in MLPS + CNNS:
             for layout in ("1x1", "1xN", "2x1"):
                 mine = peers.get("kdp", {}).get(layout, {}).get(name)
                 theirs = peers["torch"].get(layout, {}).get(name)
@@ -458,6 +530,17 @@ def main():
         lines += ["", f"Time to {TTA_TARGET:.0%} test accuracy on Fashion-MNIST (training time, "
                       f"784-256-256-10, Adam 1e-3, batch 128): kdp {shown.get('kdp', 'not run')}, "
                       f"PyTorch {shown.get('torch', 'not run')}."]
+    if cnn_tta:
+        lines += ["", f"Time to {CNN_TTA_TARGET:.0%} test accuracy with the pytorch/examples CNN (E) on "
+                      f"Fashion-MNIST, wall time from launch, two data-parallel processes of one thread "
+                      f"(Adadelta 1.0, StepLR 0.7, global batch 64, at most {CNN_TTA_EPOCHS} epochs):", "",
+                  "| run | wall time | epochs | test accuracy per epoch |", "|---|---|---|---|"]
+        for side, label in (("kdp", "kdp-train"), ("torch", "PyTorch loop"), ("lightning", "Lightning Trainer")):
+            v = cnn_tta.get(side)
+            if v:
+                wall = "not reached" if v["wall_s"] is None else f"{v['wall_s']:.1f} s"
+                lines.append(f"| {label} | {wall} | {v['epochs'] or ''} | "
+                             f"{', '.join(f'{a:.4f}' for a in v['accuracies'])} |")
     lines += [""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in pictures]
     if regressions:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in regressions]
@@ -472,10 +555,17 @@ def main():
     for name, b in best.items():
         print(f"best layout for {name}: {b['layout']} ({b['samples_per_s']:.0f} samples/s)")
     print(f"\nresults: {os.path.join(out, 'results.json')}\nreport:  {os.path.join(out, 'report.md')}")
-    if args.update_baseline:
-        write_baseline(args.baseline, {k: e["value"] for k, e in metrics.items()
-                                        if comparable(k, e["better"])}, stamp)
-        return 1 if failures else 0
+    if args.quick and (baseline is None or args.update_baseline):
+        print("quick run: its figures are too rough to record as a baseline")
+    elif baseline is None or args.update_baseline:
+        if failures:
+            print(f"FAILURES (no baseline recorded):\n  " + "\n  ".join(failures))
+            return 1
+        recorded = baselines.record(baseline_path, machine, metrics, stamp, existing=baseline)
+        what = "first run on this machine kind: recorded as its baseline" if baseline is None else \
+            f"added to the baseline ({recorded['runs']} runs)"
+        print(f"{what}: {baseline_path}")
+        return 0
     if regressions:
         print("REGRESSIONS (beyond the tolerance):\n  " + "\n  ".join(regressions))
     if failures:

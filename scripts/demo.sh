@@ -14,7 +14,7 @@ cd "$root"
 
 if [[ ! -f data/fashion-mnist.h5 ]]; then
   mkdir -p data
-  "$build_dir/examples/kdp-data" import-fashion-mnist --out data/fashion-mnist.h5
+  "$build_dir/tools/kdp-data" import-fashion-mnist --out data/fashion-mnist.h5
 fi
 
 case ${KDP_DEMO_MODEL:-mlp} in
@@ -38,7 +38,7 @@ rm -rf "$run"
 mkdir -p "$run"
 mpi_flags=(--oversubscribe)
 [[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
-mpirun "${mpi_flags[@]}" -np "${KDP_DEMO_RANKS:-2}" "$build_dir/examples/kdp-train" \
+mpirun "${mpi_flags[@]}" -np "${KDP_DEMO_RANKS:-2}" "$build_dir/tools/kdp-train" \
   --data data/fashion-mnist.h5 "${model[@]}" \
   --checkpoint-dir "$run/checkpoints" --metrics "$run/metrics.csv" --progress lines
 

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""spack/packages/kdp/package.py is valid Python, and every KDP_ENABLE_* option
-of CMakeLists.txt has its variant, mapped with define_from_variant.
+"""spack/packages/kdp/package.py is valid Python, every KDP_ENABLE_* option of
+CMakeLists.txt has its variant, mapped with define_from_variant, it names no
+web address, and it asks Kokkos Kernels for kdp's instantiations.
 
     spack_package_check.py REPO_ROOT
 """
@@ -28,6 +29,11 @@ def main():
             missing.append(f"KDP_ENABLE_{option} has no variant '{name}'")
         if f'define_from_variant("KDP_ENABLE_{option}", "{name}")' not in source:
             missing.append(f"KDP_ENABLE_{option} is not set from variant '{name}' in cmake_args")
+    # No web address at all: kdp has none, and Spack must not be sent to one.
+    for url in re.findall(r"https?://[^\s\"')]+", source):
+        missing.append(f"the package names the address {url}")
+    if 'scalars=float' not in source or 'layouts=right' not in source:
+        missing.append("Kokkos Kernels is not asked for the float, LayoutRight instantiations")
     for base in ("CudaPackage", "ROCmPackage"):
         if not re.search(rf"class Kdp\([^)]*\b{base}\b", source):
             missing.append(f"the package class does not derive from {base}")

@@ -74,7 +74,6 @@
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/io/file_lock.hpp"
-#include "kdp/io/hdf5.hpp"
 #include "kdp/io/run_config.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "kdp/train/metrics_writer.hpp"

@@ -1,9 +1,9 @@
-#include "kdp/autograd/accumulate_grad.hpp"
+#include "autograd/accumulate_grad.hpp"
 
 #include <fmt/format.h>
 
+#include "core/kernels.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
 
 namespace kdp::autograd {
 

@@ -9,7 +9,7 @@
 #include <queue>
 #include <set>
 
-#include "kdp/autograd/accumulate_grad.hpp"
+#include "autograd/accumulate_grad.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "kdp/autograd/accumulate_grad.hpp"
+#include "autograd/accumulate_grad.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::autograd {

@@ -1,10 +1,12 @@
-#include "kdp/core/small_gemm.hpp"
+#include "core/small_gemm.hpp"
 
 // The kernel needs x86-64 intrinsics compiled for AVX2 and FMA inside an
 // otherwise baseline build (GCC or clang target attributes). CUDA and HIP
 // builds keep tensors on the GPU, where the vendor BLAS takes every product.
+// KDP_PORTABLE_KERNELS (CMake: KDP_ENABLE_X86_KERNELS=OFF) builds the branch
+// every other CPU takes, so an x86-64 machine can compile, link and test it.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__)
+    !defined(__HIPCC__) && !defined(KDP_PORTABLE_KERNELS)
 #define KDP_SMALL_GEMM_AVX2 1
 #include <immintrin.h>
 
@@ -186,6 +188,10 @@ bool small_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 #else
 
 bool small_gemm_available() {
+  return false;
+}
+
+bool small_gemm_preferred() {
   return false;
 }
 

@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <ostream>
 
+#include "core/kernels.hpp"
+#include "core/parallel_for.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
-#include "kdp/core/parallel_for.hpp"
 
 namespace kdp {
 

@@ -4,9 +4,9 @@
 
 #include <chrono>
 
+#include "core/parallel_for.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/parallel_for.hpp"
 #include "kdp/core/runtime.hpp"
 
 namespace kdp::data {

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
-#include "kdp/io/hdf5.hpp"
 
 namespace kdp::data {
 
@@ -78,9 +78,10 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   }
   if (options.as_images && sample.size() == 2) sample.insert(sample.begin(), 1);
   if (options.as_images && sample.size() != 3) {
-    throw ShapeError(fmt::format("kdp::data::HDF5Dataset: samples of '{}' in '{}' are [{}], not "
-                                 "images ([height, width] or [channels, height, width])",
-                                 images, path, fmt::join(sample, ", ")));
+    throw ShapeError(
+        fmt::format("kdp::data::HDF5Dataset: samples of '{}' in '{}' are [{}], not "
+                    "images ([height, width] or [channels, height, width])",
+                    images, path, fmt::join(sample, ", ")));
   }
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 

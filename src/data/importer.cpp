@@ -6,13 +6,13 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/data/idx.hpp"
 #include "kdp/io/atomic_file.hpp"
-#include "kdp/io/hdf5.hpp"
 
 namespace kdp::data {
 

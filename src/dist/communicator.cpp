@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/kernels.hpp"
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
 #include "kdp/core/runtime.hpp"
 
 #if KDP_ENABLE_MPI

@@ -7,10 +7,10 @@
 #include <set>
 #include <sstream>
 
+#include "core/kernels.hpp"
 #include "kdp/autograd/engine.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
 
 namespace kdp::dist {
 

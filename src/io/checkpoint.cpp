@@ -9,10 +9,10 @@
 #include <string_view>
 #include <tuple>
 
+#include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/io/atomic_file.hpp"
-#include "kdp/io/hdf5.hpp"
 #include "kdp/version.hpp"
 
 namespace kdp::io {

@@ -1,4 +1,4 @@
-#include "kdp/io/hdf5.hpp"
+#include "io/hdf5.hpp"
 
 #include <fmt/format.h>
 

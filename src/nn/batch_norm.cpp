@@ -4,10 +4,10 @@
 
 #include <cmath>
 
+#include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/numbers.hpp"
 #include "kdp/ops/normalization.hpp"
 
 namespace kdp::nn {

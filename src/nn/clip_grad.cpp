@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "core/kernels.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
 
 namespace kdp::nn {
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/kernels.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/kernels.hpp"
 
 namespace kdp::nn::init {
 

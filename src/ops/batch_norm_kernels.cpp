@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/parallel_for.hpp"
 
 namespace kdp::ops_detail::bn {
 

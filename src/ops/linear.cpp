@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "kdp/core/kernels.hpp"
-#include "kdp/core/small_gemm.hpp"
+#include "core/kernels.hpp"
+#include "core/small_gemm.hpp"
 #include "op_util.hpp"
 
 namespace kdp {

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <optional>
 
-#include "kdp/core/kernels.hpp"
-#include "kdp/core/vector_exp.hpp"
+#include "core/kernels.hpp"
+#include "core/vector_exp.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/reduction.hpp"

@@ -3,10 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/parallel_for.hpp"
 #include "kdp/core/tensor.hpp"
 
 namespace kdp::ops_detail {

@@ -1,6 +1,6 @@
 #include "kdp/ops/reduction.hpp"
 
-#include "kdp/core/kernels.hpp"
+#include "core/kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp {

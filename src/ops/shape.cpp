@@ -3,7 +3,7 @@
 
 #include <numeric>
 
-#include "kdp/core/kernels.hpp"
+#include "core/kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp {

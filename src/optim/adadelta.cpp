@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "core/numbers.hpp"
+#include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/numbers.hpp"
-#include "kdp/core/parallel_for.hpp"
 
 namespace kdp::optim {
 

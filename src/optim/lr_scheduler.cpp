@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/numbers.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/numbers.hpp"
 
 namespace kdp::optim {
 

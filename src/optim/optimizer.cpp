@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/numbers.hpp"
 #include "kdp/nn/module.hpp"
 
 namespace kdp::optim {

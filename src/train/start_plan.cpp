@@ -99,16 +99,17 @@ MetricsFileContents take_metrics_file(const TrainerOptions& o, StartPlan& plan) 
 
 // What the metrics file keeps: nothing on a fresh start (which may not replace
 // rows unless told to), the rows up to the resumed step on a resume.
-uint64_t metrics_to_keep(const TrainerOptions& o, const MetricsFileContents& contents,
-                         const StartPlan& plan) {
+uint64_t metrics_to_keep(const TrainerOptions& o, detail::Resume resume,
+                         const MetricsFileContents& contents, const StartPlan& plan) {
   if (plan.resume_path.empty()) {
     if (contents.has_rows() && !o.overwrite) {
       throw io::RunDirectoryError(
           Reason::MetricsFileExists,
-          fmt::format("kdp::train: the metrics file '{}' already holds rows of another run, and "
-                      "this run starts afresh{}: it would replace them.",
-                      o.metrics_path,
-                      o.resume == "auto" ? " (there is no checkpoint to resume from)" : ""),
+          fmt::format(
+              "kdp::train: the metrics file '{}' already holds rows of another run, and "
+              "this run starts afresh{}: it would replace them.",
+              o.metrics_path,
+              resume == detail::Resume::Auto ? " (there is no checkpoint to resume from)" : ""),
           "",
           "Choose another metrics_path, resume the run that wrote it, or set overwrite = true.");
     }
@@ -209,10 +210,10 @@ std::vector<std::string> kdp_checkpoints(const io::CheckpointDirectory& dir) {
 
 }  // namespace
 
-StartPlan plan_start(const TrainerOptions& o, const io::RunConfig& config, const nn::Module& model,
-                     const optim::Optimizer& optimizer) {
+StartPlan plan_start(const TrainerOptions& o, detail::Resume resume, const io::RunConfig& config,
+                     const nn::Module& model, const optim::Optimizer& optimizer) {
   StartPlan plan;
-  const bool fresh = o.resume.empty() || o.resume == "never";
+  const bool fresh = resume == detail::Resume::Fresh;
 
   // 1. Own the files: nothing is decided while another run may change them.
   std::optional<io::CheckpointDirectory> dir;
@@ -237,7 +238,7 @@ StartPlan plan_start(const TrainerOptions& o, const io::RunConfig& config, const
   io::CheckpointDirectory::Resumable newest;
   if (fresh) {
     if (dir) plan_fresh_start(o, *dir, existing);
-  } else if (o.resume == "auto") {
+  } else if (resume == detail::Resume::Auto) {
     newest = plan_resume_newest(o, *dir, model, optimizer);
     if (!newest.path.empty()) {
       plan.resume_path = newest.path;
@@ -247,7 +248,7 @@ StartPlan plan_start(const TrainerOptions& o, const io::RunConfig& config, const
     plan.resumed = plan_resume_file(o, config, existing);
     plan.resume_path = o.resume;
   }
-  if (metrics) plan.metrics_keep_bytes = metrics_to_keep(o, *metrics, plan);
+  if (metrics) plan.metrics_keep_bytes = metrics_to_keep(o, resume, *metrics, plan);
 
   // 3. The run starts: discard, move aside, record.
   if (dir && fresh && o.overwrite) {

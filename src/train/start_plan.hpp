@@ -12,6 +12,7 @@
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/file_lock.hpp"
 #include "kdp/train/trainer.hpp"
+#include "run_options.hpp"
 
 namespace kdp::train {
 
@@ -30,7 +31,8 @@ struct StartPlan {
 
 /// Checks and prepares the run's files; throws io::RunDirectoryError (or the
 /// IOError of a file that cannot be read) when the run may not start.
-StartPlan plan_start(const TrainerOptions& options, const io::RunConfig& config,
-                     const nn::Module& model, const optim::Optimizer& optimizer);
+StartPlan plan_start(const TrainerOptions& options, detail::Resume resume,
+                     const io::RunConfig& config, const nn::Module& model,
+                     const optim::Optimizer& optimizer);
 
 }  // namespace kdp::train

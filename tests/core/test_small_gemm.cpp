@@ -1,4 +1,4 @@
-#include "kdp/core/small_gemm.hpp"
+#include "core/small_gemm.hpp"
 
 #include <gtest/gtest.h>
 
@@ -109,4 +109,17 @@ TEST(SmallGemm, LeavesLargerProductsToTheBlas) {
   EXPECT_FALSE(small_gemm(false, true, 2, 100, 100, 1.0f, a.data(), 100, a.data(), 100, 0.0f,
                           c.data(), 100));
   for (float v : c) ASSERT_EQ(v, 7.0f);
+}
+
+TEST(SmallGemm, WhereItCannotRunItDeclinesAndTouchesNothing) {
+  // On CPUs without the kernel (and in builds without it) ops must fall back
+  // to the BLAS: the kernel is neither preferred nor run, and C is untouched.
+  if (!kdp::detail::small_gemm_preferred() && !kdp::detail::small_gemm_available()) {
+    std::vector<float> a(4, 1.0f), b(4, 1.0f), c(4, 7.0f);
+    EXPECT_FALSE(
+        small_gemm(false, false, 2, 2, 2, 1.0f, a.data(), 2, b.data(), 2, 0.0f, c.data(), 2));
+    EXPECT_EQ(c, std::vector<float>(4, 7.0f));
+  }
+  // Preferred only where it can run.
+  EXPECT_TRUE(!kdp::detail::small_gemm_preferred() || kdp::detail::small_gemm_available());
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "io/hdf5.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;

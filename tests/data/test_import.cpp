@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "io/hdf5.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 
+#include "io/hdf5.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 

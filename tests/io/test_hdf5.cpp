@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <random>
 
+#include "io/hdf5.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;

@@ -2,7 +2,7 @@
 # kdp-train and kdp-data used badly: each case must end with a non-zero exit and
 # a message naming what is wrong; a short good run and the help must work.
 #
-#   kdp_train_cli.sh BUILD_EXAMPLES_DIR TESTS_SOURCE_DIR
+#   kdp_train_cli.sh TOOLS_DIR TESTS_SOURCE_DIR
 set -u
 bin=$1
 src=$2

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/hdf5.hpp"
 #include "temp_dir.hpp"
 #include "test_util.hpp"
 

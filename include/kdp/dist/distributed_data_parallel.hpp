@@ -87,6 +87,7 @@ class DistributedDataParallel : public nn::Module {
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
+  std::shared_ptr<nn::Module> wrapped() const override { return module_; }
   Communicator& communicator() { return comm_; }
   const DDPOptions& options() const { return options_; }
   /// The parameter names of each bucket, in launch order.

@@ -59,6 +59,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// then gives every replica a thread of its own.
   virtual bool synchronizes_replicas() const { return false; }
 
+  /// The module a wrapper runs (DataParallel, DistributedDataParallel: the
+  /// model they were given); nullptr for every other module.
+  virtual std::shared_ptr<Module> wrapped() const { return nullptr; }
+
   /// Training mode for this module and its children (dropout is active in it).
   virtual void train(bool on = true);
   void eval() { train(false); }

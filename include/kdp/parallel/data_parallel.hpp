@@ -53,6 +53,7 @@ class DataParallel : public nn::Module {
   std::string extra_repr() const override;
 
   const std::shared_ptr<nn::Module>& module() const { return module_; }
+  std::shared_ptr<nn::Module> wrapped() const override { return module_; }
   const std::vector<Device>& devices() const { return devices_; }
   const Device& output_device() const { return output_device_; }
 

@@ -126,6 +126,7 @@ struct EvalResult {
 /// The figures of one epoch.
 struct EpochRecord {
   int64_t epoch = 0;
+  int64_t step = 0;  // the global step at the epoch's end
   double loss = 0.0, accuracy = 0.0;
   double val_loss = 0.0, val_accuracy = 0.0;
   double samples_per_s = 0.0, seconds = 0.0;
@@ -146,6 +147,11 @@ struct FitResult {
   double samples_per_s = 0.0;  // over all ranks
 };
 
+namespace detail {
+enum class Monitor;  // TrainerOptions::monitor and ::resume, parsed
+enum class Resume;
+}  // namespace detail
+
 /// The training loop with checkpoints, resume, signals and evaluation.
 class Trainer {
  public:
@@ -165,6 +171,8 @@ class Trainer {
 
  private:
   TrainerOptions options_;
+  detail::Monitor monitor_;
+  detail::Resume resume_;
   dist::Communicator comm_;
 };
 

@@ -1,11 +1,18 @@
 # kdp's Spack package: data-parallel neural-network training on Kokkos.
 #
-#   spack repo add ./spack
-#   spack install kdp                          # OpenMP-less CPU build, MPI, HDF5
-#   spack install kdp +openmp
-#   spack install kdp +cuda cuda_arch=90       # through Kokkos' nvcc_wrapper
-#   spack install kdp +rocm amdgpu_target=gfx90a
-#   spack develop --path $(pwd) kdp@main && spack install kdp@main   # from a checkout
+# kdp is built from a checkout (it has no public release to download): in a
+# Spack environment,
+#
+#   spack repo add <checkout>/spack
+#   spack add kdp@main +openmp
+#   spack develop --path <checkout> kdp@main
+#   spack install
+#
+# or from a git repository the user names (a clone on a shared file system, a
+# local mirror): KDP_GIT_URL=file:///path/to/kdp.git spack install kdp@main
+# (spack/README.md).
+
+import os
 
 from spack.package import *
 
@@ -14,16 +21,22 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     """kdp: PyTorch-style data-parallel training (DataParallel,
     DistributedDataParallel, HDF5 data and checkpoints) in C++ on Kokkos."""
 
-    homepage = "https://github.com/kdp-hpc/kdp"
-    git = "https://github.com/kdp-hpc/kdp.git"
+    # No address is named that does not exist: the sources come from the
+    # user's checkout (spack develop) or from the repository they name.
+    git = os.environ.get("KDP_GIT_URL")
 
     version("main", branch="main")
-    version("0.1.0", tag="v0.1.0")
 
     variant("mpi", default=True, description="Distributed training over MPI")
     variant("hdf5", default=True, description="HDF5 datasets and checkpoints")
     variant("openmp", default=False, description="Kokkos' OpenMP backend")
-    variant("examples", default=True, description="Examples and the kdp-train/kdp-data drivers")
+    variant("examples", default=True, description="The example programs")
+    variant("tools", default=True, description="The kdp-train and kdp-data tools (need +hdf5)")
+    variant(
+        "x86_kernels",
+        default=True,
+        description="kdp's own x86-64 kernels, chosen at run time (off: the portable code)",
+    )
     variant("tests", default=False, description="Build the GoogleTest suites")
     variant("perf", default=False, description="Build the benchmarks of perf/")
     variant("sanitizers", default=False, description="Build with AddressSanitizer and UBSan")
@@ -40,14 +53,16 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("kokkos+openmp", when="+openmp")
     depends_on("kokkos-kernels+openmp", when="+openmp")
     depends_on("kokkos-kernels+blas")
+    # kdp's GEMMs are float on row-major (LayoutRight) views: have those
+    # instantiated in the library (Spack's default is double and LayoutLeft).
+    depends_on("kokkos-kernels scalars=float layouts=right")
     depends_on("blas")
     depends_on("fmt")
     depends_on("mpi", when="+mpi")
     depends_on("hdf5~mpi", when="+hdf5~mpi")
     depends_on("hdf5+mpi", when="+hdf5+mpi")
     depends_on("zlib-api", when="+hdf5")
-    depends_on("cli11", when="+examples")
-    depends_on("cli11", when="+hdf5")
+    depends_on("cli11", when="+tools")
     depends_on("nlohmann-json", when="+hdf5")
     depends_on("googletest", type="test", when="+tests")
     depends_on("benchmark", type=("build", "test"), when="+perf")
@@ -64,6 +79,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
 
     conflicts("+cuda", when="+rocm", msg="kdp builds for one GPU backend at a time")
     conflicts("+tests", when="~hdf5", msg="the test suites need HDF5")
+    conflicts("+tools", when="~hdf5", msg="kdp-train and kdp-data read and write HDF5")
     conflicts("+fuzzing", when="%gcc", msg="libFuzzer needs clang")
     conflicts("+gpu_aware_mpi", when="~mpi", msg="GPU-aware MPI needs +mpi")
 
@@ -73,6 +89,8 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("KDP_ENABLE_MPI", "mpi"),
             self.define_from_variant("KDP_ENABLE_HDF5", "hdf5"),
             self.define_from_variant("KDP_ENABLE_EXAMPLES", "examples"),
+            self.define_from_variant("KDP_ENABLE_TOOLS", "tools"),
+            self.define_from_variant("KDP_ENABLE_X86_KERNELS", "x86_kernels"),
             self.define_from_variant("KDP_ENABLE_TESTS", "tests"),
             self.define_from_variant("KDP_ENABLE_PERF", "perf"),
             self.define_from_variant("KDP_ENABLE_SANITIZERS", "sanitizers"),

@@ -394,7 +394,16 @@ int run(const Options& o, Runtime& runtime) {
   const train::FitResult r =
       trainer.fit(*model, std::ref(ce), *optimizer, train_loader, &test_loader, scheduler.get());
   if (r.stopped_by_signal) return stopped_by_signal(r, rank0);
-  const train::EvalResult test = trainer.evaluate(*model, std::ref(ce), test_loader);
+  // The test split is the validation split: the last epoch's evaluation is the
+  // final one unless steps were taken after it (a step limit inside an epoch).
+  train::EvalResult test;
+  if (!r.history.empty() && r.history.back().step == r.global_step &&
+      !std::isnan(r.history.back().val_loss)) {
+    test.loss = r.history.back().val_loss;
+    test.accuracy = r.history.back().val_accuracy;
+  } else {
+    test = trainer.evaluate(*model, std::ref(ce), test_loader);
+  }
   if (rank0) {
     std::printf(
         "kdp-train: test_accuracy=%.4f test_loss=%.4f samples_per_s=%.0f wall_time_s=%.1f "

@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "cli_checks.hpp"
+#include "io/hdf5.hpp"
 #include "kdp/kdp.hpp"
 
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "kdp/core/parallel_for.hpp"
+#include "core/parallel_for.hpp"
 #include "kdp/core/tensor.hpp"
 
 namespace kdp::detail {

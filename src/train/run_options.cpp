@@ -1,0 +1,42 @@
+#include "run_options.hpp"
+
+#include <fmt/format.h>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::train::detail {
+
+Monitor parse_monitor(const std::string& name) {
+  if (name == "val_loss") return Monitor::ValLoss;
+  if (name == "val_accuracy") return Monitor::ValAccuracy;
+  if (name == "loss") return Monitor::Loss;
+  if (name == "accuracy") return Monitor::Accuracy;
+  throw ValueError(fmt::format(
+      "kdp::train::Trainer: cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name));
+}
+
+bool maximised(Monitor m) {
+  return m == Monitor::ValAccuracy || m == Monitor::Accuracy;
+}
+
+double monitored_value(Monitor m, const EpochRecord& record) {
+  switch (m) {
+    case Monitor::ValLoss:
+      return record.val_loss;
+    case Monitor::ValAccuracy:
+      return record.val_accuracy;
+    case Monitor::Loss:
+      return record.loss;
+    case Monitor::Accuracy:
+      return record.accuracy;
+  }
+  return record.val_loss;
+}
+
+Resume parse_resume(const std::string& resume) {
+  if (resume.empty() || resume == "never") return Resume::Fresh;
+  if (resume == "auto") return Resume::Auto;
+  return Resume::File;
+}
+
+}  // namespace kdp::train::detail
