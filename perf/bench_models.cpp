@@ -188,6 +188,8 @@ int main(int argc, char** argv) {
   const int rank = runtime.world_rank(), size = runtime.world_size();
   perf::RatioReporter& reporter = rank == 0 ? loud : silent;
   benchmark::RunSpecifiedBenchmarks(&reporter);
+  // The Kokkos backend, for the suite's per-machine baselines.
+  if (rank == 0) std::printf("backend: %s\n", ExecSpace::name());
   if (rank == 0 && reporter.has("roofline/sgemm1024")) {
     const double roof = reporter.counter("roofline/sgemm1024", "GFLOP/s");
     std::printf("layout: %d rank(s) x %d device(s), %d thread(s) per rank; roofline %.1f GFLOP/s\n",
