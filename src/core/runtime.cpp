@@ -78,6 +78,10 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
         "first thing in main() (Kokkos cannot be initialised twice)");
   }
   seed_ = options.seed;
+  // Before MPI's and Kokkos' threads start, so that they inherit it.
+  bool flush = options.flush_denormals;
+  if (const char* env = std::getenv("KDP_FLUSH_DENORMALS")) flush = std::strcmp(env, "0") != 0;
+  set_flush_denormals(flush);
 
 #if KDP_ENABLE_MPI
   int initialized = 0;

@@ -2,6 +2,16 @@
 
 #include <dlfcn.h>
 
+#include <cstdint>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <pmmintrin.h>
+#include <xmmintrin.h>
+#define KDP_DENORMALS_X86 1
+#elif defined(__aarch64__)
+#define KDP_DENORMALS_ARM64 1
+#endif
+
 namespace kdp {
 
 namespace {
@@ -29,6 +39,43 @@ bool set_blas_threads(int threads) {
     return true;
   }
   return false;
+}
+
+#if defined(KDP_DENORMALS_ARM64)
+namespace {
+constexpr uint64_t kFpcrFlushToZero = uint64_t{1} << 24;
+uint64_t read_fpcr() {
+  uint64_t fpcr = 0;
+  asm volatile("mrs %0, fpcr" : "=r"(fpcr));
+  return fpcr;
+}
+}  // namespace
+#endif
+
+bool set_flush_denormals(bool on) {
+#if defined(KDP_DENORMALS_X86)
+  _MM_SET_FLUSH_ZERO_MODE(on ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
+  _MM_SET_DENORMALS_ZERO_MODE(on ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
+  return true;
+#elif defined(KDP_DENORMALS_ARM64)
+  const uint64_t fpcr = on ? read_fpcr() | kFpcrFlushToZero : read_fpcr() & ~kFpcrFlushToZero;
+  asm volatile("msr fpcr, %0" : : "r"(fpcr));
+  return true;
+#else
+  (void)on;
+  return false;
+#endif
+}
+
+bool flushes_denormals() {
+#if defined(KDP_DENORMALS_X86)
+  return _MM_GET_FLUSH_ZERO_MODE() == _MM_FLUSH_ZERO_ON &&
+         _MM_GET_DENORMALS_ZERO_MODE() == _MM_DENORMALS_ZERO_ON;
+#elif defined(KDP_DENORMALS_ARM64)
+  return (read_fpcr() & kFpcrFlushToZero) != 0;
+#else
+  return false;
+#endif
 }
 
 }  // namespace kdp

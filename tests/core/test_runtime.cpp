@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <string>
 
-#include "kdp/core/vector_exp.hpp"
+#include "core/vector_exp.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -87,4 +89,25 @@ TEST(VectorExp, AgreesWithExpfToTwoUlpsOverTheFloatRange) {
   EXPECT_LT(detail::vector_exp(-100.0f), 1e-37f);
   EXPECT_TRUE(std::isfinite(detail::vector_exp(200.0f)));
   EXPECT_TRUE(std::isnan(detail::vector_exp(std::nanf(""))));  // NaN propagates
+}
+
+TEST(Runtime, DenormalsAreFlushedByDefaultAndCanBeKept) {
+  // A kernel whose results (1e-20 squared) lie below the smallest normal
+  // float: 0 while the Runtime flushes denormals (its default), the
+  // denormal itself under IEEE's gradual underflow.
+  const bool by_default = flushes_denormals();
+  if (!set_flush_denormals(true)) GTEST_SKIP() << "no denormal control on this CPU";
+  const char* env = std::getenv("KDP_FLUSH_DENORMALS");
+  if (env == nullptr || std::string(env) != "0") {
+    EXPECT_TRUE(by_default);
+  }
+  const Tensor x = Tensor::full({8}, 1e-20f);
+  for (float v : (x * x).to_vector()) EXPECT_EQ(v, 0.0f);
+  ASSERT_TRUE(set_flush_denormals(false));
+  EXPECT_FALSE(flushes_denormals());
+  for (float v : (x * x).to_vector()) {
+    EXPECT_GT(v, 0.0f);
+    EXPECT_LT(v, std::numeric_limits<float>::min());  // a denormal
+  }
+  set_flush_denormals(true);
 }

@@ -32,6 +32,12 @@ struct RuntimeOptions {
   /// them (CUDA with Kokkos 4.3 or newer). Empty: those KDP_DEVICES lists
   /// ("0,1"), else the one GPU of the rank (gpu_for_local_rank()).
   std::vector<int> gpus;
+  /// Denormal floats are treated as zero on the host, from the start (so that
+  /// every thread kdp and Kokkos start inherits it): training reaches them in
+  /// optimizer state and gradients, where the CPU's slow path for them costs a
+  /// quarter of an epoch's time. KDP_FLUSH_DENORMALS=0 keeps IEEE's gradual
+  /// underflow (see set_flush_denormals in kdp/core/threads.hpp).
+  bool flush_denormals = true;
 };
 
 /// Parses a list of GPU ids ("0,1,3"); ValueError naming `source` otherwise.

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Thread counts of the BLAS library behind Kokkos Kernels' host GEMM. OpenBLAS
-/// keeps its own thread pool whatever Kokkos partition calls it, so ranks and
-/// device partitions sharing a node must each be given their share of cores.
+/// Thread counts of the BLAS library behind Kokkos Kernels' host GEMM, and the
+/// CPU's handling of denormal floats. OpenBLAS keeps its own thread pool
+/// whatever Kokkos partition calls it, so ranks and device partitions sharing
+/// a node must each be given their share of cores.
 
 namespace kdp {
 
@@ -11,5 +12,16 @@ int blas_threads();
 /// Sets the BLAS library's thread count; returns false when the library offers
 /// no way to (then OPENBLAS_NUM_THREADS at start-up is the only control).
 bool set_blas_threads(int threads);
+
+/// Whether the calling thread's floating-point unit treats denormal floats as
+/// zero, in and out (x86-64: MXCSR's flush-to-zero and denormals-are-zero;
+/// Arm: FPCR's FZ). Training drives optimizer state and activation gradients
+/// below 1.2e-38, where the CPU's slow path for denormals costs tens of cycles
+/// per operation; flushed, they are 0. Threads started afterwards by this
+/// thread inherit the setting. Returns false, changing nothing, on CPUs where
+/// kdp cannot set it.
+bool set_flush_denormals(bool on);
+/// The calling thread's setting (false where it cannot be read).
+bool flushes_denormals();
 
 }  // namespace kdp
