@@ -4,16 +4,21 @@
 
 #include <cmath>
 
+#include "core/numbers.hpp"
+#include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/numbers.hpp"
-#include "kdp/core/parallel_for.hpp"
 
 namespace kdp::optim {
 
 namespace detail {
 
+// Scalars are computed in double and rounded once, as PyTorch passes its
+// Python-float hyperparameters: 1 - beta2 from an already rounded float beta2
+// would be off by 1e-5 relatively for beta2 = 0.999.
 struct AdamStep {
-  float lr, beta1, beta2, eps, weight_decay;
+  float beta2, eps, weight_decay;
+  float one_minus_beta1, one_minus_beta2;
+  float decay;       // 1 - lr weight_decay (decoupled weight decay)
   float step_size;   // lr / (1 - beta1^t)
   float bias2_sqrt;  // sqrt(1 - beta2^t)
   bool decoupled, amsgrad;
@@ -28,13 +33,13 @@ void adam_kernel(const Device& device, View1 p, ConstView1 g, View1 m, View1 v, 
         float param = p(i);
         if (s.weight_decay != 0.0f) {
           if (s.decoupled) {
-            param *= 1.0f - s.lr * s.weight_decay;
+            param *= s.decay;
           } else {
             grad += s.weight_decay * param;
           }
         }
-        const float mi = m(i) + (1.0f - s.beta1) * (grad - m(i));  // PyTorch's lerp
-        const float vi = v(i) * s.beta2 + (1.0f - s.beta2) * grad * grad;
+        const float mi = m(i) + s.one_minus_beta1 * (grad - m(i));  // PyTorch's lerp
+        const float vi = v(i) * s.beta2 + s.one_minus_beta2 * grad * grad;
         m(i) = mi;
         v(i) = vi;
         float second = vi;
@@ -89,9 +94,10 @@ void Adam::update(const std::string& name, Tensor& param, const Tensor& grad) {
   double& step = scalar_state_[name]["step"];
   step += 1.0;
   detail::AdamStep s;
-  s.lr = static_cast<float>(lr());
-  s.beta1 = static_cast<float>(options_.beta1);
   s.beta2 = static_cast<float>(options_.beta2);
+  s.one_minus_beta1 = static_cast<float>(1.0 - options_.beta1);
+  s.one_minus_beta2 = static_cast<float>(1.0 - options_.beta2);
+  s.decay = static_cast<float>(1.0 - lr() * options_.weight_decay);
   s.eps = static_cast<float>(options_.eps);
   s.weight_decay = static_cast<float>(options_.weight_decay);
   s.step_size = static_cast<float>(lr() / (1.0 - std::pow(options_.beta1, step)));
