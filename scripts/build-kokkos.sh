@@ -8,9 +8,11 @@
 # The sources are the release tarballs (github.com/kokkos/kokkos/releases and
 # github.com/kokkos/kokkos-kernels/releases, unpacked) or checkouts of their
 # tags; Spack does all of this by itself (spack install kdp +cuda cuda_arch=90).
-# kdp is tested with Kokkos and Kokkos Kernels 4.6.01 on host backends; CUDA 13
-# needs Kokkos 4.7.01 or newer (the first release that knows CUDA 13's runtime
-# API), which the script checks before it builds anything.
+# kdp is tested with Kokkos and Kokkos Kernels 4.6.01. CUDA 13 changed two
+# runtime calls Kokkos makes; Kokkos 4.7.01 and newer know it, and a 4.6.x
+# tree gets the same changes from scripts/patches/kokkos-4.6-cuda13.patch,
+# applied here to a copy of the tree (the given one is not modified). Older
+# trees are refused before anything is built.
 #
 #   openmp: Serial + OpenMP, Kokkos Kernels with the host BLAS (OpenBLAS).
 #   cuda:   CUDA (+ Serial for the host) for --arch (HOPPER90: H100/H200),
@@ -21,6 +23,7 @@
 # What is installed already (same backend, architecture and source versions,
 # recorded in PREFIX/share/kdp-build-kokkos.txt) is skipped.
 set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 backend= src= kernels_src= prefix= arch=HOPPER90 jobs=$(nproc)
 usage() {
@@ -63,6 +66,13 @@ pretty() { echo "$(($1 / 10000)).$(printf %02d $(($1 / 100 % 100))).$(printf %02
 echo "Kokkos $(pretty "$kokkos_version") from $src"
 echo "Kokkos Kernels $(pretty "$kernels_version") from $kernels_src"
 
+stamp=$prefix/share/kdp-build-kokkos.txt
+want="backend=$backend arch=$arch kokkos=$kokkos_version kernels=$kernels_version"
+if [[ -f $stamp && $(cat "$stamp") == "$want" && -f $prefix/lib/cmake/KokkosKernels/KokkosKernelsConfig.cmake ]]; then
+  echo "Kokkos and Kokkos Kernels ($want) are installed in $prefix already"
+  exit 0
+fi
+
 cmake_common=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_STANDARD=17 -DCMAKE_CXX_EXTENSIONS=OFF
               -DBUILD_SHARED_LIBS=ON)
 kokkos_args=(-DKokkos_ENABLE_SERIAL=ON)
@@ -79,10 +89,18 @@ else
   nvcc_version=$(nvcc --version | sed -nE 's/.*release ([0-9]+)\.([0-9]+).*/\1\2/p')
   echo "nvcc $(nvcc --version | sed -nE 's/.*release ([0-9.]+).*/\1/p')"
   # CUDA 13 changed cudaMemAdvise and cudaMemPrefetchAsync; Kokkos releases
-  # before 4.7.01 call the old forms and do not compile.
+  # before 4.7.01 call the old forms and do not compile. 4.6.x gets the change.
   if ((nvcc_version >= 130)) && ! grep -rqs "CUDART_VERSION >= 13000" "$src/core/src/Cuda"; then
-    echo "build-kokkos.sh: Kokkos $(pretty "$kokkos_version") does not build with CUDA 13's runtime API; use Kokkos 4.7.01 or newer" >&2
-    exit 1
+    if ((kokkos_version / 100 != 406)); then
+      echo "build-kokkos.sh: Kokkos $(pretty "$kokkos_version") does not build with CUDA 13's runtime API; use 4.6.x (patched here) or 4.7.01 and newer" >&2
+      exit 1
+    fi
+    patched=$prefix/build/kokkos-src-cuda13
+    rm -rf "$patched" && mkdir -p "$(dirname "$patched")" && cp -a "$src" "$patched"
+    patch -d "$patched" -p1 --forward --quiet <"$root/scripts/patches/kokkos-4.6-cuda13.patch" ||
+      { echo "build-kokkos.sh: scripts/patches/kokkos-4.6-cuda13.patch does not apply to $src" >&2; exit 1; }
+    src=$patched
+    echo "CUDA 13: applied scripts/patches/kokkos-4.6-cuda13.patch to a copy of the Kokkos sources"
   fi
   # nvcc 13 no longer knows sm_70, nvcc_wrapper's default before 4.7.01 for
   # compiles that name no architecture (CMake's compiler checks): name it.
@@ -96,12 +114,6 @@ else
                  "-DCMAKE_CXX_COMPILER=$src/bin/nvcc_wrapper")
 fi
 
-stamp=$prefix/share/kdp-build-kokkos.txt
-want="backend=$backend arch=$arch kokkos=$kokkos_version kernels=$kernels_version"
-if [[ -f $stamp && $(cat "$stamp") == "$want" && -f $prefix/lib/cmake/KokkosKernels/KokkosKernelsConfig.cmake ]]; then
-  echo "Kokkos and Kokkos Kernels ($want) are installed in $prefix already"
-  exit 0
-fi
 
 work=$prefix/build
 start=$SECONDS

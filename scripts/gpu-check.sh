@@ -13,7 +13,10 @@
 # else .gpu-deps/kokkos and .gpu-deps/kokkos-kernels. --pack, run on a machine
 # set up by scripts/setup.sh, copies those sources and the libraries the GPU
 # machine may lack (fmt, GoogleTest, Google Benchmark, CLI11) into .gpu-deps/
-# (ignored by git), for a tool that carries ignored folders to that machine.
+# (ignored by git), for a tool that carries ignored folders to that machine;
+# where nvcc is installed it also builds Kokkos and Kokkos Kernels for CUDA
+# there (.gpu-deps/kokkos-cuda, with scripts/build-kokkos.sh, which patches a
+# 4.6.x tree for CUDA 13), so the GPU machine spends none of its minutes on it.
 # --build-only stops after the builds: the part a machine without a GPU can do.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +52,13 @@ if ((pack)); then
       mkdir -p "$deps/prefix/$(dirname "$rel")" && cp -a "$f" "$deps/prefix/$rel"
     done
   done
+  if command -v nvcc >/dev/null; then
+    "$root/scripts/build-kokkos.sh" --backend cuda --arch "$arch" --jobs "$jobs" \
+      --src "$deps/kokkos" --kernels-src "$deps/kokkos-kernels" --prefix "$deps/kokkos-cuda" || exit 1
+    rm -rf "$deps/kokkos-cuda/build"  # the build tree: only the install travels
+  else
+    echo "gpu-check --pack: no nvcc here; the GPU machine builds Kokkos for CUDA itself"
+  fi
   echo "packed into $deps ($(du -sh "$deps" | cut -f1)); carry .gpu-deps to the GPU machine"
   exit 0
 fi
@@ -80,6 +90,9 @@ step() {  # step NAME COMMAND...: runs it with its log in $out/logs/NAME.log, ti
 } >"$out/machine.txt"
 
 prefix=$work/kokkos-cuda
+# Built by --pack on a CPU machine: used as it is (build-kokkos.sh finds its
+# stamp and builds nothing).
+[[ -f $deps/kokkos-cuda/share/kdp-build-kokkos.txt ]] && prefix=$deps/kokkos-cuda
 # Packed packages keep Debian's layout; their CMake files are named directly,
 # since another system need not search lib/x86_64-linux-gnu.
 packed=()
