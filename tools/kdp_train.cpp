@@ -453,11 +453,6 @@ std::string way_out(io::RunDirectoryError::Reason reason) {
   return "";
 }
 
-std::string without_prefix(const std::string& message) {
-  const std::string prefix = "kdp::train: ";
-  return message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
-}
-
 // A run that fails because a signal arrived ends with the signal's status.
 int failed(const std::string& message, int rank) {
   if (StopSignal::requested()) {
@@ -498,7 +493,7 @@ int main_with_options(Options& o, int argc, char** argv) {
     } catch (const io::RunDirectoryError& e) {
       // Every rank has the same error: one message is enough.
       if (rank == 0) {
-        std::fprintf(stderr, "kdp-train: error: %s\n%s%s\n", without_prefix(e.summary()).c_str(),
+        std::fprintf(stderr, "kdp-train: error: %s\n%s%s\n", e.summary().c_str(),
                      e.details().c_str(), way_out(e.reason()).c_str());
       }
       status = 1;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "kdp/core/error.hpp"
 
@@ -24,10 +25,8 @@ void accumulate(Tensor& slot, Tensor grad, const Device& exec) {
     slot = std::move(grad);
     return;
   }
-  if (slot.shape() != grad.shape()) {
-    throw ShapeError(fmt::format("kdp::backward: gradients of shapes {} and {} for one tensor",
-                                 slot.shape().str(), grad.shape().str()));
-  }
+  KDP_CHECK(slot.shape() == grad.shape(), ShapeError, "kdp::backward",
+            "gradients of shapes {} and {} for one tensor", slot.shape().str(), grad.shape().str());
   if (exclusively_owned(slot)) {
     kdp::detail::axpy(exec, slot.flat(), 1.0f, grad.cflat());
   } else {
@@ -47,10 +46,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor g = std::move(grad_outputs[0]);
   if (!g.defined()) return {};
   const Device& device = leaf_->device;
-  if (g.shape() != leaf_->shape) {
-    throw ShapeError(fmt::format("kdp::backward: gradient of shape {} for leaf {}", g.shape().str(),
-                                 Tensor(leaf_).describe()));
-  }
+  KDP_CHECK(g.shape() == leaf_->shape, ShapeError, "kdp::backward",
+            "gradient of shape {} for leaf {}", g.shape().str(), Tensor(leaf_).describe());
   if (g.device() != device) {
     if (g.device().memory_id() == device.memory_id()) {
       g.device().fence("kdp::AccumulateGrad");

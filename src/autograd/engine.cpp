@@ -10,6 +10,7 @@
 #include <set>
 
 #include "autograd/accumulate_grad.hpp"
+#include "core/check.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
@@ -77,12 +78,10 @@ class GraphTask {
     std::vector<Node*> stack;
     auto visit = [&](Node* n) {
       auto& st = n->engine_state();
-      if (st.released) {
-        throw StateError(fmt::format(
-            "kdp::backward: the graph through {} was already freed by an earlier backward; "
-            "pass retain_graph = true to the first backward to go through it twice",
-            n->name()));
-      }
+      KDP_CHECK(!st.released, StateError, "kdp::backward",
+                "the graph through {} was already freed by an earlier backward; "
+                "pass retain_graph = true to the first backward to go through it twice",
+                n->name());
       if (st.run == run_) return false;
       st.run = run_;
       st.dependencies = 0;
@@ -117,10 +116,9 @@ class GraphTask {
     std::vector<Tensor> out;
     if (any) {
       out = n->apply(grads);
-      if (out.size() != n->next_edges().size()) {
-        throw StateError(fmt::format("kdp::backward: {} returned {} gradients for {} inputs",
-                                     n->name(), out.size(), n->next_edges().size()));
-      }
+      KDP_CHECK(out.size() == n->next_edges().size(), StateError, "kdp::backward",
+                "{} returned {} gradients for {} inputs", n->name(), out.size(),
+                n->next_edges().size());
     } else {
       out.resize(n->next_edges().size());
     }
@@ -205,40 +203,31 @@ class GraphTask {
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  if (!grads.empty() && grads.size() != outputs.size()) {
-    throw ValueError(
-        fmt::format("kdp::backward: {} gradients for {} outputs", grads.size(), outputs.size()));
-  }
+  KDP_CHECK(!(!grads.empty() && grads.size() != outputs.size()), ValueError, "kdp::backward",
+            "{} gradients for {} outputs", grads.size(), outputs.size());
   std::vector<Edge> roots;
   std::vector<Tensor> root_grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    if (!out.defined()) throw StateError("kdp::backward: an output is undefined");
-    if (!out.requires_grad()) {
-      throw StateError(fmt::format(
-          "kdp::backward: {} does not require grad and has no grad_fn: nothing leads back to a "
-          "parameter (was it computed under NoGradGuard, or from tensors without requires_grad?)",
-          out.describe()));
-    }
+    KDP_CHECK(out.defined(), StateError, "kdp::backward", "an output is undefined");
+    KDP_CHECK(
+        out.requires_grad(), StateError, "kdp::backward",
+        "{} does not require grad and has no grad_fn: nothing leads back to a "
+        "parameter (was it computed under NoGradGuard, or from tensors without requires_grad?)",
+        out.describe());
     Tensor g;
     if (grads.empty() || !grads[i].defined()) {
-      if (out.numel() != 1) {
-        throw ShapeError(fmt::format(
-            "kdp::backward: a gradient can be implied only for a scalar output; {} has shape {} "
-            "(reduce it with kdp::mean or kdp::sum, or pass its gradient)",
-            out.describe(), out.shape().str()));
-      }
+      KDP_CHECK(out.numel() == 1, ShapeError, "kdp::backward",
+                "a gradient can be implied only for a scalar output; {} has shape {} "
+                "(reduce it with kdp::mean or kdp::sum, or pass its gradient)",
+                out.describe(), out.shape().str());
       g = Tensor::ones(out.shape(), out.device());
     } else {
       g = grads[i];
-      if (g.shape() != out.shape()) {
-        throw ShapeError(fmt::format("kdp::backward: gradient of shape {} for output of shape {}",
-                                     g.shape().str(), out.shape().str()));
-      }
-      if (g.device() != out.device()) {
-        throw DeviceError(fmt::format("kdp::backward: gradient on {} for output on {}",
-                                      g.device().str(), out.device().str()));
-      }
+      KDP_CHECK(g.shape() == out.shape(), ShapeError, "kdp::backward",
+                "gradient of shape {} for output of shape {}", g.shape().str(), out.shape().str());
+      KDP_CHECK(g.device() == out.device(), DeviceError, "kdp::backward",
+                "gradient on {} for output on {}", g.device().str(), out.device().str());
       g = g.detach();
     }
     roots.push_back(autograd::gradient_edge(out));

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp {
@@ -10,9 +11,10 @@ namespace {
 
 [[noreturn]] void too_large(const std::string& what, const std::string& sizes,
                             size_t element_bytes) {
-  throw ShapeError(fmt::format(
-      "{}: {} elements of {} bytes are more than one allocation can hold ({} bytes at most)", what,
-      sizes, element_bytes, kMaxAllocationBytes));
+  throw ShapeError(
+      what, fmt::format(
+                "{} elements of {} bytes are more than one allocation can hold ({} bytes at most)",
+                sizes, element_bytes, kMaxAllocationBytes));
 }
 
 }  // namespace
@@ -20,10 +22,7 @@ namespace {
 int64_t checked_numel(const std::vector<int64_t>& dims, size_t element_bytes,
                       const std::string& what) {
   for (int64_t d : dims) {
-    if (d < 0) {
-      throw ShapeError(
-          fmt::format("{}: size {} in [{}] is negative", what, d, fmt::join(dims, ", ")));
-    }
+    KDP_CHECK(d >= 0, ShapeError, what, "size {} in [{}] is negative", d, fmt::join(dims, ", "));
   }
   uint64_t bytes = element_bytes;
   int64_t numel = 1;
@@ -40,7 +39,7 @@ int64_t checked_numel(const std::vector<int64_t>& dims, size_t element_bytes,
 }
 
 size_t checked_bytes(int64_t count, size_t element_bytes, const std::string& what) {
-  if (count < 0) throw ShapeError(fmt::format("{}: element count {} is negative", what, count));
+  KDP_CHECK(count >= 0, ShapeError, what, "element count {} is negative", count);
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(count), element_bytes, &bytes) ||
       bytes > kMaxAllocationBytes) {

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp {
@@ -25,13 +26,10 @@ const char* kind_of(mode_t mode) {
 void require_regular_file(const std::string& path, const std::string& who,
                           const std::string& what) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    throw IOError(
-        fmt::format("{}: cannot open {}'{}': {}", who, what, path, describe_file_error(errno)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    throw IOError(fmt::format("{}: cannot open {}'{}': {}", who, what, path, kind_of(st.st_mode)));
-  }
+  KDP_CHECK(::stat(path.c_str(), &st) == 0, IOError, who, "cannot open {}'{}': {}", what, path,
+            describe_file_error(errno));
+  KDP_CHECK(S_ISREG(st.st_mode), IOError, who, "cannot open {}'{}': {}", what, path,
+            kind_of(st.st_mode));
 }
 
 bool path_exists(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/check.hpp"
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/threads.hpp"
@@ -72,11 +73,9 @@ Runtime::Runtime(RuntimeOptions options) {
 }
 
 void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
-  if (runtime_created.exchange(true)) {
-    throw StateError(
-        "kdp::Runtime: a Runtime was already created in this process; create exactly one, "
-        "first thing in main() (Kokkos cannot be initialised twice)");
-  }
+  KDP_CHECK(!runtime_created.exchange(true), StateError, "kdp::Runtime",
+            "a Runtime was already created in this process; create exactly one, "
+            "first thing in main() (Kokkos cannot be initialised twice)");
   seed_ = options.seed;
   // Before MPI's and Kokkos' threads start, so that they inherit it.
   bool flush = options.flush_denormals;
@@ -111,18 +110,14 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   if (gpus_.empty()) {
     if (const char* env = std::getenv("KDP_DEVICES")) gpus_ = parse_gpu_list(env, "KDP_DEVICES");
   }
-  if (!gpus_.empty() && !compat::gpu_backend()) {
-    throw DeviceError(fmt::format(
-        "kdp::Runtime: GPUs {} were asked for (KDP_DEVICES or RuntimeOptions::gpus), but kdp "
-        "runs on {}",
-        fmt::join(gpus_, ","), ExecSpace::name()));
-  }
-  if (gpus_.size() > 1 && !compat::several_gpus_per_process()) {
-    throw DeviceError(fmt::format(
-        "kdp::Runtime: GPUs {} were asked for in one process; that needs CUDA with Kokkos 4.3 "
-        "or newer (this is Kokkos {}): run one rank per GPU instead",
-        fmt::join(gpus_, ","), compat::kokkos_version_string()));
-  }
+  KDP_CHECK(!(!gpus_.empty() && !compat::gpu_backend()), DeviceError, "kdp::Runtime",
+            "GPUs {} were asked for (KDP_DEVICES or RuntimeOptions::gpus), but kdp "
+            "runs on {}",
+            fmt::join(gpus_, ","), ExecSpace::name());
+  KDP_CHECK(!(gpus_.size() > 1 && !compat::several_gpus_per_process()), DeviceError, "kdp::Runtime",
+            "GPUs {} were asked for in one process; that needs CUDA with Kokkos 4.3 "
+            "or newer (this is Kokkos {}): run one rank per GPU instead",
+            fmt::join(gpus_, ","), compat::kokkos_version_string());
   if (!Kokkos::is_initialized()) {
     // Kokkos sees only its own --kokkos-* arguments: older versions also claim
     // plain ones such as --threads, which belong to the program.
@@ -207,8 +202,7 @@ bool Runtime::devices_concurrent(int n) {
 }
 
 std::vector<Device> Runtime::devices(int n) {
-  if (n < 1)
-    throw ValueError(fmt::format("kdp::devices: asked for {} devices; need at least 1", n));
+  KDP_CHECK(n >= 1, ValueError, "kdp::devices", "asked for {} devices; need at least 1", n);
   std::lock_guard<std::mutex> lock(devices_mutex_);
   auto found = device_sets_.find(n);
   if (found != device_sets_.end()) return found->second;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 
@@ -9,14 +10,11 @@ namespace kdp {
 
 namespace {
 void check_dims(const int64_t* dims, size_t rank) {
-  if (rank > static_cast<size_t>(Shape::kMaxRank)) {
-    throw ShapeError(fmt::format("kdp::Shape: rank {} is more than the {} dimensions kdp supports",
-                                 rank, Shape::kMaxRank));
-  }
+  KDP_CHECK(!(rank > static_cast<size_t>(Shape::kMaxRank)), ShapeError, "kdp::Shape",
+            "rank {} is more than the {} dimensions kdp supports", rank, Shape::kMaxRank);
   for (size_t i = 0; i < rank; ++i) {
-    if (dims[i] < 0) {
-      throw ShapeError(fmt::format("kdp::Shape: dimension {} has negative size {}", i, dims[i]));
-    }
+    KDP_CHECK(dims[i] >= 0, ShapeError, "kdp::Shape", "dimension {} has negative size {}", i,
+              dims[i]);
   }
 }
 

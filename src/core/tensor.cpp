@@ -1,5 +1,6 @@
 #include "kdp/core/tensor.hpp"
 
+#include "core/check.hpp"
 #include "kdp/core/runtime.hpp"
 
 #include <fmt/format.h>
@@ -133,9 +134,8 @@ Tensor Tensor::randn(const Shape& shape, const Device& device) {
 }
 
 Tensor Tensor::rand(const Shape& shape, const Device& device, float low, float high) {
-  if (!(low < high)) {
-    throw ValueError(fmt::format("kdp::Tensor::rand: need low < high, got [{}, {})", low, high));
-  }
+  KDP_CHECK(low < high, ValueError, "kdp::Tensor::rand", "need low < high, got [{}, {})", low,
+            high);
   Tensor t = empty(shape, device);
   Generator& gen = device.generator();
   const uint64_t seed = gen.seed();
@@ -152,10 +152,9 @@ Tensor Tensor::arange(int64_t n, const Device& device) {
 
 Tensor Tensor::from_host(const std::vector<float>& values, const Shape& shape,
                          const Device& device) {
-  if (static_cast<int64_t>(values.size()) != shape.numel()) {
-    throw ShapeError(fmt::format("kdp::Tensor::from_host: {} values do not fill shape {} ({})",
-                                 values.size(), shape.str(), shape.numel()));
-  }
+  KDP_CHECK(!(static_cast<int64_t>(values.size()) != shape.numel()), ShapeError,
+            "kdp::Tensor::from_host", "{} values do not fill shape {} ({})", values.size(),
+            shape.str(), shape.numel());
   return from_host(values.data(), shape, device);
 }
 
@@ -205,10 +204,8 @@ View2 Tensor::matrix() const {
 }
 
 View2 Tensor::matrix(int64_t rows, int64_t cols) const {
-  if (rows * cols != numel()) {
-    throw ShapeError(
-        fmt::format("kdp::Tensor::matrix: [{}, {}] does not cover {}", rows, cols, describe()));
-  }
+  KDP_CHECK(rows * cols == numel(), ShapeError, "kdp::Tensor::matrix", "[{}, {}] does not cover {}",
+            rows, cols, describe());
   return View2(data(), static_cast<size_t>(rows), static_cast<size_t>(cols));
 }
 
@@ -242,10 +239,8 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 float Tensor::item() const {
-  if (numel() != 1) {
-    throw ShapeError(fmt::format("kdp::Tensor::item: needs exactly one element, {} has {}",
-                                 describe(), numel()));
-  }
+  KDP_CHECK(numel() == 1, ShapeError, "kdp::Tensor::item", "needs exactly one element, {} has {}",
+            describe(), numel());
   if constexpr (compat::launches_are_synchronous()) {
     Runtime::get().count_transfer(/*to_host=*/true, sizeof(float));
     return *data();
@@ -271,12 +266,10 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::requires_grad_(bool on) {
   check_defined("requires_grad_");
-  if (impl_->grad_fn) {
-    throw StateError(fmt::format(
-        "kdp::Tensor::requires_grad_: {} is the result of an op; only leaves can change "
-        "requires_grad (use detach() for a leaf copy)",
-        describe()));
-  }
+  KDP_CHECK(!(impl_->grad_fn), StateError, "kdp::Tensor::requires_grad_",
+            "{} is the result of an op; only leaves can change "
+            "requires_grad (use detach() for a leaf copy)",
+            describe());
   impl_->requires_grad = on;
   return *this;
 }
@@ -293,10 +286,8 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& grad) {
   check_defined("set_grad");
-  if (grad.defined() && grad.shape() != shape()) {
-    throw ShapeError(fmt::format("kdp::Tensor::set_grad: gradient of shape {} for {}",
-                                 grad.shape().str(), describe()));
-  }
+  KDP_CHECK(!(grad.defined() && grad.shape() != shape()), ShapeError, "kdp::Tensor::set_grad",
+            "gradient of shape {} for {}", grad.shape().str(), describe());
   std::lock_guard<std::mutex> lock(impl_->grad_mutex);
   impl_->grad = grad.impl();
 }
@@ -316,11 +307,8 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
 
 uint64_t Tensor::add_grad_ready_hook(GradReadyHook hook) {
   check_defined("add_grad_ready_hook");
-  if (!is_leaf()) {
-    throw StateError(fmt::format(
-        "kdp::Tensor::add_grad_ready_hook: {} is not a leaf; grad-ready hooks fire on leaves",
-        describe()));
-  }
+  KDP_CHECK(is_leaf(), StateError, "kdp::Tensor::add_grad_ready_hook",
+            "{} is not a leaf; grad-ready hooks fire on leaves", describe());
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id.fetch_add(1);
   std::lock_guard<std::mutex> lock(impl_->grad_mutex);
@@ -349,14 +337,12 @@ Tensor& Tensor::fill_(float value) {
 Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined("copy_");
   const Tensor& src = resolve(src_in);
-  if (src.numel() != numel()) {
-    throw ShapeError(fmt::format("kdp::Tensor::copy_: cannot copy {} ({} elements) into {} ({})",
-                                 src.describe(), src.numel(), describe(), numel()));
-  }
-  if (src.device().memory_id() != device().memory_id()) {
-    throw DeviceError(fmt::format("kdp::Tensor::copy_: {} on {} and {} on {} do not share memory",
-                                  src.describe(), src.device().str(), describe(), device().str()));
-  }
+  KDP_CHECK(src.numel() == numel(), ShapeError, "kdp::Tensor::copy_",
+            "cannot copy {} ({} elements) into {} ({})", src.describe(), src.numel(), describe(),
+            numel());
+  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError, "kdp::Tensor::copy_",
+            "{} on {} and {} on {} do not share memory", src.describe(), src.device().str(),
+            describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::copy_ (source)");
   if (data() != src.data()) detail::copy(device(), flat(), src.cflat());
   impl_->storage->bump_version();
@@ -366,15 +352,11 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 Tensor& Tensor::set_data(const Tensor& src_in) {
   check_defined("set_data");
   const Tensor& src = resolve(src_in);
-  if (src.shape() != shape()) {
-    throw ShapeError(fmt::format("kdp::Tensor::set_data: {} cannot take the memory of {}",
-                                 describe(), src.describe()));
-  }
-  if (src.device().memory_id() != device().memory_id()) {
-    throw DeviceError(
-        fmt::format("kdp::Tensor::set_data: {} on {} and {} on {} do not share memory",
-                    src.describe(), src.device().str(), describe(), device().str()));
-  }
+  KDP_CHECK(src.shape() == shape(), ShapeError, "kdp::Tensor::set_data",
+            "{} cannot take the memory of {}", describe(), src.describe());
+  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError, "kdp::Tensor::set_data",
+            "{} on {} and {} on {} do not share memory", src.describe(), src.device().str(),
+            describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::set_data (source)");
   impl_->storage->bump_version();  // what autograd saved of the old memory is stale
   impl_->storage = src.impl()->storage;
@@ -386,14 +368,10 @@ Tensor& Tensor::set_data(const Tensor& src_in) {
 Tensor& Tensor::add_(const Tensor& other_in, float alpha) {
   check_defined("add_");
   const Tensor& other = resolve(other_in);
-  if (other.shape() != shape()) {
-    throw ShapeError(
-        fmt::format("kdp::Tensor::add_: {} and {} differ in shape", describe(), other.describe()));
-  }
-  if (other.device() != device()) {
-    throw DeviceError(fmt::format("kdp::Tensor::add_: {} is on {}, {} on {}", describe(),
-                                  device().str(), other.describe(), other.device().str()));
-  }
+  KDP_CHECK(other.shape() == shape(), ShapeError, "kdp::Tensor::add_", "{} and {} differ in shape",
+            describe(), other.describe());
+  KDP_CHECK(other.device() == device(), DeviceError, "kdp::Tensor::add_", "{} is on {}, {} on {}",
+            describe(), device().str(), other.describe(), other.device().str());
   detail::axpy(device(), flat(), alpha, other.cflat());
   impl_->storage->bump_version();
   return *this;

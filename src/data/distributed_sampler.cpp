@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::data {
@@ -11,19 +12,14 @@ namespace kdp::data {
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank,
                                        DistributedSamplerOptions options)
     : n_(dataset_size), replicas_(num_replicas), rank_(rank), options_(options) {
-  if (dataset_size < 0) {
-    throw ValueError(
-        fmt::format("kdp::data::DistributedSampler: dataset size {} is negative", dataset_size));
-  }
-  if (num_replicas < 1 || rank < 0 || rank >= num_replicas) {
-    throw ValueError(fmt::format(
-        "kdp::data::DistributedSampler: rank {} is not in [0, {}) replicas", rank, num_replicas));
-  }
-  if (options.exact && options.drop_last) {
-    throw ValueError(
-        "kdp::data::DistributedSampler: exact mode counts every sample; it cannot "
-        "drop_last");
-  }
+  KDP_CHECK(dataset_size >= 0, ValueError, "kdp::data::DistributedSampler",
+            "dataset size {} is negative", dataset_size);
+  KDP_CHECK(!(num_replicas < 1 || rank < 0 || rank >= num_replicas), ValueError,
+            "kdp::data::DistributedSampler", "rank {} is not in [0, {}) replicas", rank,
+            num_replicas);
+  KDP_CHECK(!(options.exact && options.drop_last), ValueError, "kdp::data::DistributedSampler",
+            "exact mode counts every sample; it cannot "
+            "drop_last");
 }
 
 int64_t DistributedSampler::samples_per_replica() const {

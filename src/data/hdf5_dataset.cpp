@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/check.hpp"
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -52,19 +53,16 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   lab.check_plausible();
 
   const std::vector<int64_t> dims = img.dims();
-  if (dims.size() < 2) {
-    throw IOError(
-        fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' has shape [{}]; features need "
-                    "a sample dimension and at least one more",
-                    images, path, fmt::join(dims, ", ")));
-  }
+  KDP_CHECK(dims.size() >= 2, IOError, "kdp::data::HDF5Dataset",
+            "'{}' in '{}' has shape [{}]; features need "
+            "a sample dimension and at least one more",
+            images, path, fmt::join(dims, ", "));
   const io::h5::Type type = img.type();
-  if (type == io::h5::Type::Other || type == io::h5::Type::Int64) {
-    throw IOError(
-        fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' holds {}; features must be "
-                    "uint8, float32 or float64",
-                    images, path, io::h5::to_string(type)));
-  }
+  KDP_CHECK(!(type == io::h5::Type::Other || type == io::h5::Type::Int64), IOError,
+            "kdp::data::HDF5Dataset",
+            "'{}' in '{}' holds {}; features must be "
+            "uint8, float32 or float64",
+            images, path, io::h5::to_string(type));
   uint8_ = type == io::h5::Type::UInt8;
   feature_type_ = io::h5::to_string(type);
   n_ = dims[0];
@@ -72,39 +70,30 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   row_ =
       checked_numel(sample, sizeof(float),
                     fmt::format("kdp::data::HDF5Dataset: a sample of '{}' in '{}'", images, path));
-  if (options.flatten && options.as_images) {
-    throw ValueError(fmt::format(
-        "kdp::data::HDF5Dataset: samples of '{}' cannot be both flat and images", path));
-  }
+  KDP_CHECK(!(options.flatten && options.as_images), ValueError, "kdp::data::HDF5Dataset",
+            "samples of '{}' cannot be both flat and images", path);
   if (options.as_images && sample.size() == 2) sample.insert(sample.begin(), 1);
-  if (options.as_images && sample.size() != 3) {
-    throw ShapeError(
-        fmt::format("kdp::data::HDF5Dataset: samples of '{}' in '{}' are [{}], not "
-                    "images ([height, width] or [channels, height, width])",
-                    images, path, fmt::join(sample, ", ")));
-  }
+  KDP_CHECK(!(options.as_images && sample.size() != 3), ShapeError, "kdp::data::HDF5Dataset",
+            "samples of '{}' in '{}' are [{}], not "
+            "images ([height, width] or [channels, height, width])",
+            images, path, fmt::join(sample, ", "));
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 
   const std::vector<int64_t> ldims = lab.dims();
-  if (ldims.size() != 1) {
-    throw IOError(
-        fmt::format("kdp::data::HDF5Dataset: labels '{}' in '{}' have shape [{}]; they "
-                    "must be one class index per sample",
-                    labels, path, fmt::join(ldims, ", ")));
-  }
-  if (ldims[0] != n_) {
-    throw IOError(
-        fmt::format("kdp::data::HDF5Dataset: '{}' has {} samples but '{}' has {} labels "
-                    "in '{}'",
-                    images, n_, labels, ldims[0], path));
-  }
+  KDP_CHECK(ldims.size() == 1, IOError, "kdp::data::HDF5Dataset",
+            "labels '{}' in '{}' have shape [{}]; they "
+            "must be one class index per sample",
+            labels, path, fmt::join(ldims, ", "));
+  KDP_CHECK(ldims[0] == n_, IOError, "kdp::data::HDF5Dataset",
+            "'{}' has {} samples but '{}' has {} labels "
+            "in '{}'",
+            images, n_, labels, ldims[0], path);
   const io::h5::Type ltype = lab.type();
-  if (ltype != io::h5::Type::UInt8 && ltype != io::h5::Type::Int64) {
-    throw IOError(
-        fmt::format("kdp::data::HDF5Dataset: labels '{}' in '{}' hold {}; they must be "
-                    "integers",
-                    labels, path, io::h5::to_string(ltype)));
-  }
+  KDP_CHECK(!(ltype != io::h5::Type::UInt8 && ltype != io::h5::Type::Int64), IOError,
+            "kdp::data::HDF5Dataset",
+            "labels '{}' in '{}' hold {}; they must be "
+            "integers",
+            labels, path, io::h5::to_string(ltype));
   const std::vector<int64_t> values = lab.read_all<int64_t>();
 
   num_classes_ = options.num_classes;
@@ -119,12 +108,10 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   }
   label_values_.resize(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i] < 0 || values[i] >= num_classes_) {
-      throw IOError(
-          fmt::format("kdp::data::HDF5Dataset: label {} of sample {} in '{}' of '{}' is "
-                      "out of range for {} classes",
-                      values[i], i, labels, path, num_classes_));
-    }
+    KDP_CHECK(!(values[i] < 0 || values[i] >= num_classes_), IOError, "kdp::data::HDF5Dataset",
+              "label {} of sample {} in '{}' of '{}' is "
+              "out of range for {} classes",
+              values[i], i, labels, path, num_classes_);
     label_values_[i] = static_cast<float>(values[i]);
   }
   const int64_t chunk = img.chunk_rows();
@@ -152,10 +139,8 @@ std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
 
 void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                               float* labels) const {
-  if (!uint8_) {
-    throw StateError(fmt::format("kdp::data::HDF5Dataset: '{}' in '{}' holds floats, not bytes",
-                                 images_, path_));
-  }
+  KDP_CHECK(uint8_, StateError, "kdp::data::HDF5Dataset", "'{}' in '{}' holds floats, not bytes",
+            images_, path_);
   fill(indices, nullptr, features, labels);
 }
 
@@ -164,10 +149,8 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
   const size_t n = indices.size();
   if (n == 0) return;
   for (int64_t i : indices) {
-    if (i < 0 || i >= n_) {
-      throw ValueError(
-          fmt::format("kdp::data::HDF5Dataset: index {} is outside [0, {}) of '{}'", i, n_, path_));
-    }
+    KDP_CHECK(!(i < 0 || i >= n_), ValueError, "kdp::data::HDF5Dataset",
+              "index {} is outside [0, {}) of '{}'", i, n_, path_);
   }
   const auto row = static_cast<size_t>(row_);
   const size_t elem = uint8_ ? 1 : sizeof(float);
@@ -260,12 +243,10 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
       const float* src = reinterpret_cast<const float*>(block.data()) + offset;
       if (options_.check_finite) {
         for (size_t j = 0; j < row; ++j) {
-          if (!std::isfinite(src[j])) {
-            throw NumericalError(fmt::format(
-                "kdp::data::HDF5Dataset: sample {} of '{}' in '{}' has a non-finite feature ({}) "
-                "at position {}",
-                i, images_, path_, src[j], j));
-          }
+          KDP_CHECK(std::isfinite(src[j]), NumericalError, "kdp::data::HDF5Dataset",
+                    "sample {} of '{}' in '{}' has a non-finite feature ({}) "
+                    "at position {}",
+                    i, images_, path_, src[j], j);
         }
       }
       std::copy(src, src + row, dst);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 
@@ -32,7 +33,7 @@ size_t read_some(gzFile f, uint8_t* out, size_t n, const std::string& path) {
   while (got < n) {
     const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 20));
     const int r = gzread(f, out + got, chunk);
-    if (r < 0) throw IOError(fmt::format("kdp::data: '{}' is corrupt: {}", path, gz_error(f)));
+    KDP_CHECK(r >= 0, IOError, "kdp::data", "'{}' is corrupt: {}", path, gz_error(f));
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
@@ -44,44 +45,34 @@ size_t read_some(gzFile f, uint8_t* out, size_t n, const std::string& path) {
 IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
   require_regular_file(path, "kdp::data", "IDX file ");  // a FIFO would block gzopen
   Gz f(gzopen(path.c_str(), "rb"));
-  if (!f)
-    throw IOError(
-        fmt::format("kdp::data: cannot open IDX file '{}': {}", path, describe_file_error(errno)));
+  KDP_CHECK(f, IOError, "kdp::data", "cannot open IDX file '{}': {}", path,
+            describe_file_error(errno));
   uint8_t magic[4];
-  if (read_some(f.get(), magic, 4, path) != 4) {
-    throw IOError(fmt::format("kdp::data: '{}' is too short to be an IDX file", path));
-  }
-  if (magic[0] != 0 || magic[1] != 0) {
-    throw IOError(fmt::format(
-        "kdp::data: '{}' is not an IDX file (magic number {:02x}{:02x}{:02x}{:02x} does not start "
-        "with two zero bytes)",
-        path, magic[0], magic[1], magic[2], magic[3]));
-  }
-  if (magic[2] != 0x08) {
-    throw IOError(fmt::format(
-        "kdp::data: '{}' holds IDX element type 0x{:02x}; only unsigned bytes (0x08) are supported",
-        path, magic[2]));
-  }
+  KDP_CHECK(read_some(f.get(), magic, 4, path) == 4, IOError, "kdp::data",
+            "'{}' is too short to be an IDX file", path);
+  KDP_CHECK(!(magic[0] != 0 || magic[1] != 0), IOError, "kdp::data",
+            "'{}' is not an IDX file (magic number {:02x}{:02x}{:02x}{:02x} does not start "
+            "with two zero bytes)",
+            path, magic[0], magic[1], magic[2], magic[3]);
+  KDP_CHECK(magic[2] == 0x08, IOError, "kdp::data",
+            "'{}' holds IDX element type 0x{:02x}; only unsigned bytes (0x08) are supported", path,
+            magic[2]);
   const int rank = magic[3];
-  if (rank < 1 || rank > 4) {
-    throw IOError(fmt::format("kdp::data: '{}' claims {} dimensions; IDX files here have 1 to 4",
-                              path, rank));
-  }
+  KDP_CHECK(!(rank < 1 || rank > 4), IOError, "kdp::data",
+            "'{}' claims {} dimensions; IDX files here have 1 to 4", path, rank);
   IdxArray out;
   uint64_t total = 1;
   for (int d = 0; d < rank; ++d) {
     uint8_t b[4];
-    if (read_some(f.get(), b, 4, path) != 4) {
-      throw IOError(fmt::format("kdp::data: '{}' ends inside its header", path));
-    }
+    KDP_CHECK(read_some(f.get(), b, 4, path) == 4, IOError, "kdp::data",
+              "'{}' ends inside its header", path);
     const uint64_t size =
         (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
     out.dims.push_back(static_cast<int64_t>(size));
-    if (__builtin_mul_overflow(total, size, &total) || total > max_bytes) {
-      throw IOError(fmt::format(
-          "kdp::data: '{}' claims dimensions that need more than {} bytes; refusing to read it",
-          path, max_bytes));
-    }
+    KDP_CHECK(!(__builtin_mul_overflow(total, size, &total) || total > max_bytes), IOError,
+              "kdp::data",
+              "'{}' claims dimensions that need more than {} bytes; refusing to read it", path,
+              max_bytes);
   }
   // Grow with the data actually read, so a lying header cannot make us allocate.
   out.data.reserve(static_cast<size_t>(std::min<uint64_t>(total, uint64_t{64} << 20)));
@@ -91,18 +82,14 @@ IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
     out.data.resize(static_cast<size_t>(got) + chunk);
     const size_t r = read_some(f.get(), out.data.data() + got, chunk, path);
     got += r;
-    if (r < chunk) {
-      throw IOError(
-          fmt::format("kdp::data: '{}' is truncated: its header promises {} bytes of data "
-                      "but it ends after {}",
-                      path, total, got));
-    }
+    KDP_CHECK(r >= chunk, IOError, "kdp::data",
+              "'{}' is truncated: its header promises {} bytes of data "
+              "but it ends after {}",
+              path, total, got);
   }
   uint8_t extra = 0;
-  if (read_some(f.get(), &extra, 1, path) != 0) {
-    throw IOError(
-        fmt::format("kdp::data: '{}' has bytes after the {} its header promises", path, total));
-  }
+  KDP_CHECK(read_some(f.get(), &extra, 1, path) == 0, IOError, "kdp::data",
+            "'{}' has bytes after the {} its header promises", path, total);
   return out;
 }
 
@@ -115,13 +102,10 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   }
   bytes.insert(bytes.end(), data.begin(), data.end());
   Gz f(gzopen(path.c_str(), gzip ? "wb" : "wbT"));
-  if (!f)
-    throw IOError(
-        fmt::format("kdp::data: cannot create '{}': {}", path, describe_file_error(errno)));
-  if (gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) !=
-      static_cast<int>(bytes.size())) {
-    throw IOError(fmt::format("kdp::data: cannot write '{}': {}", path, gz_error(f.get())));
-  }
+  KDP_CHECK(f, IOError, "kdp::data", "cannot create '{}': {}", path, describe_file_error(errno));
+  KDP_CHECK(!(gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) !=
+              static_cast<int>(bytes.size())),
+            IOError, "kdp::data", "cannot write '{}': {}", path, gz_error(f.get()));
 }
 
 }  // namespace kdp::data

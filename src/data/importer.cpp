@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/check.hpp"
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -21,12 +22,10 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_interrupted(const std::string& out) {
-  if (StopSignal::requested()) {
-    throw IOError(
-        fmt::format("kdp::data: import into '{}' interrupted by signal {}; '{}' is left "
-                    "as it was",
-                    out, StopSignal::signal(), out));
-  }
+  KDP_CHECK(!StopSignal::requested(), IOError, "kdp::data",
+            "import into '{}' interrupted by signal {}; '{}' is left "
+            "as it was",
+            out, StopSignal::signal(), out);
 }
 
 void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions& options,
@@ -34,37 +33,28 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
   const IdxArray images = read_idx(src.images);
   check_interrupted(out);
   const IdxArray labels = read_idx(src.labels);
-  if (images.dims.size() < 2) {
-    throw IOError(
-        fmt::format("kdp::data: '{}' holds a {}-dimensional array; images need a sample "
-                    "dimension and at least one more",
-                    src.images, images.dims.size()));
-  }
-  if (labels.dims.size() != 1) {
-    throw IOError(
-        fmt::format("kdp::data: '{}' holds a {}-dimensional array; labels must be one "
-                    "number per sample",
-                    src.labels, labels.dims.size()));
-  }
-  if (images.count() == 0) {
-    throw IOError(fmt::format("kdp::data: '{}' holds no samples (its dimensions are [{}])",
-                              src.images, fmt::join(images.dims, ", ")));
-  }
-  if (images.data.empty()) {
-    throw IOError(fmt::format("kdp::data: '{}' holds samples of size 0 (its dimensions are [{}])",
-                              src.images, fmt::join(images.dims, ", ")));
-  }
-  if (images.count() != labels.count()) {
-    throw IOError(fmt::format("kdp::data: '{}' has {} images but '{}' has {} labels", src.images,
-                              images.count(), src.labels, labels.count()));
-  }
+  KDP_CHECK(images.dims.size() >= 2, IOError, "kdp::data",
+            "'{}' holds a {}-dimensional array; images need a sample "
+            "dimension and at least one more",
+            src.images, images.dims.size());
+  KDP_CHECK(labels.dims.size() == 1, IOError, "kdp::data",
+            "'{}' holds a {}-dimensional array; labels must be one "
+            "number per sample",
+            src.labels, labels.dims.size());
+  KDP_CHECK(images.count() != 0, IOError, "kdp::data",
+            "'{}' holds no samples (its dimensions are [{}])", src.images,
+            fmt::join(images.dims, ", "));
+  KDP_CHECK(!images.data.empty(), IOError, "kdp::data",
+            "'{}' holds samples of size 0 (its dimensions are [{}])", src.images,
+            fmt::join(images.dims, ", "));
+  KDP_CHECK(images.count() == labels.count(), IOError, "kdp::data",
+            "'{}' has {} images but '{}' has {} labels", src.images, images.count(), src.labels,
+            labels.count());
   for (size_t i = 0; i < labels.data.size(); ++i) {
-    if (labels.data[i] >= options.num_classes) {
-      throw IOError(
-          fmt::format("kdp::data: label {} of sample {} in '{}' is out of range for {} "
-                      "classes",
-                      labels.data[i], i, src.labels, options.num_classes));
-    }
+    KDP_CHECK(labels.data[i] < options.num_classes, IOError, "kdp::data",
+              "label {} of sample {} in '{}' is out of range for {} "
+              "classes",
+              labels.data[i], i, src.labels, options.num_classes);
   }
   if (file.exists(src.split)) H5Ldelete(file.id(), src.split.c_str(), H5P_DEFAULT);  // Overwrite
   io::h5::Group group = file.create_group(src.split);
@@ -100,28 +90,21 @@ void check_existing_output(const std::string& out, const std::vector<SplitSource
     try {
       return io::h5::File::open(out);
     } catch (const IOError& e) {
-      throw IOError(
-          fmt::format("kdp::data: '{}' exists and is not a kdp dataset ({}); kdp-data "
-                      "never writes into it",
-                      out, e.what()));
+      throw IOError("kdp::data", fmt::format("'{}' exists and is not a kdp dataset ({}); kdp-data "
+                                             "never writes into it",
+                                             out, e.what()));
     }
   }();
   const std::string format = file.has_attribute("format") ? file.attribute_string("format") : "";
-  if (format != "kdp-dataset") {
-    throw IOError(fmt::format(
-        "kdp::data: '{}' exists and is not a kdp dataset ({}); kdp-data never writes into it", out,
-        format.empty() ? "it has no format attribute" : "its format is '" + format + "'"));
-  }
+  KDP_CHECK(format == "kdp-dataset", IOError, "kdp::data",
+            "'{}' exists and is not a kdp dataset ({}); kdp-data never writes into it", out,
+            format.empty() ? "it has no format attribute" : "its format is '" + format + "'");
   for (const SplitSource& s : splits) {
     const bool has = file.exists(s.split);
-    if (options.existing == ExistingOutput::Refuse && !has) {
-      throw IOError(fmt::format("kdp::data: '{}' exists; --add-split adds the '{}' split to it",
-                                out, s.split));
-    }
-    if (options.existing != ExistingOutput::Overwrite && has) {
-      throw IOError(fmt::format("kdp::data: '{}' already has a '{}' split; --overwrite replaces it",
-                                out, s.split));
-    }
+    KDP_CHECK(!(options.existing == ExistingOutput::Refuse && !has), IOError, "kdp::data",
+              "'{}' exists; --add-split adds the '{}' split to it", out, s.split);
+    KDP_CHECK(!(options.existing != ExistingOutput::Overwrite && has), IOError, "kdp::data",
+              "'{}' already has a '{}' split; --overwrite replaces it", out, s.split);
   }
 }
 
@@ -137,26 +120,23 @@ uint64_t free_space(const std::string& path) {
 void copy_contents(const std::string& from, const std::string& to, const std::string& out) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  if (ec) {
-    throw IOError(
-        fmt::format("kdp::data: cannot write '{}': copying it to keep its other splits "
-                    "failed: {}; '{}' is left as it was",
-                    out, describe_file_error(ec.value()), out));
-  }
+  KDP_CHECK(!ec, IOError, "kdp::data",
+            "cannot write '{}': copying it to keep its other splits "
+            "failed: {}; '{}' is left as it was",
+            out, describe_file_error(ec.value()), out);
 }
 
 }  // namespace
 
 void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
                 const ImportOptions& options) {
-  if (splits.empty()) throw ValueError("kdp::data::import_idx: no splits to import");
+  KDP_CHECK(!splits.empty(), ValueError, "kdp::data::import_idx", "no splits to import");
   for (const auto& s : splits) {
-    if (s.split.empty() || s.split.find('/') != std::string::npos) {
-      throw ValueError(
-          fmt::format("kdp::data::import_idx: split name '{}' must be non-empty and "
-                      "without '/'",
-                      s.split));
-    }
+    KDP_CHECK(!(s.split.empty() || s.split.find('/') != std::string::npos), ValueError,
+              "kdp::data::import_idx",
+              "split name '{}' must be non-empty and "
+              "without '/'",
+              s.split);
   }
   const bool exists = path_exists(out);
   if (exists) check_existing_output(out, splits, options);
@@ -202,12 +182,10 @@ std::string find_fashion_mnist() {
   const char* env = std::getenv("KDP_FASHION_MNIST_DIR");
   const std::string dir =
       env != nullptr && *env != '\0' ? env : "/usr/share/datasets/fashion-mnist";
-  if (!fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz")) {
-    throw IOError(fmt::format(
-        "kdp::data: Fashion-MNIST not found in '{}' (install Debian's dataset-fashion-mnist or set "
-        "KDP_FASHION_MNIST_DIR)",
-        dir));
-  }
+  KDP_CHECK(!(!fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz")), IOError, "kdp::data",
+            "Fashion-MNIST not found in '{}' (install Debian's dataset-fashion-mnist or set "
+            "KDP_FASHION_MNIST_DIR)",
+            dir);
   return dir;
 }
 

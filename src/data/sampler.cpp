@@ -4,6 +4,7 @@
 
 #include <numeric>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::data {
@@ -28,7 +29,7 @@ uint64_t bounded(uint64_t& state, uint64_t bound) {
 }
 
 void check_size(const char* who, int64_t n) {
-  if (n < 0) throw ValueError(fmt::format("{}: dataset size {} is negative", who, n));
+  KDP_CHECK(n >= 0, ValueError, who, "dataset size {} is negative", n);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
@@ -99,8 +100,8 @@ struct Communicator::Impl {
       char text[MPI_MAX_ERROR_STRING];
       int len = 0;
       MPI_Error_string(code, text, &len);
-      throw CommError(fmt::format("kdp::dist: {} failed on rank {} of {}: {}", what, rank, size,
-                                  std::string(text, static_cast<size_t>(len))));
+      throw CommError("kdp::dist", fmt::format("{} failed on rank {} of {}: {}", what, rank, size,
+                                               std::string(text, static_cast<size_t>(len))));
     }
 #else
     (void)code;
@@ -348,12 +349,11 @@ Communicator Communicator::world() {
     MPI_Comm_size(impl->comm, &impl->size);
     int level = 0;
     MPI_Query_thread(&level);
-    if (level < MPI_THREAD_MULTIPLE && impl->size > 1) {
-      throw CommError(fmt::format(
-          "kdp::dist::Communicator: MPI provides thread level {} but kdp communicates from a "
-          "thread of its own and needs MPI_THREAD_MULTIPLE",
-          level));
-    }
+    KDP_CHECK(!(level < MPI_THREAD_MULTIPLE && impl->size > 1), CommError,
+              "kdp::dist::Communicator",
+              "MPI provides thread level {} but kdp communicates from a "
+              "thread of its own and needs MPI_THREAD_MULTIPLE",
+              level);
   }
 #endif
   return Communicator(impl);
@@ -445,10 +445,8 @@ void Communicator::allreduce(int64_t* data, size_t count, ReduceOp op) {
 
 namespace {
 void check_root(const Communicator::Impl& impl, int root) {
-  if (root < 0 || root >= impl.size) {
-    throw ValueError(
-        fmt::format("kdp::dist::broadcast: root {} is not a rank of {}", root, impl.size));
-  }
+  KDP_CHECK(!(root < 0 || root >= impl.size), ValueError, "kdp::dist::broadcast",
+            "root {} is not a rank of {}", root, impl.size);
 }
 
 std::shared_ptr<State> broadcast_state(Communicator::Impl& impl, void* data, size_t bytes, int root,
@@ -542,16 +540,14 @@ std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, s
 }
 
 Tensor Communicator::allgather(const Tensor& t) {
-  if (t.dim() == 0) throw ShapeError("kdp::dist::allgather: give the tensor a first dimension");
+  KDP_CHECK(t.dim() != 0, ShapeError, "kdp::dist::allgather", "give the tensor a first dimension");
   const std::vector<float> mine = t.to_vector();
   const auto parts = allgather_bytes(mine.data(), mine.size() * sizeof(float));
   std::vector<float> all;
   for (size_t r = 0; r < parts.size(); ++r) {
-    if (parts[r].size() != mine.size() * sizeof(float)) {
-      throw ShapeError(
-          fmt::format("kdp::dist::allgather: rank {} sent {} elements but rank {} has {} ({})", r,
-                      parts[r].size() / sizeof(float), impl_->rank, mine.size(), t.shape().str()));
-    }
+    KDP_CHECK(parts[r].size() == mine.size() * sizeof(float), ShapeError, "kdp::dist::allgather",
+              "rank {} sent {} elements but rank {} has {} ({})", r,
+              parts[r].size() / sizeof(float), impl_->rank, mine.size(), t.shape().str());
     const auto* f = reinterpret_cast<const float*>(parts[r].data());
     all.insert(all.end(), f, f + mine.size());
   }

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "kdp/autograd/engine.hpp"
 #include "kdp/autograd/grad_mode.hpp"
@@ -69,13 +70,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       module_(std::move(module)),
       comm_(std::move(comm)),
       options_(options) {
-  if (!module_) throw StateError("kdp::dist::DistributedDataParallel: the module is null");
-  if (!(options_.bucket_cap_mb > 0.0) || !(options_.first_bucket_mb > 0.0)) {
-    throw ValueError(fmt::format(
-        "kdp::dist::DistributedDataParallel: bucket sizes must be positive (bucket_cap_mb={}, "
-        "first_bucket_mb={})",
-        options_.bucket_cap_mb, options_.first_bucket_mb));
-  }
+  KDP_CHECK(module_, StateError, "kdp::dist::DistributedDataParallel", "the module is null");
+  KDP_CHECK(!(!(options_.bucket_cap_mb > 0.0) || !(options_.first_bucket_mb > 0.0)), ValueError,
+            "kdp::dist::DistributedDataParallel",
+            "bucket sizes must be positive (bucket_cap_mb={}, "
+            "first_bucket_mb={})",
+            options_.bucket_cap_mb, options_.first_bucket_mb);
   register_module("module", module_);
   check_same_model_on_all_ranks();
   broadcast_state();
@@ -132,12 +132,12 @@ void DistributedDataParallel::check_same_model_on_all_ranks() {
     for (const auto& [entry, ranks] : groups) {
       parts.push_back(fmt::format("{} on {}", entry, rank_list(ranks)));
     }
-    throw CommError(fmt::format(
-        "kdp::dist::DistributedDataParallel: ranks hold different models (checked on rank {} of "
-        "{}): entry {} is {}",
-        comm_.rank(), comm_.size(), i, fmt::join(parts, " but ")));
+    throw CommError("kdp::dist::DistributedDataParallel",
+                    fmt::format("ranks hold different models (checked on rank {} of "
+                                "{}): entry {} is {}",
+                                comm_.rank(), comm_.size(), i, fmt::join(parts, " but ")));
   }
-  throw CommError("kdp::dist::DistributedDataParallel: ranks hold different models");
+  throw CommError("kdp::dist::DistributedDataParallel", "ranks hold different models");
 }
 
 void DistributedDataParallel::broadcast_state() {
@@ -156,12 +156,10 @@ void DistributedDataParallel::build_buckets() {
   if (params_.empty()) return;
   const Device device = params_[0].second.device();
   for (const auto& [name, p] : params_) {
-    if (p.device() != device) {
-      throw DeviceError(fmt::format(
-          "kdp::dist::DistributedDataParallel: parameter '{}' is on {} but '{}' on {}; keep the "
-          "module on one device (wrap DataParallel inside for several)",
-          name, p.device().str(), params_[0].first, device.str()));
-    }
+    KDP_CHECK(p.device() == device, DeviceError, "kdp::dist::DistributedDataParallel",
+              "parameter '{}' is on {} but '{}' on {}; keep the "
+              "module on one device (wrap DataParallel inside for several)",
+              name, p.device().str(), params_[0].first, device.str());
   }
   slot_of_.assign(params_.size(), {0, 0});
   std::vector<GradientBucket::Slot> slots;
@@ -279,11 +277,11 @@ void DistributedDataParallel::check_unused(const std::vector<Tensor>& outputs) {
   if (!options_.find_unused_parameters) {
     std::vector<std::string> names;
     for (size_t i : unused) names.push_back(params_[i].first);
-    throw StateError(fmt::format(
-        "kdp::dist::DistributedDataParallel: parameters {} took no part in producing the output "
-        "on rank {}, so their gradients would never be reduced; pass "
-        "find_unused_parameters = true in DDPOptions if that is intended",
-        fmt::join(names, ", "), comm_.rank()));
+    throw StateError("kdp::dist::DistributedDataParallel",
+                     fmt::format("parameters {} took no part in producing the output "
+                                 "on rank {}, so their gradients would never be reduced; pass "
+                                 "find_unused_parameters = true in DDPOptions if that is intended",
+                                 fmt::join(names, ", "), comm_.rank()));
   }
   if (!sync_) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
@@ -303,10 +301,10 @@ Tensor DistributedDataParallel::forward(const nn::TensorList& inputs) {
       for (size_t i = 0; i < params_.size(); ++i) {
         if (!ready_[i]) missing.push_back(params_[i].first);
       }
-      throw StateError(fmt::format(
-          "kdp::dist::DistributedDataParallel: the previous backward on rank {} gave no gradient "
-          "to {}; their reduction cannot complete",
-          comm_.rank(), fmt::join(missing, ", ")));
+      throw StateError("kdp::dist::DistributedDataParallel",
+                       fmt::format("the previous backward on rank {} gave no gradient "
+                                   "to {}; their reduction cannot complete",
+                                   comm_.rank(), fmt::join(missing, ", ")));
     }
   }
   if (options_.broadcast_buffers && comm_.size() > 1) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::dist {
@@ -34,10 +35,8 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::set_timeout_seconds(double seconds) {
-  if (!(seconds > 0.0)) {
-    throw ValueError(
-        fmt::format("kdp::dist::CollectiveWatchdog: timeout {} s is not positive", seconds));
-  }
+  KDP_CHECK(seconds > 0.0, ValueError, "kdp::dist::CollectiveWatchdog",
+            "timeout {} s is not positive", seconds);
   std::lock_guard<std::mutex> lock(mutex_);
   timeout_ = seconds;
 }

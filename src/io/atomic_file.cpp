@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::io {
@@ -18,15 +19,13 @@ namespace fs = std::filesystem;
 
 void fsync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    throw IOError(
-        fmt::format("kdp::io: cannot open '{}' to sync it: {}", path, describe_file_error(errno)));
+  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot open '{}' to sync it: {}", path,
+            describe_file_error(errno));
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (rc != 0)
-    throw IOError(
-        fmt::format("kdp::io: cannot sync '{}' to disk: {}", path, describe_file_error(err)));
+  KDP_CHECK(rc == 0, IOError, "kdp::io", "cannot sync '{}' to disk: {}", path,
+            describe_file_error(err));
 }
 
 void fsync_directory(const std::string& dir) {
@@ -40,10 +39,8 @@ void write_whole_file(const std::string& path, const void* data, size_t size,
                       const std::string& target) {
   const std::string& named = target.empty() ? path : target;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw IOError(fmt::format("kdp::io: cannot write '{}': cannot create '{}': {}", named, path,
-                              describe_file_error(errno)));
-  }
+  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot write '{}': cannot create '{}': {}", named, path,
+            describe_file_error(errno));
   const char* bytes = static_cast<const char*>(data);
   size_t done = 0;
   while (done < size) {
@@ -52,14 +49,13 @@ void write_whole_file(const std::string& path, const void* data, size_t size,
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       ::close(fd);
-      throw IOError(fmt::format("kdp::io: cannot write '{}' ({} of {} bytes written): {}", named,
-                                done, size, describe_file_error(err)));
+      throw IOError("kdp::io", fmt::format("cannot write '{}' ({} of {} bytes written): {}", named,
+                                           done, size, describe_file_error(err)));
     }
     done += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0) {
-    throw IOError(fmt::format("kdp::io: cannot write '{}': {}", named, describe_file_error(errno)));
-  }
+  KDP_CHECK(::close(fd) == 0, IOError, "kdp::io", "cannot write '{}': {}", named,
+            describe_file_error(errno));
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
@@ -72,10 +68,8 @@ AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
   static std::atomic<int> counter{0};
   const fs::path t(target_);
   const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
-  if (!fs::is_directory(dir)) {
-    throw IOError(fmt::format("kdp::io: cannot write '{}': directory '{}' does not exist", target_,
-                              dir.string()));
-  }
+  KDP_CHECK(fs::is_directory(dir), IOError, "kdp::io",
+            "cannot write '{}': directory '{}' does not exist", target_, dir.string());
   temp_ =
       (dir / fmt::format(".{}.tmp.{}.{}", t.filename().string(), ::getpid(), counter++)).string();
 }
@@ -86,10 +80,8 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::commit() {
   fsync_file(temp_);
-  if (std::rename(temp_.c_str(), target_.c_str()) != 0) {
-    throw IOError(fmt::format("kdp::io: cannot move '{}' into place as '{}': {}", temp_, target_,
-                              describe_file_error(errno)));
-  }
+  KDP_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, IOError, "kdp::io",
+            "cannot move '{}' into place as '{}': {}", temp_, target_, describe_file_error(errno));
   committed_ = true;
   const fs::path t(target_);
   fsync_directory(t.has_parent_path() ? t.parent_path().string() : ".");

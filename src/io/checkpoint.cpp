@@ -9,6 +9,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "core/check.hpp"
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -53,10 +54,8 @@ void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
   // A checkpoint is what a run goes back to: one with a NaN would carry it
   // into every run resumed from it.
   const std::string bad = first_non_finite(values.data(), t.numel(), t.shape());
-  if (!bad.empty()) {
-    throw NumericalError(fmt::format(
-        "kdp::io::save_checkpoint: '{}' holds {}; '{}' was not written", entry, bad, path));
-  }
+  KDP_CHECK(bad.empty(), NumericalError, "kdp::io::save_checkpoint",
+            "'{}' holds {}; '{}' was not written", entry, bad, path);
   if (is_count_entry(name)) {
     // PyTorch stores BatchNorm's count as int64: so does the file.
     std::vector<int64_t> counts(values.size());
@@ -71,21 +70,18 @@ void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
 // A tensor read from a checkpoint holds only finite values.
 void check_finite(const float* values, const Tensor& t, const h5::Dataset& d) {
   const std::string bad = first_non_finite(values, t.numel(), t.shape());
-  if (!bad.empty()) {
-    throw IOError(
-        fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}; a checkpoint with "
-                    "non-finite values is not loaded",
-                    d.path(), d.file(), bad));
-  }
+  KDP_CHECK(bad.empty(), IOError, "kdp::io",
+            "checkpoint entry '{}' in '{}' holds {}; a checkpoint with "
+            "non-finite values is not loaded",
+            d.path(), d.file(), bad);
 }
 
 Tensor read_tensor(const h5::Dataset& d) {
   const std::vector<int64_t> dims = d.dims();
   const bool count = d.type() == h5::Type::Int64 && is_count_entry(d.path());
-  if (d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64 && !count) {
-    throw IOError(fmt::format("kdp::io: checkpoint entry '{}' in '{}' holds {}, not floats",
-                              d.path(), d.file(), h5::to_string(d.type())));
-  }
+  KDP_CHECK(!(d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64 && !count), IOError,
+            "kdp::io", "checkpoint entry '{}' in '{}' holds {}, not floats", d.path(), d.file(),
+            h5::to_string(d.type()));
   if (compat::host_accessible_memory()) {
     // Straight into the tensor: no staging copy of what may be gigabytes. The
     // size is checked against the file before the tensor is allocated.
@@ -103,19 +99,16 @@ Tensor read_tensor(const h5::Dataset& d) {
 
 h5::File open_checkpoint(const std::string& path) {
   h5::File f = h5::File::open(path);
-  if (!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint") {
-    throw IOError(
-        fmt::format("kdp::io: '{}' is not a kdp checkpoint (no format attribute "
-                    "'kdp-checkpoint')",
-                    path));
-  }
+  KDP_CHECK(!(!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint"),
+            IOError, "kdp::io",
+            "'{}' is not a kdp checkpoint (no format attribute "
+            "'kdp-checkpoint')",
+            path);
   const int64_t version = f.attribute_int("format_version");
-  if (version > kFormatVersion) {
-    throw IOError(
-        fmt::format("kdp::io: '{}' has checkpoint format version {}; this kdp reads up "
-                    "to {}",
-                    path, version, kFormatVersion));
-  }
+  KDP_CHECK(version <= kFormatVersion, IOError, "kdp::io",
+            "'{}' has checkpoint format version {}; this kdp reads up "
+            "to {}",
+            path, version, kFormatVersion);
   return f;
 }
 
@@ -135,10 +128,8 @@ TrainingState read_training_state(const h5::File& f, const std::string& path) {
   // A count below `least` cannot come from a run: the file is corrupt.
   auto count = [&](const char* name, int64_t least) {
     const int64_t v = f.attribute_int(name);
-    if (v < least) {
-      throw IOError(fmt::format("kdp::io: {} = {} in '{}' is below {}: not a checkpoint kdp wrote",
-                                name, v, path, least));
-    }
+    KDP_CHECK(v >= least, IOError, "kdp::io",
+              "{} = {} in '{}' is below {}: not a checkpoint kdp wrote", name, v, path, least);
     return v;
   };
   TrainingState s;
@@ -153,10 +144,10 @@ TrainingState read_training_state(const h5::File& f, const std::string& path) {
   for (const std::string& r : f.attribute_strings("rng_states")) {
     const size_t colon = r.find(':');
     uint64_t seed = 0, offset = 0;
-    if (colon == std::string::npos || !parse_u64(std::string_view(r).substr(0, colon), seed) ||
-        !parse_u64(std::string_view(r).substr(colon + 1), offset)) {
-      throw IOError(fmt::format("kdp::io: rng state '{}' in '{}' is not seed:offset", r, path));
-    }
+    KDP_CHECK(
+        !(colon == std::string::npos || !parse_u64(std::string_view(r).substr(0, colon), seed) ||
+          !parse_u64(std::string_view(r).substr(colon + 1), offset)),
+        IOError, "kdp::io", "rng state '{}' in '{}' is not seed:offset", r, path);
     s.rng.emplace_back(seed, offset);
   }
   h5::Group values = f.open_group("training");
@@ -201,12 +192,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
         std::tuple{"batch_in_epoch", state.batch_in_epoch, 0},
         std::tuple{"world_size", state.world_size, 1},
         std::tuple{"devices_per_rank", state.devices_per_rank, 1}}) {
-    if (v < least) {
-      throw ValueError(
-          fmt::format("kdp::io::save_checkpoint: {} = {} is below {}; '{}' was not "
-                      "written",
-                      name, v, least, path));
-    }
+    KDP_CHECK(v >= least, ValueError, "kdp::io::save_checkpoint",
+              "{} = {} is below {}; '{}' was not "
+              "written",
+              name, v, least, path);
   }
   AtomicFile target(path);
   {
@@ -392,8 +381,8 @@ std::vector<std::string> layout_mismatches(const Layout& saved, const nn::Module
 }
 
 [[noreturn]] void does_not_fit(const std::string& path, const std::vector<std::string>& problems) {
-  throw IOError(fmt::format("kdp::io: checkpoint '{}' does not fit this model: {}", path,
-                            fmt::join(problems, "; ")));
+  throw IOError("kdp::io", fmt::format("checkpoint '{}' does not fit this model: {}", path,
+                                       fmt::join(problems, "; ")));
 }
 
 }  // namespace
@@ -432,10 +421,8 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     const int64_t n =
         checked_numel(m.open_dataset(name).dims(), sizeof(float),
                       fmt::format("kdp::io: checkpoint entry '/model/{}' in '{}'", name, path));
-    if (__builtin_add_overflow(info.model_numel, n, &info.model_numel)) {
-      throw IOError(
-          fmt::format("kdp::io: the model in '{}' claims more values than can be counted", path));
-    }
+    KDP_CHECK(!__builtin_add_overflow(info.model_numel, n, &info.model_numel), IOError, "kdp::io",
+              "the model in '{}' claims more values than can be counted", path);
   }
   info.config = info.state.run_config;
   info.recorded_partially = info.config.empty();

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 #include "kdp/io/atomic_file.hpp"
@@ -59,15 +60,13 @@ bool process_runs(long pid) {
 
 CheckpointDirectory::CheckpointDirectory(std::string dir, int keep_last, RunConfig config)
     : dir_(std::move(dir)), keep_last_(keep_last), config_(std::move(config)) {
-  if (keep_last < 1) {
-    throw ValueError(fmt::format("kdp::io::CheckpointDirectory: keep_last {} < 1", keep_last));
-  }
+  KDP_CHECK(keep_last >= 1, ValueError, "kdp::io::CheckpointDirectory", "keep_last {} < 1",
+            keep_last);
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec || !fs::is_directory(dir_)) {
-    throw IOError(fmt::format("kdp::io: cannot create checkpoint directory '{}': {}", dir_,
-                              ec ? ec.message() : "not a directory"));
-  }
+  KDP_CHECK(!(ec || !fs::is_directory(dir_)), IOError, "kdp::io",
+            "cannot create checkpoint directory '{}': {}", dir_,
+            ec ? ec.message() : "not a directory");
 }
 
 std::string CheckpointDirectory::path_for(int64_t global_step) const {
@@ -92,24 +91,22 @@ std::string CheckpointDirectory::lock_path() const {
 
 FileLock CheckpointDirectory::lock(bool require) const {
   // A read-only directory (or file system) is named as such, before any file.
-  if (::access(dir_.c_str(), W_OK) != 0) {
-    throw IOError(fmt::format("kdp::io: cannot write in the checkpoint directory '{}': {}", dir_,
-                              describe_file_error(errno)));
-  }
+  KDP_CHECK(::access(dir_.c_str(), W_OK) == 0, IOError, "kdp::io",
+            "cannot write in the checkpoint directory '{}': {}", dir_, describe_file_error(errno));
   FileLock lock = FileLock::try_acquire(lock_path());
   if (lock.busy()) {
     std::string owner = FileLock::owner(lock_path());
     if (owner.empty()) owner = FileLock::holder(lock_path());
     throw RunDirectoryError(
         RunDirectoryError::Reason::InUse,
-        fmt::format("kdp::train: the checkpoint directory '{}' is in use by another run ({})", dir_,
+        fmt::format("the checkpoint directory '{}' is in use by another run ({})", dir_,
                     owner.empty() ? "a process kdp cannot name holds its lock" : owner),
         "", "Wait for that run to end, or use another checkpoint directory.");
   }
   if (lock.unsupported() && require) {
     throw RunDirectoryError(
         RunDirectoryError::Reason::CannotLock,
-        fmt::format("kdp::train: cannot lock the checkpoint directory '{}': its file system has "
+        fmt::format("cannot lock the checkpoint directory '{}': its file system has "
                     "no working locks ({}), so nothing would keep a second run from writing the "
                     "same checkpoints",
                     dir_, lock.reason()),
@@ -169,10 +166,8 @@ std::optional<RunConfig> CheckpointDirectory::recorded_config() const {
   std::ifstream in(path);
   std::stringstream text;
   if (in) text << in.rdbuf();
-  if (!in) {
-    throw IOError(fmt::format("kdp::io: cannot read the run configuration '{}': {}", path,
-                              describe_file_error(errno)));
-  }
+  KDP_CHECK(in, IOError, "kdp::io", "cannot read the run configuration '{}': {}", path,
+            describe_file_error(errno));
   return run_config_from_json(text.str(), path);
 }
 
@@ -225,7 +220,7 @@ std::vector<std::pair<std::string, std::string>> CheckpointDirectory::discard() 
   for (const std::string& path : doomed) {
     std::error_code ec;
     fs::remove(path, ec);
-    if (ec) throw IOError(fmt::format("kdp::io: cannot remove '{}': {}", path, ec.message()));
+    KDP_CHECK(!ec, IOError, "kdp::io", "cannot remove '{}': {}", path, ec.message());
   }
   fsync_directory(dir_);
   return kept;
@@ -234,9 +229,7 @@ std::vector<std::pair<std::string, std::string>> CheckpointDirectory::discard() 
 std::string CheckpointDirectory::reject(const std::string& path) const {
   std::error_code ec;
   fs::create_directories(rejected_dir(), ec);
-  if (ec) {
-    throw IOError(fmt::format("kdp::io: cannot create '{}': {}", rejected_dir(), ec.message()));
-  }
+  KDP_CHECK(!ec, IOError, "kdp::io", "cannot create '{}': {}", rejected_dir(), ec.message());
   const fs::path name = fs::path(path).filename();
   fs::path target = fs::path(rejected_dir()) / name;
   for (int n = 1; fs::exists(target); ++n) {
@@ -244,10 +237,8 @@ std::string CheckpointDirectory::reject(const std::string& path) const {
              fmt::format("{}.{}{}", name.stem().string(), n, name.extension().string());
   }
   fs::rename(path, target, ec);
-  if (ec) {
-    throw IOError(
-        fmt::format("kdp::io: cannot move '{}' to '{}': {}", path, target.string(), ec.message()));
-  }
+  KDP_CHECK(!ec, IOError, "kdp::io", "cannot move '{}' to '{}': {}", path, target.string(),
+            ec.message());
   fsync_directory(rejected_dir());
   fsync_directory(dir_);
   return target.string();

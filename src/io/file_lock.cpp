@@ -14,6 +14,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 
@@ -110,10 +111,8 @@ FileLock FileLock::try_acquire(const std::string& path) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     lock.release();
     lock.fd_ = open_or_create(path, lock.created_);
-    if (lock.fd_ < 0) {
-      throw IOError(fmt::format("kdp::io: cannot open '{}' to lock it: {}", path,
-                                describe_file_error(errno)));
-    }
+    KDP_CHECK(lock.fd_ >= 0, IOError, "kdp::io", "cannot open '{}' to lock it: {}", path,
+              describe_file_error(errno));
     created_any = created_any || lock.created_;
     int rc = 0;
     do {
@@ -135,10 +134,9 @@ FileLock FileLock::try_acquire(const std::string& path) {
       return lock;
     }
   }
-  throw IOError(
-      fmt::format("kdp::io: cannot lock '{}': it is removed and created again "
-                  "continually",
-                  path));
+  throw IOError("kdp::io", fmt::format("cannot lock '{}': it is removed and created again "
+                                       "continually",
+                                       path));
 }
 
 std::string FileLock::reason() const {

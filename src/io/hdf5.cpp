@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
@@ -61,8 +62,8 @@ std::string last_error() {
 
 [[noreturn]] void fail(const std::string& what, const std::string& object,
                        const std::string& file) {
-  throw IOError(
-      fmt::format("kdp::io: cannot {} '{}' in '{}': {}", what, object, file, last_error()));
+  throw IOError("kdp::io",
+                fmt::format("cannot {} '{}' in '{}': {}", what, object, file, last_error()));
 }
 
 std::string join_path(const std::string& base, const std::string& name) {
@@ -223,10 +224,8 @@ std::vector<std::string> Object::attribute_strings(const std::string& name) cons
   Handle a = open_attribute(*this, name);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   Handle space(H5Aget_space(a.id()), H5Sclose);
-  if (H5Tget_class(type.id()) != H5T_STRING) {
-    throw IOError(
-        fmt::format("kdp::io: attribute {} of '{}' in '{}' is not text", name, path_, file_));
-  }
+  KDP_CHECK(H5Tget_class(type.id()) == H5T_STRING, IOError, "kdp::io",
+            "attribute {} of '{}' in '{}' is not text", name, path_, file_);
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
   std::vector<std::string> out;
   if (n <= 0) return out;
@@ -354,10 +353,8 @@ std::vector<std::string> Group::members() const {
 
 Dataset Group::open_dataset(const std::string& name, size_t cache_bytes) const {
   silence_errors();
-  if (!exists(name)) {
-    throw IOError(
-        fmt::format("kdp::io: there is no dataset '{}' in '{}'", join_path(path_, name), file_));
-  }
+  KDP_CHECK(exists(name), IOError, "kdp::io", "there is no dataset '{}' in '{}'",
+            join_path(path_, name), file_);
   Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
   if (cache_bytes > 0) {
     // A prime number of hash slots, ample for the chunks that fit in the cache.
@@ -394,20 +391,17 @@ File File::open(const std::string& path, Mode mode) {
   // block on it.
   require_regular_file(path, "kdp::io");
   const int fd = ::open(path.c_str(), (mode == Mode::ReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK);
-  if (fd < 0) {
-    throw IOError(fmt::format("kdp::io: cannot open '{}': {}", path, describe_file_error(errno)));
-  }
+  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot open '{}': {}", path, describe_file_error(errno));
   ::close(fd);
   Handle f(
       H5Fopen(path.c_str(), mode == Mode::ReadOnly ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
       H5Fclose);
   if (!f.valid()) {
     const std::string why = last_error();
-    if (H5Fis_hdf5(path.c_str()) == 0) {
-      throw IOError(fmt::format("kdp::io: cannot open '{}': it is not an HDF5 file", path));
-    }
+    KDP_CHECK(H5Fis_hdf5(path.c_str()) != 0, IOError, "kdp::io",
+              "cannot open '{}': it is not an HDF5 file", path);
     H5Eclear2(H5E_DEFAULT);
-    throw IOError(fmt::format("kdp::io: cannot open HDF5 file '{}': {}", path, why));
+    throw IOError("kdp::io", fmt::format("cannot open HDF5 file '{}': {}", path, why));
   }
   return File(std::move(f), path, "/");
 }
@@ -415,9 +409,7 @@ File File::open(const std::string& path, Mode mode) {
 File File::create(const std::string& path) {
   silence_errors();
   Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  if (!f.valid()) {
-    throw IOError(fmt::format("kdp::io: cannot create HDF5 file '{}': {}", path, last_error()));
-  }
+  KDP_CHECK(f.valid(), IOError, "kdp::io", "cannot create HDF5 file '{}': {}", path, last_error());
   return File(std::move(f), path, "/");
 }
 
@@ -426,10 +418,8 @@ File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_core(fapl.id(), std::max(size_t{1} << 20, expected_bytes), /*backing_store=*/0);
   Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
-  if (!f.valid()) {
-    throw IOError(
-        fmt::format("kdp::io: cannot create in-memory HDF5 file '{}': {}", name, last_error()));
-  }
+  KDP_CHECK(f.valid(), IOError, "kdp::io", "cannot create in-memory HDF5 file '{}': {}", name,
+            last_error());
   return File(std::move(f), name, "/");
 }
 
@@ -495,21 +485,20 @@ void Dataset::check_plausible() const {
   const unsigned __int128 limit = stored * 2048 + (static_cast<unsigned __int128>(64) << 20);
   if (total > limit) {
     logical = total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total);
-    throw IOError(
-        fmt::format("kdp::io: '{}' in '{}' claims {} bytes of data ([{}]) but the file "
-                    "stores {} bytes for it; refusing to read it",
-                    path_, file_, logical, fmt::join(d, ", "), static_cast<uint64_t>(stored)));
+    throw IOError("kdp::io", fmt::format("'{}' in '{}' claims {} bytes of data ([{}]) but the file "
+                                         "stores {} bytes for it; refusing to read it",
+                                         path_, file_, logical, fmt::join(d, ", "),
+                                         static_cast<uint64_t>(stored)));
   }
   // Contiguous and compact data is stored whole, or not at all (fill values):
   // a part of it is a corrupt header, which HDF5 itself would read past.
   Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
-  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED && stored != 0 && stored < total) {
-    throw IOError(fmt::format(
-        "kdp::io: '{}' in '{}' claims {} bytes of data ([{}]) stored in one piece but the "
-        "file stores {} bytes for it; refusing to read it",
-        path_, file_, static_cast<uint64_t>(total), fmt::join(d, ", "),
-        static_cast<uint64_t>(stored)));
-  }
+  KDP_CHECK(!(H5Pget_layout(dcpl.id()) != H5D_CHUNKED && stored != 0 && stored < total), IOError,
+            "kdp::io",
+            "'{}' in '{}' claims {} bytes of data ([{}]) stored in one piece but the "
+            "file stores {} bytes for it; refusing to read it",
+            path_, file_, static_cast<uint64_t>(total), fmt::join(d, ", "),
+            static_cast<uint64_t>(stored));
 }
 
 Type Dataset::type() const {
@@ -555,16 +544,15 @@ void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ra
                               T* out) const {
   silence_errors();
   const std::vector<int64_t> d = dims();
-  if (d.empty()) throw IOError(fmt::format("kdp::io: '{}' in '{}' is a scalar", path_, file_));
+  KDP_CHECK(!d.empty(), IOError, "kdp::io", "'{}' in '{}' is a scalar", path_, file_);
   Handle file_space(H5Dget_space(id()), H5Sclose);
   H5Sselect_none(file_space.id());
   std::vector<hsize_t> start(d.size(), 0), count(d.begin(), d.end());
   hsize_t rows = 0;
   for (const auto& [first, n] : ranges) {
-    if (first < 0 || n < 0 || first + n > d[0]) {
-      throw IOError(fmt::format("kdp::io: rows [{}, {}) are outside '{}' ({} rows) in '{}'", first,
-                                first + n, path_, d[0], file_));
-    }
+    KDP_CHECK(!(first < 0 || n < 0 || first + n > d[0]), IOError, "kdp::io",
+              "rows [{}, {}) are outside '{}' ({} rows) in '{}'", first, first + n, path_, d[0],
+              file_);
     if (n == 0) continue;
     start[0] = static_cast<hsize_t>(first);
     count[0] = static_cast<hsize_t>(n);
@@ -612,10 +600,9 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   silence_errors();
   const std::vector<int64_t> d = dims();
   if (d.empty()) return false;
-  if (start < 0 || count < 0 || start + count > d[0]) {
-    throw IOError(fmt::format("kdp::io: rows [{}, {}) are outside '{}' ({} rows) in '{}'", start,
-                              start + count, path_, d[0], file_));
-  }
+  KDP_CHECK(!(start < 0 || count < 0 || start + count > d[0]), IOError, "kdp::io",
+            "rows [{}, {}) are outside '{}' ({} rows) in '{}'", start, start + count, path_, d[0],
+            file_);
   Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
   if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED) return false;
   const int rank = static_cast<int>(d.size());
@@ -670,12 +657,10 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
       H5Eclear2(H5E_DEFAULT);
       return false;
     }
-    if (stored[i] > bound) {
-      throw IOError(fmt::format(
-          "kdp::io: the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
-          "the file is corrupt",
-          row_of(i), path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes));
-    }
+    KDP_CHECK(stored[i] <= bound, IOError, "kdp::io",
+              "the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
+              "the file is corrupt",
+              row_of(i), path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes);
   }
 
   struct Piece {
@@ -715,12 +700,10 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
       std::memcpy(target, p.bytes.data(), chunk_bytes);
       ok = true;
     }
-    if (!ok) {
-      throw IOError(fmt::format(
-          "kdp::io: the chunk at row {} of '{}' in '{}' does not inflate to its {} bytes; the "
-          "file is corrupt",
-          row0, path_, file_, chunk_bytes));
-    }
+    KDP_CHECK(ok, IOError, "kdp::io",
+              "the chunk at row {} of '{}' in '{}' does not inflate to its {} bytes; the "
+              "file is corrupt",
+              row0, path_, file_, chunk_bytes);
     if (!whole) {
       std::memcpy(dst, scratch.data() + static_cast<size_t>(from - row0) * row_bytes,
                   static_cast<size_t>(to - from) * row_bytes);

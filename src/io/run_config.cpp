@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/version.hpp"
 
@@ -77,46 +78,40 @@ std::string run_config_to_json(const RunConfig& config) {
 }
 
 RunConfig run_config_from_json(const std::string& text, const std::string& source) {
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
-    throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: it is empty", source));
-  }
+  KDP_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, IOError, "kdp::io",
+            "'{}' is not a run configuration: it is empty", source);
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw IOError(fmt::format(
-        "kdp::io: '{}' is not a run configuration: it is not JSON (a syntax error at byte {})",
-        source, e.byte));
+    throw IOError(
+        "kdp::io",
+        fmt::format("'{}' is not a run configuration: it is not JSON (a syntax error at byte {})",
+                    source, e.byte));
   } catch (const nlohmann::json::exception&) {
-    throw IOError(fmt::format("kdp::io: '{}' is not a run configuration: it is not JSON", source));
+    throw IOError("kdp::io",
+                  fmt::format("'{}' is not a run configuration: it is not JSON", source));
   }
   auto is = [&](const char* key, auto check) { return doc.contains(key) && check(doc[key]); };
-  if (!doc.is_object() || !is("format", [](const auto& v) { return v == kFormat; }) ||
-      !is("settings", [](const auto& v) { return v.is_object(); })) {
-    throw IOError(
-        fmt::format("kdp::io: '{}' is not a run configuration (no format '{}' with settings)",
-                    source, kFormat));
-  }
+  KDP_CHECK(!(!doc.is_object() || !is("format", [](const auto& v) { return v == kFormat; }) ||
+              !is("settings", [](const auto& v) { return v.is_object(); })),
+            IOError, "kdp::io", "'{}' is not a run configuration (no format '{}' with settings)",
+            source, kFormat);
   if (doc.contains("version")) {
     const nlohmann::json& version = doc["version"];
-    if (!version.is_number_integer() || version.get<int64_t>() < 1) {
-      throw IOError(
-          fmt::format("kdp::io: '{}' is not a run configuration: its version {} is not a "
-                      "whole number >= 1",
-                      source, version.dump()));
-    }
-    if (version.get<int64_t>() > kVersion) {
-      throw IOError(
-          fmt::format("kdp::io: '{}' has run configuration version {}; this kdp reads up "
-                      "to {}",
-                      source, version.get<int64_t>(), kVersion));
-    }
+    KDP_CHECK(!(!version.is_number_integer() || version.get<int64_t>() < 1), IOError, "kdp::io",
+              "'{}' is not a run configuration: its version {} is not a "
+              "whole number >= 1",
+              source, version.dump());
+    KDP_CHECK(!(version.get<int64_t>() > kVersion), IOError, "kdp::io",
+              "'{}' has run configuration version {}; this kdp reads up "
+              "to {}",
+              source, version.get<int64_t>(), kVersion);
   }
   RunConfig config;
   for (const auto& [name, value] : doc["settings"].items()) {
-    if (!value.is_string()) {
-      throw IOError(fmt::format("kdp::io: setting '{}' in '{}' is not a string", name, source));
-    }
+    KDP_CHECK(value.is_string(), IOError, "kdp::io", "setting '{}' in '{}' is not a string", name,
+              source);
     config[name] = value.get<std::string>();
   }
   return config;

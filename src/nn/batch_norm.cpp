@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/binding.hpp"
@@ -16,16 +17,16 @@ BatchNorm::BatchNorm(std::string type_name, int64_t num_features, BatchNormOptio
                      const Device& device)
     : Module(std::move(type_name)), num_features_(num_features), options_(options) {
   if (num_features < 1) {
-    throw ValueError(fmt::format("kdp::nn::{}: num_features {} must be >= 1", Module::type_name(),
-                                 num_features));
+    throw ValueError("kdp::nn::" + Module::type_name(),
+                     fmt::format("num_features {} must be >= 1", num_features));
   }
   if (!(options.eps > 0.0) || !std::isfinite(options.eps)) {
-    throw ValueError(fmt::format("kdp::nn::{}: eps {} must be a finite number > 0",
-                                 Module::type_name(), options.eps));
+    throw ValueError("kdp::nn::" + Module::type_name(),
+                     fmt::format("eps {} must be a finite number > 0", options.eps));
   }
   if (options.momentum && !detail::is_finite_nonnegative(*options.momentum)) {
-    throw ValueError(fmt::format("kdp::nn::{}: momentum {} must be a finite number >= 0",
-                                 Module::type_name(), *options.momentum));
+    throw ValueError("kdp::nn::" + Module::type_name(),
+                     fmt::format("momentum {} must be a finite number >= 0", *options.momentum));
   }
   if (options.affine) {
     weight_ = register_parameter(
@@ -92,10 +93,8 @@ BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options, const D
     : BatchNorm("BatchNorm1d", num_features, options, device) {}
 
 void BatchNorm1d::check_input(const Tensor& input) const {
-  if (input.dim() != 2 && input.dim() != 3) {
-    throw ShapeError(fmt::format("kdp::nn::BatchNorm1d: expected [N, C] or [N, C, L] input, got {}",
-                                 input.shape().str()));
-  }
+  KDP_CHECK(!(input.dim() != 2 && input.dim() != 3), ShapeError, "kdp::nn::BatchNorm1d",
+            "expected [N, C] or [N, C, L] input, got {}", input.shape().str());
 }
 
 std::shared_ptr<Module> BatchNorm1d::clone() const {
@@ -109,10 +108,8 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options, const D
     : BatchNorm("BatchNorm2d", num_features, options, device) {}
 
 void BatchNorm2d::check_input(const Tensor& input) const {
-  if (input.dim() != 4) {
-    throw ShapeError(fmt::format("kdp::nn::BatchNorm2d: expected [N, C, H, W] input, got {}",
-                                 input.shape().str()));
-  }
+  KDP_CHECK(input.dim() == 4, ShapeError, "kdp::nn::BatchNorm2d",
+            "expected [N, C, H, W] input, got {}", input.shape().str());
 }
 
 std::shared_ptr<Module> BatchNorm2d::clone() const {

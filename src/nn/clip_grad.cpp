@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -16,10 +17,9 @@ std::vector<Tensor> gradients(const char* op, const std::vector<Tensor>& paramet
   for (const Tensor& p : parameters) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (!out.empty() && g.device() != out.front().device()) {
-      throw DeviceError(fmt::format("{}: the gradient of {} is on {}, the first one on {}", op,
-                                    p.describe(), g.device().str(), out.front().device().str()));
-    }
+    KDP_CHECK(!(!out.empty() && g.device() != out.front().device()), DeviceError, op,
+              "the gradient of {} is on {}, the first one on {}", p.describe(), g.device().str(),
+              out.front().device().str());
     out.push_back(g);
   }
   return out;
@@ -68,10 +68,8 @@ Tensor grad_norm(const std::vector<Tensor>& parameters) {
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
-  if (!(max_norm > 0.0)) {
-    throw ValueError(
-        fmt::format("kdp::nn::clip_grad_norm: max_norm {} must be positive", max_norm));
-  }
+  KDP_CHECK(max_norm > 0.0, ValueError, "kdp::nn::clip_grad_norm", "max_norm {} must be positive",
+            max_norm);
   const std::vector<Tensor> grads = gradients("kdp::nn::clip_grad_norm", parameters);
   Tensor norm = grad_norm(parameters);
   NoGradGuard no_grad;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -21,13 +22,12 @@ std::string describe(int64_t in, int64_t out, Size2 k) {
 
 size_t Conv2d::parameter_bytes(int64_t in, int64_t out, Size2 k, int64_t groups, bool bias) {
   const std::string what = "kdp::nn::" + describe(in, out, k);
-  if (in < 1 || out < 1 || k.h < 1 || k.w < 1 || groups < 1 || in % groups != 0 ||
-      out % groups != 0) {
-    throw ValueError(
-        fmt::format("{}: channels and kernel must be >= 1, and in_channels {} and out_channels {} "
-                    "divisible by groups {}",
-                    what, in, out, groups));
-  }
+  KDP_CHECK(!(in < 1 || out < 1 || k.h < 1 || k.w < 1 || groups < 1 || in % groups != 0 ||
+              out % groups != 0),
+            ValueError, what,
+            "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
+            "divisible by groups {}",
+            in, out, groups);
   const int64_t weights = checked_numel({out, in / groups, k.h, k.w}, sizeof(float), what);
   return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
 }

@@ -2,15 +2,14 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::nn {
 
 Tensor Loss::forward(const TensorList& inputs) {
-  if (inputs.size() != 2) {
-    throw ValueError(
-        fmt::format("{}: takes (output, target), got {} tensors", type_name(), inputs.size()));
-  }
+  KDP_CHECK(inputs.size() == 2, ValueError, type_name(), "takes (output, target), got {} tensors",
+            inputs.size());
   return forward(inputs[0], inputs[1]);
 }
 

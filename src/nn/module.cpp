@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/bound_module.hpp"
 
@@ -43,26 +44,21 @@ void move_tensor(const Tensor& t, const Device& device) {
 Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
 
 Tensor Module::forward(const Tensor&) {
-  throw StateError(
-      fmt::format("{}: forward(Tensor) is not implemented; override forward", type_name_));
+  throw StateError(type_name_, fmt::format("forward(Tensor) is not implemented; override forward"));
 }
 
 Tensor Module::forward(const TensorList& inputs) {
   if (inputs.size() == 1) return forward(inputs[0]);
-  throw StateError(
-      fmt::format("{}: forward of {} inputs is not implemented; override "
-                  "forward(const TensorList&)",
-                  type_name_, inputs.size()));
+  throw StateError(type_name_, fmt::format("forward of {} inputs is not implemented; override "
+                                           "forward(const TensorList&)",
+                                           inputs.size()));
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_name("register_parameter", name, type_name_);
-  if (!value.defined()) {
-    throw StateError(fmt::format("{}: parameter '{}' is undefined", type_name_, name));
-  }
-  if (find(parameters_, name) != nullptr) {
-    throw ValueError(fmt::format("{}: parameter '{}' is already registered", type_name_, name));
-  }
+  KDP_CHECK(value.defined(), StateError, type_name_, "parameter '{}' is undefined", name);
+  KDP_CHECK(find(parameters_, name) == nullptr, ValueError, type_name_,
+            "parameter '{}' is already registered", name);
   // A bound replica's parameter is a view made by an op; it keeps its history.
   if (value.is_leaf()) value.requires_grad_(requires_grad);
   value.set_name(name);
@@ -72,9 +68,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, bool re
 
 Tensor Module::register_buffer(const std::string& name, Tensor value) {
   check_name("register_buffer", name, type_name_);
-  if (find(buffers_, name) != nullptr) {
-    throw ValueError(fmt::format("{}: buffer '{}' is already registered", type_name_, name));
-  }
+  KDP_CHECK(find(buffers_, name) == nullptr, ValueError, type_name_,
+            "buffer '{}' is already registered", name);
   value.set_name(name);
   buffers_.emplace_back(name, value);
   return value;
@@ -82,12 +77,10 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_name("register_module", name, type_name_);
-  if (!module) throw StateError(fmt::format("{}: child module '{}' is null", type_name_, name));
+  KDP_CHECK(module, StateError, type_name_, "child module '{}' is null", name);
   for (const auto& [existing, child] : children_) {
-    if (existing == name) {
-      throw ValueError(
-          fmt::format("{}: child module '{}' is already registered", type_name_, name));
-    }
+    KDP_CHECK(existing != name, ValueError, type_name_, "child module '{}' is already registered",
+              name);
   }
   // Error messages name a parameter by its path from here ("fc1.weight").
   for (auto& [pname, t] : module->named_parameters()) Tensor(t).set_name(name + "." + pname);
@@ -191,7 +184,7 @@ StateDict Module::state_dict() const {
   // children's entries (what model signatures and outside writers follow).
   StateDict out;
   std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
-                                                                      const std::string& prefix) {
+                                                                     const std::string& prefix) {
     for (const auto& [name, t] : m.parameters_) out.emplace_back(prefix + name, t);
     for (const auto& [name, t] : m.buffers_) out.emplace_back(prefix + name, t);
     for (const auto& [name, child] : m.children_) visit(*child, prefix + name + ".");
@@ -245,8 +238,8 @@ void Module::load_state(const StateDict& dict_in, bool strict, bool adopt) {
     }
   }
   if (!problems.empty()) {
-    throw ShapeError(fmt::format("{}::load_state_dict: {} problem(s): {}", type_name_,
-                                 problems.size(), fmt::join(problems, "; ")));
+    throw ShapeError(type_name_ + "::load_state_dict",
+                     fmt::format("{} problem(s): {}", problems.size(), fmt::join(problems, "; ")));
   }
   for (const auto& [name, t] : own) {
     const Tensor* src = find(dict, name);

@@ -5,6 +5,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/conv.hpp"
@@ -59,10 +60,8 @@ std::shared_ptr<Module> Sequential::clone() const {
 
 std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::string& activation,
                                 const Device& device) {
-  if (sizes.size() < 2) {
-    throw ValueError(
-        fmt::format("kdp::nn::mlp: needs at least two sizes (in and out), got {}", sizes.size()));
-  }
+  KDP_CHECK(sizes.size() >= 2, ValueError, "kdp::nn::mlp",
+            "needs at least two sizes (in and out), got {}", sizes.size());
   // Every layer's size is checked before the first one is allocated.
   std::vector<LayerMemory> layers;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
@@ -71,7 +70,7 @@ std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::st
     try {
       layers.push_back({name, what, Linear::parameter_bytes(sizes[i], sizes[i + 1])});
     } catch (const ShapeError& e) {
-      throw ShapeError(fmt::format("kdp::nn::mlp: layer '{}': {}", name, e.what()));
+      throw ShapeError("kdp::nn::mlp", fmt::format("layer '{}': {}", name, e.what()));
     }
   }
   check_parameters_fit(layers, device, fmt::format("kdp::nn::mlp({})", fmt::join(sizes, ",")));

@@ -1,5 +1,6 @@
 #include "kdp/ops/activation.hpp"
 
+#include "core/check.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -109,7 +110,7 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", name, e.what()));
+    throw ShapeError(name, fmt::format("{}", e.what()));
   }
   const DimSplit split = split_at(x.shape(), d);
   Tensor out = Tensor::empty(x.shape(), x.device());
@@ -213,9 +214,8 @@ Tensor log_softmax(const Tensor& x, int dim) {
 Tensor dropout(const Tensor& x_in, float p, bool training) {
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout", x, "input");
-  if (!(p >= 0.0f && p <= 1.0f)) {
-    throw ValueError(fmt::format("kdp::dropout: probability {} is not in [0, 1]", p));
-  }
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout", "probability {} is not in [0, 1]",
+            p);
   if (!training || p == 0.0f) return x;
   Generator& gen = x.device().generator();
   const uint64_t seed = gen.seed();
@@ -233,15 +233,12 @@ Tensor dropout(const Tensor& x_in, float p, bool training) {
 Tensor dropout2d(const Tensor& x_in, float p, bool training) {
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout2d", x, "input");
-  if (!(p >= 0.0f && p <= 1.0f)) {
-    throw ValueError(fmt::format("kdp::dropout2d: probability {} is not in [0, 1]", p));
-  }
-  if (x.dim() != 3 && x.dim() != 4) {
-    throw ShapeError(fmt::format(
-        "kdp::dropout2d: input {} is not [batch, channels, height, width] or [channels, height, "
-        "width]",
-        x.shape().str()));
-  }
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout2d", "probability {} is not in [0, 1]",
+            p);
+  KDP_CHECK(!(x.dim() != 3 && x.dim() != 4), ShapeError, "kdp::dropout2d",
+            "input {} is not [batch, channels, height, width] or [channels, height, "
+            "width]",
+            x.shape().str());
   if (!training || p == 0.0f) return x;
   const int64_t plane = x.size(-1) * x.size(-2);
   Tensor out = Tensor::empty(x.shape(), x.device());

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/ops/normalization.hpp"
 #include "op_util.hpp"
 #include "ops/batch_norm_kernels.hpp"
@@ -64,10 +65,8 @@ class BatchNormNode : public autograd::Node {
 void check_channel_vector(const char* op, const Tensor& t, const char* what, const Tensor& x,
                           int64_t channels) {
   if (!t.defined()) return;
-  if (t.dim() != 1 || t.size(0) != channels) {
-    throw ShapeError(fmt::format("{}: {} {} is not [{}] for the input {}", op, what,
-                                 t.shape().str(), channels, x.shape().str()));
-  }
+  KDP_CHECK(!(t.dim() != 1 || t.size(0) != channels), ShapeError, op,
+            "{} {} is not [{}] for the input {}", what, t.shape().str(), channels, x.shape().str());
   check_same_device(op, x, "input", t, what);
 }
 
@@ -94,20 +93,13 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean_in, const Tens
                                 {&b, "bias"}}) {
     check_channel_vector(op, *t, what, x, l.c);
   }
-  if (w.defined() != b.defined()) {
-    throw ValueError(fmt::format("{}: weight and bias go together (affine), or neither", op));
-  }
-  if (rm.defined() != rv.defined()) {
-    throw ValueError(fmt::format("{}: running_mean and running_var go together, or neither", op));
-  }
-  if (!training && !rm.defined()) {
-    throw ValueError(fmt::format("{}: evaluation needs running statistics", op));
-  }
-  if (training && l.count() <= 1) {
-    throw ValueError(
-        fmt::format("{}: expected more than 1 value per channel when training, got input {}", op,
-                    x.shape().str()));
-  }
+  KDP_CHECK(w.defined() == b.defined(), ValueError, op,
+            "weight and bias go together (affine), or neither");
+  KDP_CHECK(rm.defined() == rv.defined(), ValueError, op,
+            "running_mean and running_var go together, or neither");
+  KDP_CHECK(!(!training && !rm.defined()), ValueError, op, "evaluation needs running statistics");
+  KDP_CHECK(!(training && l.count() <= 1), ValueError, op,
+            "expected more than 1 value per channel when training, got input {}", x.shape().str());
   const Device& dev = x.device();
   Tensor mean = Tensor::empty(Shape{l.c}, dev), invstd = Tensor::empty(Shape{l.c}, dev);
   if (training) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
 
@@ -10,18 +11,14 @@ namespace kdp::ops_detail::bn {
 namespace math = compat::math;
 
 Layout layout_of(const char* op, const Tensor& x, int64_t channels) {
-  if (x.dim() < 2) {
-    throw ShapeError(
-        fmt::format("{}: input {} is not [batch, channels, ...]", op, x.shape().str()));
-  }
+  KDP_CHECK(x.dim() >= 2, ShapeError, op, "input {} is not [batch, channels, ...]",
+            x.shape().str());
   Layout l;
   l.n = x.size(0);
   l.c = x.size(1);
   l.inner = l.n * l.c == 0 ? 0 : x.numel() / (l.n * l.c);
-  if (channels > 0 && l.c != channels) {
-    throw ShapeError(fmt::format("{}: input {} has {} channels, the layer {}", op, x.shape().str(),
-                                 l.c, channels));
-  }
+  KDP_CHECK(!(channels > 0 && l.c != channels), ShapeError, op,
+            "input {} has {} channels, the layer {}", x.shape().str(), l.c, channels);
   return l;
 }
 

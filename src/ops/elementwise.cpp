@@ -1,5 +1,6 @@
 #include "kdp/ops/elementwise.hpp"
 
+#include "core/check.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -17,11 +18,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     const int db = b.rank() - rank + i;
     const int64_t sa = da >= 0 ? a[da] : 1;
     const int64_t sb = db >= 0 ? b[db] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      throw ShapeError(
-          fmt::format("{}: shapes {} and {} cannot be broadcast together (dimension {}: {} vs {})",
-                      op, a.str(), b.str(), i, sa, sb));
-    }
+    KDP_CHECK(!(sa != sb && sa != 1 && sb != 1), ShapeError, op,
+              "shapes {} and {} cannot be broadcast together (dimension {}: {} vs {})", a.str(),
+              b.str(), i, sa, sb);
     dims[static_cast<size_t>(i)] = sa == 1 ? sb : sa;
   }
   return Shape(dims);
@@ -415,9 +414,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, float low, float high) {
-  if (low > high) {
-    throw ValueError(fmt::format("kdp::clamp: low {} is greater than high {}", low, high));
-  }
+  KDP_CHECK(low <= high, ValueError, "kdp::clamp", "low {} is greater than high {}", low, high);
   return unary("kdp::clamp", x, ClampF{low, high});
 }
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "core/small_gemm.hpp"
 #include "op_util.hpp"
@@ -231,21 +232,16 @@ class LinearReluNode : public LinearNodeBase {
 void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined(op, x, "input");
   check_defined(op, w, "weight");
-  if (w.dim() != 2) {
-    throw ShapeError(
-        fmt::format("{}: weight {} must be [out_features, in_features]", op, w.describe()));
-  }
+  KDP_CHECK(w.dim() == 2, ShapeError, op, "weight {} must be [out_features, in_features]",
+            w.describe());
   const int64_t out_f = w.size(0);
   const int64_t in_f = w.size(1);
-  if (x.dim() == 0 || x.size(-1) != in_f) {
-    throw ShapeError(
-        fmt::format("{}: input {} has {} features in its last dimension but weight {} expects {}",
-                    op, x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f));
-  }
-  if (b.defined() && (b.dim() != 1 || b.size(0) != out_f)) {
-    throw ShapeError(fmt::format("{}: bias {} does not match weight {} (needs [{}])", op,
-                                 b.shape().str(), w.shape().str(), out_f));
-  }
+  KDP_CHECK(!(x.dim() == 0 || x.size(-1) != in_f), ShapeError, op,
+            "input {} has {} features in its last dimension but weight {} expects {}",
+            x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f);
+  KDP_CHECK(!(b.defined() && (b.dim() != 1 || b.size(0) != out_f)), ShapeError, op,
+            "bias {} does not match weight {} (needs [{}])", b.shape().str(), w.shape().str(),
+            out_f);
   check_same_device(op, x, "input", w, "weight");
   if (b.defined()) check_same_device(op, x, "input", b, "bias");
 }
@@ -283,10 +279,8 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor& b = resolve(b_in);
   check_defined("kdp::matmul", a, "a");
   check_defined("kdp::matmul", b, "b");
-  if (a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0)) {
-    throw ShapeError(fmt::format("kdp::matmul: needs a [n, k] and b [k, m]; got a {} and b {}",
-                                 a.shape().str(), b.shape().str()));
-  }
+  KDP_CHECK(!(a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0)), ShapeError, "kdp::matmul",
+            "needs a [n, k] and b [k, m]; got a {} and b {}", a.shape().str(), b.shape().str());
   check_same_device("kdp::matmul", a, "a", b, "b");
   Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
   gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());

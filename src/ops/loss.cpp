@@ -3,6 +3,7 @@
 #include <cmath>
 #include <optional>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "core/vector_exp.hpp"
 #include "kdp/ops/activation.hpp"
@@ -35,20 +36,17 @@ const char* reduction_name(Reduction r) {
 // a target that is not a class index, which the Trainer's anomaly check reports.
 void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes,
                          std::optional<int64_t> ignore_index = std::nullopt) {
-  if (target.dim() != 1 || target.size(0) != batch) {
-    throw ShapeError(fmt::format("{}: target {} must be [{}] (one class index per row of input)",
-                                 op, target.shape().str(), batch));
-  }
+  KDP_CHECK(!(target.dim() != 1 || target.size(0) != batch), ShapeError, op,
+            "target {} must be [{}] (one class index per row of input)", target.shape().str(),
+            batch);
   if constexpr (compat::host_accessible_memory()) {
     // Host memory, written by kernels that have finished: read it in place.
     const float* t = target.data();
     for (int64_t i = 0; i < batch; ++i) {
       const float v = t[i];
       if (ignore_index && v == static_cast<float>(*ignore_index)) continue;
-      if (!(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v))) {
-        throw ValueError(
-            fmt::format("{}: target[{}] = {} is not a class index in [0, {})", op, i, v, classes));
-      }
+      KDP_CHECK(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v), ValueError, op,
+                "target[{}] = {} is not a class index in [0, {})", i, v, classes);
     }
   }
 }
@@ -57,9 +55,7 @@ void check_logits(const char* op, const Tensor& x, const Tensor& target, const c
                   std::optional<int64_t> ignore_index = std::nullopt) {
   check_defined(op, x, what);
   check_defined(op, target, "target");
-  if (x.dim() != 2) {
-    throw ShapeError(fmt::format("{}: {} {} must be [batch, classes]", op, what, x.shape().str()));
-  }
+  KDP_CHECK(x.dim() == 2, ShapeError, op, "{} {} must be [batch, classes]", what, x.shape().str());
   check_same_device(op, x, what, target, "target");
   check_class_targets(op, target, x.size(0), x.size(1), ignore_index);
 }
@@ -100,15 +96,12 @@ Tensor class_loss(const char* op, const Tensor& lp, const Tensor& t, const Class
   const int64_t rows = lp.size(0), classes = lp.size(1);
   if (o.weight.defined()) {
     const Tensor& w = resolve(o.weight);
-    if (w.dim() != 1 || w.size(0) != classes) {
-      throw ShapeError(
-          fmt::format("{}: weight {} must be [{}], one per class", op, w.shape().str(), classes));
-    }
+    KDP_CHECK(!(w.dim() != 1 || w.size(0) != classes), ShapeError, op,
+              "weight {} must be [{}], one per class", w.shape().str(), classes);
     check_same_device(op, lp, "input", w, "weight");
   }
-  if (!(smoothing >= 0.0 && smoothing <= 1.0)) {
-    throw ValueError(fmt::format("{}: label_smoothing {} is not in [0, 1]", op, smoothing));
-  }
+  KDP_CHECK(smoothing >= 0.0 && smoothing <= 1.0, ValueError, op,
+            "label_smoothing {} is not in [0, 1]", smoothing);
   const Device& dev = lp.device();
   Tensor safe = Tensor::empty(Shape{rows}, dev), row_weight = Tensor::empty(Shape{rows}, dev),
          counts = Tensor::empty(Shape{rows}, dev);
@@ -347,12 +340,10 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::cross_entropy", x, t, "logits");
-  if (x.size(1) == 0) {
-    throw ShapeError(fmt::format("kdp::cross_entropy: logits {} have no classes", x.shape().str()));
-  }
-  if (x.size(0) == 0 && reduction == Reduction::Mean) {
-    throw ShapeError("kdp::cross_entropy: mean over an empty batch");
-  }
+  KDP_CHECK(x.size(1) != 0, ShapeError, "kdp::cross_entropy", "logits {} have no classes",
+            x.shape().str());
+  KDP_CHECK(!(x.size(0) == 0 && reduction == Reduction::Mean), ShapeError, "kdp::cross_entropy",
+            "mean over an empty batch");
   Tensor per_row = Tensor::empty(Shape{x.size(0)}, x.device());
   Tensor prob = Tensor::empty(x.shape(), x.device());
   cross_entropy_kernel(x.device(), per_row.flat(), prob.matrix(), x.cmatrix(), t.cflat());
@@ -369,9 +360,8 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs");
-  if (lp.size(0) == 0 && reduction == Reduction::Mean) {
-    throw ShapeError("kdp::nll_loss: mean over an empty batch");
-  }
+  KDP_CHECK(!(lp.size(0) == 0 && reduction == Reduction::Mean), ShapeError, "kdp::nll_loss",
+            "mean over an empty batch");
   Tensor per_row = Tensor::empty(Shape{lp.size(0)}, lp.device());
   nll_kernel(lp.device(), per_row.flat(), lp.cmatrix(), t.cflat());
   Tensor out = reduce_rows(per_row, reduction);
@@ -393,9 +383,8 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOpti
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::cross_entropy", x, t, "logits", options.ignore_index);
-  if (x.size(1) == 0) {
-    throw ShapeError(fmt::format("kdp::cross_entropy: logits {} have no classes", x.shape().str()));
-  }
+  KDP_CHECK(x.size(1) != 0, ShapeError, "kdp::cross_entropy", "logits {} have no classes",
+            x.shape().str());
   return class_loss("kdp::cross_entropy", log_softmax(x, 1), t, options, options.label_smoothing);
 }
 
@@ -403,9 +392,8 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions&
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs", options.ignore_index);
-  if (options.label_smoothing != 0.0) {
-    throw ValueError("kdp::nll_loss: label_smoothing belongs to cross_entropy");
-  }
+  KDP_CHECK(options.label_smoothing == 0.0, ValueError, "kdp::nll_loss",
+            "label_smoothing belongs to cross_entropy");
   return class_loss("kdp::nll_loss", lp, t, options, 0.0);
 }
 
@@ -414,14 +402,11 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
   const Tensor& b = resolve(b_in);
   check_defined("kdp::mse_loss", a, "input");
   check_defined("kdp::mse_loss", b, "target");
-  if (a.shape() != b.shape()) {
-    throw ShapeError(fmt::format("kdp::mse_loss: input {} and target {} must have one shape",
-                                 a.shape().str(), b.shape().str()));
-  }
+  KDP_CHECK(a.shape() == b.shape(), ShapeError, "kdp::mse_loss",
+            "input {} and target {} must have one shape", a.shape().str(), b.shape().str());
   check_same_device("kdp::mse_loss", a, "input", b, "target");
-  if (a.numel() == 0 && reduction == Reduction::Mean) {
-    throw ShapeError("kdp::mse_loss: mean over an empty tensor");
-  }
+  KDP_CHECK(!(a.numel() == 0 && reduction == Reduction::Mean), ShapeError, "kdp::mse_loss",
+            "mean over an empty tensor");
   Tensor out;
   if (reduction == Reduction::None) {
     out = Tensor::empty(a.shape(), a.device());

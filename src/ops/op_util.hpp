@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "core/parallel_for.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/binding.hpp"
@@ -12,17 +13,15 @@
 namespace kdp::ops_detail {
 
 inline void check_defined(const char* op, const Tensor& t, const char* arg) {
-  if (!t.defined()) throw StateError(fmt::format("{}: argument '{}' is undefined", op, arg));
+  KDP_CHECK(t.defined(), StateError, op, "argument '{}' is undefined", arg);
 }
 
 /// Both tensors must be on one device; the message names both.
 inline void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
                               const char* b_name) {
-  if (a.device() != b.device()) {
-    throw DeviceError(fmt::format(
-        "{}: tensors on different devices: {} {} is on {}, {} {} is on {} (move one with .to())",
-        op, a_name, a.shape().str(), a.device().str(), b_name, b.shape().str(), b.device().str()));
-  }
+  KDP_CHECK(a.device() == b.device(), DeviceError, op,
+            "tensors on different devices: {} {} is on {}, {} {} is on {} (move one with .to())",
+            a_name, a.shape().str(), a.device().str(), b_name, b.shape().str(), b.device().str());
 }
 
 /// NumPy broadcasting of two shapes (aligned at the last dimension).

@@ -1,5 +1,6 @@
 #include "kdp/ops/reduction.hpp"
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "op_util.hpp"
 
@@ -148,9 +149,8 @@ class MaxDimNode : public autograd::Node {
 Tensor reduce_all(const char* name, const Tensor& x_in, bool average) {
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
-  if (average && x.numel() == 0) {
-    throw ShapeError(fmt::format("{}: mean of an empty tensor {}", name, x.shape().str()));
-  }
+  KDP_CHECK(!(average && x.numel() == 0), ShapeError, name, "mean of an empty tensor {}",
+            x.shape().str());
   const double scale = average ? 1.0 / static_cast<double>(x.numel()) : 1.0;
   Tensor out = Tensor::empty(Shape{}, x.device());
   sum_all_kernel(x.device(), out.flat(), x.cflat(), scale);
@@ -165,19 +165,16 @@ Tensor reduce_all(const char* name, const Tensor& x_in, bool average) {
 Tensor reduce_dim(const char* name, const Tensor& x_in, int dim, bool keepdim, bool average) {
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
-  if (x.dim() == 0) {
-    throw ShapeError(fmt::format("{}: cannot reduce a scalar along dimension {}", name, dim));
-  }
+  KDP_CHECK(x.dim() != 0, ShapeError, name, "cannot reduce a scalar along dimension {}", dim);
   int d = 0;
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", name, e.what()));
+    throw ShapeError(name, fmt::format("{}", e.what()));
   }
   const DimSplit split = split_at(x.shape(), d);
-  if (average && split.size == 0) {
-    throw ShapeError(fmt::format("{}: mean over an empty dimension of {}", name, x.shape().str()));
-  }
+  KDP_CHECK(!(average && split.size == 0), ShapeError, name, "mean over an empty dimension of {}",
+            x.shape().str());
   const float scale = average ? 1.0f / static_cast<float>(split.size) : 1.0f;
   Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.device());
   sum_dim_kernel(x.device(), out.flat(), x.cflat(), split, scale);
@@ -191,19 +188,15 @@ Tensor reduce_dim(const char* name, const Tensor& x_in, int dim, bool keepdim, b
 
 std::pair<Tensor, Tensor> max_dim(const char* name, const Tensor& x, int dim, bool keepdim) {
   check_defined(name, x, "input");
-  if (x.dim() == 0) {
-    throw ShapeError(fmt::format("{}: cannot reduce a scalar along dimension {}", name, dim));
-  }
+  KDP_CHECK(x.dim() != 0, ShapeError, name, "cannot reduce a scalar along dimension {}", dim);
   int d = 0;
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", name, e.what()));
+    throw ShapeError(name, fmt::format("{}", e.what()));
   }
   const DimSplit split = split_at(x.shape(), d);
-  if (split.size == 0) {
-    throw ShapeError(fmt::format("{}: dimension {} of {} is empty", name, d, x.shape().str()));
-  }
+  KDP_CHECK(split.size != 0, ShapeError, name, "dimension {} of {} is empty", d, x.shape().str());
   const Shape out_shape = reduced_shape(x.shape(), d, keepdim);
   Tensor values = Tensor::empty(out_shape, x.device());
   Tensor indices = Tensor::empty(out_shape, x.device());
@@ -247,11 +240,9 @@ Tensor argmax(const Tensor& x_in, int dim, bool keepdim) {
 Tensor count_correct(const Tensor& logits, const Tensor& target) {
   check_defined("kdp::count_correct", logits, "logits");
   check_defined("kdp::count_correct", target, "target");
-  if (logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0)) {
-    throw ShapeError(
-        fmt::format("kdp::count_correct: logits {} and target {} must be [B, C] and [B]",
-                    logits.shape().str(), target.shape().str()));
-  }
+  KDP_CHECK(!(logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0)),
+            ShapeError, "kdp::count_correct", "logits {} and target {} must be [B, C] and [B]",
+            logits.shape().str(), target.shape().str());
   check_same_device("kdp::count_correct", logits, "logits", target, "target");
   Tensor out = Tensor::empty(Shape{}, logits.device());
   ConstView2 x = logits.cmatrix();

@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "op_util.hpp"
 
@@ -161,7 +162,7 @@ int checked_dim(const char* op, const Shape& shape, int dim) {
     if (shape.rank() == 0) throw ShapeError("a scalar has no dimensions");
     return shape.normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(fmt::format("{}: {}", op, e.what()));
+    throw ShapeError(op, fmt::format("{}", e.what()));
   }
 }
 
@@ -177,7 +178,7 @@ Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      if (infer >= 0) throw ShapeError("kdp::reshape: only one dimension can be -1");
+      KDP_CHECK(infer < 0, ShapeError, "kdp::reshape", "only one dimension can be -1");
       infer = static_cast<int>(i);
     } else {
       known *= shape[i];
@@ -185,17 +186,13 @@ Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
   }
   auto describe_target = [&] { return fmt::format("[{}]", fmt::join(dims, ", ")); };
   if (infer >= 0) {
-    if (known == 0 || x.numel() % known != 0) {
-      throw ShapeError(fmt::format("kdp::reshape: cannot view {} ({} elements) as {}",
-                                   x.shape().str(), x.numel(), describe_target()));
-    }
+    KDP_CHECK(!(known == 0 || x.numel() % known != 0), ShapeError, "kdp::reshape",
+              "cannot view {} ({} elements) as {}", x.shape().str(), x.numel(), describe_target());
     shape[static_cast<size_t>(infer)] = x.numel() / known;
   }
   const Shape target(shape);
-  if (target.numel() != x.numel()) {
-    throw ShapeError(fmt::format("kdp::reshape: cannot view {} ({} elements) as {}",
-                                 x.shape().str(), x.numel(), describe_target()));
-  }
+  KDP_CHECK(target.numel() == x.numel(), ShapeError, "kdp::reshape",
+            "cannot view {} ({} elements) as {}", x.shape().str(), x.numel(), describe_target());
   Tensor out = alias(x, 0, target, x.device());
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<ReshapeNode>(x);
@@ -209,10 +206,8 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
   const Tensor& x = resolve(*this);
   ops_detail::check_defined("kdp::slice", x, "input");
   const int d = checked_dim("kdp::slice", x.shape(), dim);
-  if (start < 0 || end < start || end > x.size(d)) {
-    throw ShapeError(fmt::format("kdp::slice: [{}, {}) is not a range of dimension {} of {}", start,
-                                 end, d, x.shape().str()));
-  }
+  KDP_CHECK(!(start < 0 || end < start || end > x.size(d)), ShapeError, "kdp::slice",
+            "[{}, {}) is not a range of dimension {} of {}", start, end, d, x.shape().str());
   Tensor out = slice_raw(x, d, start, end - start);
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<SliceNode>(x, d, start, end - start);
@@ -225,9 +220,7 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
 std::vector<Tensor> Tensor::chunk(int chunks, int dim) const {
   const Tensor& x = resolve(*this);
   ops_detail::check_defined("kdp::chunk", x, "input");
-  if (chunks < 1) {
-    throw ValueError(fmt::format("kdp::chunk: needs at least one chunk, got {}", chunks));
-  }
+  KDP_CHECK(chunks >= 1, ValueError, "kdp::chunk", "needs at least one chunk, got {}", chunks);
   const int d = checked_dim("kdp::chunk", x.shape(), dim);
   const int64_t size = x.size(d);
   const int64_t step = std::max<int64_t>(1, (size + chunks - 1) / chunks);
@@ -287,12 +280,12 @@ Tensor Tensor::to(const Device& device) const {
 }
 
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
-  if (inputs.empty()) throw ValueError("kdp::cat: needs at least one tensor");
+  KDP_CHECK(!inputs.empty(), ValueError, "kdp::cat", "needs at least one tensor");
   std::vector<Tensor> xs;
   xs.reserve(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     xs.push_back(resolve(inputs[k]));
-    if (!xs.back().defined()) throw StateError(fmt::format("kdp::cat: tensor {} is undefined", k));
+    KDP_CHECK(!(!xs.back().defined()), StateError, "kdp::cat", "tensor {} is undefined", k);
   }
   const Tensor& first = xs[0];
   const int d = checked_dim("kdp::cat", first.shape(), dim);
@@ -300,22 +293,17 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   std::vector<int64_t> sizes;
   for (size_t k = 0; k < xs.size(); ++k) {
     const Tensor& x = xs[k];
-    if (x.dim() != first.dim()) {
-      throw ShapeError(fmt::format("kdp::cat: tensor {} {} has rank {}, tensor 0 {} has rank {}", k,
-                                   x.shape().str(), x.dim(), first.shape().str(), first.dim()));
-    }
+    KDP_CHECK(x.dim() == first.dim(), ShapeError, "kdp::cat",
+              "tensor {} {} has rank {}, tensor 0 {} has rank {}", k, x.shape().str(), x.dim(),
+              first.shape().str(), first.dim());
     for (int i = 0; i < x.dim(); ++i) {
-      if (i != d && x.size(i) != first.size(i)) {
-        throw ShapeError(fmt::format(
-            "kdp::cat: tensor {} {} differs from tensor 0 {} in dimension {} (only dimension {} "
-            "may differ)",
-            k, x.shape().str(), first.shape().str(), i, d));
-      }
+      KDP_CHECK(!(i != d && x.size(i) != first.size(i)), ShapeError, "kdp::cat",
+                "tensor {} {} differs from tensor 0 {} in dimension {} (only dimension {} "
+                "may differ)",
+                k, x.shape().str(), first.shape().str(), i, d);
     }
-    if (x.device() != first.device()) {
-      throw DeviceError(fmt::format("kdp::cat: tensor {} is on {}, tensor 0 on {}", k,
-                                    x.device().str(), first.device().str()));
-    }
+    KDP_CHECK(x.device() == first.device(), DeviceError, "kdp::cat",
+              "tensor {} is on {}, tensor 0 on {}", k, x.device().str(), first.device().str());
     sizes.push_back(x.size(d));
     total += x.size(d);
   }

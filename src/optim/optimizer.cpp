@@ -20,7 +20,7 @@ Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     if (!p.defined())
-      throw StateError(fmt::format("kdp::optim::{}: parameter '{}' is undefined", type_, name));
+      throw StateError("kdp::optim::" + type_, fmt::format("parameter '{}' is undefined", name));
     for (size_t j = 0; j < i; ++j) {
       if (params_[j].first == name) {
         throw ValueError(
@@ -59,8 +59,8 @@ void Optimizer::step() {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (g.shape() != p.shape()) {
-      throw ShapeError(fmt::format("kdp::optim::{}: gradient {} of parameter '{}' {}", type_,
-                                   g.shape().str(), name, p.shape().str()));
+      throw ShapeError("kdp::optim::" + type_, fmt::format("gradient {} of parameter '{}' {}",
+                                                           g.shape().str(), name, p.shape().str()));
     }
     update(name, p, g);
     p.impl()->storage->bump_version();

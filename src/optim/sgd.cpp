@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
@@ -34,16 +35,14 @@ void sgd_kernel(const Device& device, View1 p, ConstView1 g, View1 buf, bool fir
 namespace {
 
 void check_options(const SGDOptions& o) {
-  if (!kdp::detail::is_finite_nonnegative(o.momentum) ||
-      !kdp::detail::is_finite_nonnegative(o.weight_decay) || !std::isfinite(o.dampening)) {
-    throw ValueError(fmt::format(
-        "kdp::optim::SGD: momentum {} and weight_decay {} must be finite and >= 0, dampening {} "
-        "finite",
-        o.momentum, o.weight_decay, o.dampening));
-  }
-  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)) {
-    throw ValueError("kdp::optim::SGD: Nesterov momentum needs momentum > 0 and dampening = 0");
-  }
+  KDP_CHECK(!(!kdp::detail::is_finite_nonnegative(o.momentum) ||
+              !kdp::detail::is_finite_nonnegative(o.weight_decay) || !std::isfinite(o.dampening)),
+            ValueError, "kdp::optim::SGD",
+            "momentum {} and weight_decay {} must be finite and >= 0, dampening {} "
+            "finite",
+            o.momentum, o.weight_decay, o.dampening);
+  KDP_CHECK(!(o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)), ValueError,
+            "kdp::optim::SGD", "Nesterov momentum needs momentum > 0 and dampening = 0");
 }
 
 }  // namespace

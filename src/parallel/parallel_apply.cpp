@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/check.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
@@ -87,10 +88,9 @@ std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<voi
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
                                    const std::vector<nn::TensorList>& inputs,
                                    const std::vector<Device>& devices) {
-  if (replicas.size() != inputs.size() || replicas.size() > devices.size()) {
-    throw ValueError(fmt::format("kdp::parallel_apply: {} replicas, {} inputs and {} devices",
-                                 replicas.size(), inputs.size(), devices.size()));
-  }
+  KDP_CHECK(!(replicas.size() != inputs.size() || replicas.size() > devices.size()), ValueError,
+            "kdp::parallel_apply", "{} replicas, {} inputs and {} devices", replicas.size(),
+            inputs.size(), devices.size());
   const size_t n = replicas.size();
   std::vector<Tensor> outputs(n);
   const bool grad = autograd::GradMode::enabled();

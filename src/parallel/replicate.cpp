@@ -1,5 +1,6 @@
 #include "kdp/parallel/replicate.hpp"
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/bound_module.hpp"
 
@@ -7,7 +8,7 @@ namespace kdp {
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const std::shared_ptr<nn::Module>& module,
                                                    const std::vector<Device>& devices) {
-  if (!module) throw StateError("kdp::replicate: the module is null");
+  KDP_CHECK(module, StateError, "kdp::replicate", "the module is null");
   const Device home = module->device();
   std::vector<std::shared_ptr<nn::Module>> replicas;
   replicas.reserve(devices.size());

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 
+#include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -86,10 +87,8 @@ void MetricsLog::open(const std::string& path, const io::FileLock& file, uint64_
   attempt(
       [&] {
         const int fd = ::dup(file.fd());  // the lock stays with the plan's descriptor
-        if (fd < 0) {
-          throw IOError(fmt::format("kdp::train: cannot open the metrics file '{}': {}", path,
-                                    describe_file_error(errno)));
-        }
+        KDP_CHECK(fd >= 0, IOError, "kdp::train", "cannot open the metrics file '{}': {}", path,
+                  describe_file_error(errno));
         writer_.emplace(path, fd, keep_bytes);
       },
       /*opening=*/true);
@@ -236,10 +235,8 @@ void FitRun::apply(const io::TrainingState& st, const std::string& from) {
   }
   best_ = value("best_metric", std::nan(""));
   const double bad = value("bad_epochs", 0);
-  if (!kdp::detail::is_count(bad)) {
-    throw IOError(fmt::format(
-        "kdp::train: training/bad_epochs = {} in '{}' is not a whole number >= 0", bad, from));
-  }
+  KDP_CHECK(kdp::detail::is_count(bad), IOError, "kdp::train",
+            "training/bad_epochs = {} in '{}' is not a whole number >= 0", bad, from);
   bad_epochs_ = static_cast<int64_t>(bad);
   result_.resumed_from = from;
   if (st.world_size != comm_.size()) {
@@ -349,18 +346,14 @@ FitRun::StepProbe FitRun::probe_step(Epoch& e) {
 // A NaN or Inf stops training before the optimizer step.
 void FitRun::check_step(const Epoch& e, const StepProbe& p) const {
   if (!o_.detect_anomaly) return;
-  if (!std::isfinite(p.values[0])) {
-    throw NumericalError(fmt::format(
-        "kdp::train: the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
-        "stopped before the optimizer step, no checkpoint was written after it",
-        p.values[0], p.step, e.index + 1, e.batch - 1, comm_.rank()));
-  }
-  if (p.values[1] > 0.0f) {
-    throw NumericalError(fmt::format(
-        "kdp::train: the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) on "
-        "rank {}; training stopped before the optimizer step",
-        first_non_finite_grad(in_.optimizer), p.step, e.index + 1, e.batch - 1, comm_.rank()));
-  }
+  KDP_CHECK(std::isfinite(p.values[0]), NumericalError, "kdp::train",
+            "the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
+            "stopped before the optimizer step, no checkpoint was written after it",
+            p.values[0], p.step, e.index + 1, e.batch - 1, comm_.rank());
+  KDP_CHECK(p.values[1] <= 0.0f, NumericalError, "kdp::train",
+            "the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) on "
+            "rank {}; training stopped before the optimizer step",
+            first_non_finite_grad(in_.optimizer), p.step, e.index + 1, e.batch - 1, comm_.rank());
 }
 
 void FitRun::log_step(const Epoch& e, const StepProbe& p) {

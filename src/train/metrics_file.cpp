@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/train/metrics_writer.hpp"
 
@@ -71,10 +72,8 @@ uint64_t MetricsFileContents::bytes_through_step(int64_t step) const {
 
 MetricsFileContents inspect_metrics_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IOError(fmt::format("kdp::train: cannot read the metrics file '{}': {}", path,
-                              describe_file_error(errno)));
-  }
+  KDP_CHECK(in, IOError, "kdp::train", "cannot read the metrics file '{}': {}", path,
+            describe_file_error(errno));
   MetricsFileContents c;
   const bool csv = MetricsWriter::is_csv(path);
   std::string line;

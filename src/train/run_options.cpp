@@ -11,8 +11,9 @@ Monitor parse_monitor(const std::string& name) {
   if (name == "val_accuracy") return Monitor::ValAccuracy;
   if (name == "loss") return Monitor::Loss;
   if (name == "accuracy") return Monitor::Accuracy;
-  throw ValueError(fmt::format(
-      "kdp::train::Trainer: cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name));
+  throw ValueError(
+      "kdp::train::Trainer",
+      fmt::format("cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name));
 }
 
 bool maximised(Monitor m) {

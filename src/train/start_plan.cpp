@@ -25,7 +25,7 @@ const char* kDiscard = "resume = \"never\" with overwrite = true to discard its 
                                       const std::vector<io::SettingDifference>& differences) {
   throw io::RunDirectoryError(
       reason,
-      fmt::format("kdp::train: {} belongs to another run configuration ({}):", what,
+      fmt::format("{} belongs to another run configuration ({}):", what,
                   differences.size() == 1 ? "1 setting differs"
                                           : fmt::format("{} settings differ", differences.size())),
       io::format_differences(differences, fmt::format("recorded in '{}'", source)),
@@ -61,7 +61,7 @@ MetricsFileContents take_metrics_file(const TrainerOptions& o, StartPlan& plan) 
     if (contents.ours) return;
     throw io::RunDirectoryError(
         Reason::NotKdpFile,
-        fmt::format("kdp::train: '{}' is not a kdp metrics file: {}; kdp adds rows only to its "
+        fmt::format("'{}' is not a kdp metrics file: {}; kdp adds rows only to its "
                     "own metrics files and replaces none that is not",
                     path, contents.why_not_ours),
         "", "Choose another metrics file.");
@@ -78,14 +78,14 @@ MetricsFileContents take_metrics_file(const TrainerOptions& o, StartPlan& plan) 
     const std::string holder = io::FileLock::holder(path);
     throw io::RunDirectoryError(
         Reason::InUse,
-        fmt::format("kdp::train: the metrics file '{}' is in use by another run ({})", path,
+        fmt::format("the metrics file '{}' is in use by another run ({})", path,
                     holder.empty() ? "a process kdp cannot name holds its lock" : holder),
         "", "Wait for that run to end, or use another metrics file.");
   }
   if (plan.metrics_file.unsupported() && o.require_locks) {
     throw io::RunDirectoryError(
         Reason::CannotLock,
-        fmt::format("kdp::train: cannot lock the metrics file '{}': its file system has no "
+        fmt::format("cannot lock the metrics file '{}': its file system has no "
                     "working locks ({})",
                     path, plan.metrics_file.reason()),
         "",
@@ -106,7 +106,7 @@ uint64_t metrics_to_keep(const TrainerOptions& o, detail::Resume resume,
       throw io::RunDirectoryError(
           Reason::MetricsFileExists,
           fmt::format(
-              "kdp::train: the metrics file '{}' already holds rows of another run, and "
+              "the metrics file '{}' already holds rows of another run, and "
               "this run starts afresh{}: it would replace them.",
               o.metrics_path,
               resume == detail::Resume::Auto ? " (there is no checkpoint to resume from)" : ""),
@@ -125,7 +125,7 @@ void plan_fresh_start(const TrainerOptions& o, const io::CheckpointDirectory& di
   if (!existing.empty() && !o.overwrite) {
     throw io::RunDirectoryError(
         Reason::HoldsThisRun,
-        fmt::format("kdp::train: the checkpoint directory '{}' already holds {} checkpoint(s) "
+        fmt::format("the checkpoint directory '{}' already holds {} checkpoint(s) "
                     "of this run configuration (newest: '{}'), and a fresh start would "
                     "overwrite them.",
                     o.checkpoint_dir, existing.size(), existing.back()),
@@ -139,7 +139,7 @@ void plan_fresh_start(const TrainerOptions& o, const io::CheckpointDirectory& di
     } catch (const Error& e) {
       throw io::RunDirectoryError(
           Reason::NotKdpFile,
-          fmt::format("kdp::train: overwrite replaces only what kdp wrote, and {}; the run "
+          fmt::format("overwrite replaces only what kdp wrote, and {}; the run "
                       "would have to replace it to record its configuration",
                       e.what()),
           "", "Move it away, or use another checkpoint_dir.");
@@ -159,7 +159,7 @@ io::CheckpointDirectory::Resumable plan_resume_newest(const TrainerOptions& o,
     for (const auto& [path, why] : r.unusable) details += fmt::format("  '{}': {}\n", path, why);
     throw io::RunDirectoryError(
         Reason::NothingToResume,
-        fmt::format("kdp::train: none of the {} checkpoint(s) in '{}' can be resumed from; "
+        fmt::format("none of the {} checkpoint(s) in '{}' can be resumed from; "
                     "nothing was changed:",
                     r.unusable.size(), o.checkpoint_dir),
         details,
@@ -185,7 +185,7 @@ io::Checkpoint plan_resume_file(const TrainerOptions& o, const io::RunConfig& co
     if (newest > c.state.global_step) {
       throw io::RunDirectoryError(
           Reason::WouldFork,
-          fmt::format("kdp::train: '{}' is at step {} but the checkpoint directory '{}' holds "
+          fmt::format("'{}' is at step {} but the checkpoint directory '{}' holds "
                       "a newer checkpoint of this run ('{}', step {}); resuming from the "
                       "older one there would mix two histories.",
                       o.resume, c.state.global_step, o.checkpoint_dir, existing.back(), newest),

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "fit_run.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -22,21 +23,18 @@ Trainer::Trainer(TrainerOptions options, dist::Communicator comm)
       monitor_(detail::parse_monitor(options_.monitor)),
       resume_(detail::parse_resume(options_.resume)),
       comm_(std::move(comm)) {
-  if (options_.epochs < 0 || options_.accumulate_grad_batches < 1) {
-    throw ValueError(
-        fmt::format("kdp::train::Trainer: epochs {} must be >= 0 and "
-                    "accumulate_grad_batches {} >= 1",
-                    options_.epochs, options_.accumulate_grad_batches));
-  }
-  if (resume_ == detail::Resume::Auto && options_.checkpoint_dir.empty()) {
-    throw ValueError("kdp::train::Trainer: resume = auto needs a checkpoint_dir");
-  }
-  if (options_.overwrite && resume_ != detail::Resume::Fresh) {
-    throw ValueError(fmt::format(
-        "kdp::train::Trainer: overwrite discards what is there; it goes with a fresh start "
-        "(resume = \"never\"), not with resume = \"{}\"",
-        options_.resume));
-  }
+  KDP_CHECK(!(options_.epochs < 0 || options_.accumulate_grad_batches < 1), ValueError,
+            "kdp::train::Trainer",
+            "epochs {} must be >= 0 and "
+            "accumulate_grad_batches {} >= 1",
+            options_.epochs, options_.accumulate_grad_batches);
+  KDP_CHECK(!(resume_ == detail::Resume::Auto && options_.checkpoint_dir.empty()), ValueError,
+            "kdp::train::Trainer", "resume = auto needs a checkpoint_dir");
+  KDP_CHECK(!(options_.overwrite && resume_ != detail::Resume::Fresh), ValueError,
+            "kdp::train::Trainer",
+            "overwrite discards what is there; it goes with a fresh start "
+            "(resume = \"never\"), not with resume = \"{}\"",
+            options_.resume);
   if (options_.devices.empty()) options_.devices.push_back(get_default_device());
 }
 

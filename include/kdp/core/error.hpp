@@ -11,7 +11,22 @@ namespace kdp {
 /// Base of every exception kdp throws.
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// A message as it stands.
+  explicit Error(const std::string& message) : std::runtime_error(message), message_(message) {}
+  /// A message from `origin`, the function or class that refused
+  /// ("kdp::conv2d", "kdp::optim::SGD"): what() reads "origin: message".
+  Error(const std::string& origin, const std::string& message)
+      : std::runtime_error(origin.empty() ? message : origin + ": " + message),
+        origin_(origin),
+        message_(message) {}
+
+  /// Who refused ("kdp::conv2d"); empty for a message as it stands.
+  const std::string& origin() const noexcept { return origin_; }
+  /// what() without the origin: what a command-line tool shows its user.
+  const std::string& message() const noexcept { return message_; }
+
+ private:
+  std::string origin_, message_;
 };
 
 /// Shapes that do not fit together (binary ops, linear, losses, reshape).

@@ -29,8 +29,9 @@ class RunDirectoryError : public StateError {
 
   /// `summary`: one line; `details`: the lines that explain it (a table of
   /// settings, the checkpoints and why each is unusable); `way_out`: what to do.
+  /// what() reads "kdp::train: summary", then the details and the way out.
   RunDirectoryError(Reason reason, std::string summary, std::string details, std::string way_out)
-      : StateError(summary + "\n" + details + way_out),
+      : StateError("kdp::train", summary + "\n" + details + way_out),
         reason_(reason),
         summary_(std::move(summary)),
         details_(std::move(details)),
