@@ -221,7 +221,7 @@ Tensor mean(const Tensor& x, int dim, bool keepdim) {
   return reduce_dim("kdp::mean", x, dim, keepdim, true);
 }
 
-Tensor max(const Tensor& x_in, int dim, bool keepdim) {
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor& x = resolve(x_in);
   auto [values, indices] = max_dim("kdp::max", x, dim, keepdim);
   if (autograd::needs_grad({&x})) {
@@ -230,7 +230,11 @@ Tensor max(const Tensor& x_in, int dim, bool keepdim) {
     node->set_next_edges({&x});
     autograd::set_history(values, node);
   }
-  return values;
+  return {values, indices};
+}
+
+Tensor max(const Tensor& x, int dim, bool keepdim) {
+  return std::get<0>(max_with_indices(x, dim, keepdim));
 }
 
 Tensor argmax(const Tensor& x_in, int dim, bool keepdim) {

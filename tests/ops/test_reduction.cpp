@@ -45,6 +45,22 @@ TEST(Reduction, GradientsMatchFiniteDifferences) {
   }
 }
 
+TEST(Reduction, MaxWithIndicesGivesValuesAndTheirFirstPositions) {
+  // Rows {1, 9, 3} and {7, 2, 7}: maxima 9 and 7, at 1 and at the first 7 (0);
+  // columns: maxima 7, 9, 7 at rows 1, 0, 1.
+  const Tensor x = leaf(Tensor::from_host({1, 9, 3, 7, 2, 7}, {2, 3}));
+  auto [values, indices] = max_with_indices(x, 1);
+  EXPECT_EQ(values.to_vector(), (std::vector<float>{9, 7}));
+  EXPECT_EQ(indices.to_vector(), (std::vector<float>{1, 0}));
+  auto [col_values, col_indices] = max_with_indices(x, 0, /*keepdim=*/true);
+  EXPECT_EQ(col_values.shape(), Shape({1, 3}));
+  EXPECT_EQ(col_values.to_vector(), (std::vector<float>{7, 9, 7}));
+  EXPECT_EQ(col_indices.to_vector(), (std::vector<float>{1, 0, 1}));
+  // The values carry max's gradient: 1 at each first maximum.
+  sum(values).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0, 1, 0, 1, 0, 0}));
+}
+
 TEST(Reduction, BadDimensionsThrow) {
   EXPECT_THROW(sum(Tensor::zeros({2, 3}), 2), ShapeError);
   EXPECT_THROW(max(Tensor::scalar(1.0f), 0), ShapeError);

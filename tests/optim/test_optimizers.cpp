@@ -252,7 +252,7 @@ TEST(LRScheduler, ClosedFormsMatchPyTorch) {
   EXPECT_NEAR(opt2.lr(), 0.0, 1e-12);
 
   optim::SGD opt3({{"p", start()}}, optim::SGDOptions{1.0});
-  optim::LinearWarmup warm(opt3, 4, 0.2);
+  optim::LinearLR warm(opt3, 4, 0.2);  // PyTorch's name for LinearWarmup
   EXPECT_NEAR(opt3.lr(), 0.2, 1e-12);
   warm.step();
   EXPECT_NEAR(opt3.lr(), 0.4, 1e-12);

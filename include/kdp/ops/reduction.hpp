@@ -3,6 +3,8 @@
 /// Reductions: over all elements, or along one dimension (keepdim keeps it with
 /// size 1). sum, mean and max are differentiable; argmax is not.
 
+#include <tuple>
+
 #include "kdp/core/tensor.hpp"
 
 namespace kdp {
@@ -15,6 +17,9 @@ Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 /// Largest value along `dim`; the gradient goes to the first largest element.
 Tensor max(const Tensor& x, int dim, bool keepdim = false);
+/// The largest values along `dim` and where they are (the first, as floats),
+/// as torch::max(x, dim) returns them: auto [values, indices] = max_with_indices(x, 1).
+std::tuple<Tensor, Tensor> max_with_indices(const Tensor& x, int dim, bool keepdim = false);
 /// Index (as a float) of the first largest value along `dim`.
 Tensor argmax(const Tensor& x, int dim, bool keepdim = false);
 /// How many rows of logits [B, C] have their first largest value at the class

@@ -84,4 +84,7 @@ class LinearWarmup : public LRScheduler {
   double end_factor_;
 };
 
+/// PyTorch's name for LinearWarmup.
+using LinearLR = LinearWarmup;
+
 }  // namespace kdp::optim
