@@ -71,7 +71,8 @@ void check(const Case& s, float alpha, float beta, int64_t pad, unsigned seed) {
 }  // namespace
 
 TEST(SmallGemm, EqualsTheProductForEveryTranspositionAndEdge) {
-  if (!kdp::detail::small_gemm_available()) GTEST_SKIP() << "no AVX2 and FMA on this CPU";
+  if (!kdp::detail::small_gemm_available())
+    GTEST_SKIP() << "small_gemm does not run here (no AVX2 and FMA, or kdp's x86 kernels left out)";
   // The explainer's model's five products, then every row and column remainder
   // of the 4 x 16 tiles (and a single column, row or inner step).
   std::vector<Case> cases = {{false, true, 64, 100, 10},
