@@ -35,32 +35,9 @@ void fsync_directory(const std::string& dir) {
   ::close(fd);
 }
 
-void write_whole_file(const std::string& path, const void* data, size_t size,
-                      const std::string& target) {
-  const std::string& named = target.empty() ? path : target;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot write '{}': cannot create '{}': {}", named, path,
-            describe_file_error(errno));
-  const char* bytes = static_cast<const char*>(data);
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, bytes + done, size - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      throw IOError("kdp::io", fmt::format("cannot write '{}' ({} of {} bytes written): {}", named,
-                                           done, size, describe_file_error(err)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  KDP_CHECK(::close(fd) == 0, IOError, "kdp::io", "cannot write '{}': {}", named,
-            describe_file_error(errno));
-}
-
 void write_file_atomically(const std::string& path, const std::string& text) {
   AtomicFile target(path);
-  write_whole_file(target.temp_path(), text.data(), text.size(), path);
+  target.write(text.data(), text.size());
   target.commit();
 }
 
@@ -78,8 +55,31 @@ AtomicFile::~AtomicFile() {
   if (!committed_) std::remove(temp_.c_str());
 }
 
+void AtomicFile::write(const void* data, size_t size) {
+  const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot write '{}': cannot create '{}': {}", target_,
+            temp_, describe_file_error(errno));
+  const char* bytes = static_cast<const char*>(data);
+  size_t done = 0;
+  int err = 0;
+  while (done < size && err == 0) {
+    const ssize_t n = ::write(fd, bytes + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : ENOSPC;
+    } else {
+      done += static_cast<size_t>(n);
+    }
+  }
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  KDP_CHECK(err == 0, IOError, "kdp::io", "cannot write '{}' ({} of {} bytes written): {}", target_,
+            done, size, describe_file_error(err));
+  synced_ = true;
+}
+
 void AtomicFile::commit() {
-  fsync_file(temp_);
+  if (!synced_) fsync_file(temp_);
   KDP_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, IOError, "kdp::io",
             "cannot move '{}' into place as '{}': {}", temp_, target_, describe_file_error(errno));
   committed_ = true;

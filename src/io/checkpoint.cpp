@@ -254,7 +254,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
       h5::Group run = f.create_group("run");
       for (const auto& [key, v] : state.run_config) run.set_attribute(key, v);
     }
-    f.save_image(target.temp_path(), path);
+    const std::vector<char> image = f.image();
+    target.write(image.data(), image.size());
   }
   target.commit();
 }

@@ -1,28 +1,23 @@
 #include "io/hdf5.hpp"
 
+#include "io/hdf5_detail.hpp"
+
 #include <fmt/format.h>
 
 #include "core/check.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
-#include "kdp/io/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <mutex>
-#include <system_error>
-#include <thread>
 
 namespace kdp::io::h5 {
 
@@ -32,6 +27,10 @@ bool debugging() {
   static const bool on = std::getenv("KDP_DEBUG") != nullptr;
   return on;
 }
+
+}  // namespace
+
+namespace detail {
 
 // HDF5's explanation of the last failure on this thread, innermost first: the
 // first line of the two innermost descriptions (all of them with KDP_DEBUG),
@@ -66,6 +65,31 @@ std::string last_error() {
                 fmt::format("cannot {} '{}' in '{}': {}", what, object, file, last_error()));
 }
 
+template <>
+hid_t native_of<uint8_t>() {
+  return H5T_NATIVE_UINT8;
+}
+template <>
+hid_t native_of<int64_t>() {
+  return H5T_NATIVE_INT64;
+}
+template <>
+hid_t native_of<float>() {
+  return H5T_NATIVE_FLOAT;
+}
+template <>
+hid_t native_of<double>() {
+  return H5T_NATIVE_DOUBLE;
+}
+
+}  // namespace detail
+
+using detail::fail;
+using detail::last_error;
+using detail::native_of;
+
+namespace {
+
 std::string join_path(const std::string& base, const std::string& name) {
   if (!name.empty() && name[0] == '/') return name;
   if (base.empty() || base == "/") return "/" + name;
@@ -86,25 +110,6 @@ hid_t native(Type t) {
       break;
   }
   return H5T_NATIVE_FLOAT;
-}
-
-template <class T>
-hid_t native_of();
-template <>
-hid_t native_of<uint8_t>() {
-  return H5T_NATIVE_UINT8;
-}
-template <>
-hid_t native_of<int64_t>() {
-  return H5T_NATIVE_INT64;
-}
-template <>
-hid_t native_of<float>() {
-  return H5T_NATIVE_FLOAT;
-}
-template <>
-hid_t native_of<double>() {
-  return H5T_NATIVE_DOUBLE;
 }
 
 Handle string_type() {
@@ -423,15 +428,16 @@ File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   return File(std::move(f), name, "/");
 }
 
-void File::save_image(const std::string& path, const std::string& target) {
+std::vector<char> File::image() {
   silence_errors();
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("flush", "/", file_);
   const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
   if (size < 0) fail("take the image of", "/", file_);
-  std::vector<char> image(static_cast<size_t>(size));
-  if (H5Fget_file_image(id(), image.data(), image.size()) < 0)
+  std::vector<char> bytes(static_cast<size_t>(size));
+  if (H5Fget_file_image(id(), bytes.data(), bytes.size()) < 0) {
     fail("take the image of", "/", file_);
-  write_whole_file(path, image.data(), image.size(), target);
+  }
+  return bytes;
 }
 
 void File::flush() {
@@ -453,14 +459,6 @@ std::vector<int64_t> Dataset::dims() const {
   std::vector<hsize_t> d(static_cast<size_t>(rank));
   H5Sget_simple_extent_dims(space.id(), d.data(), nullptr);
   return std::vector<int64_t>(d.begin(), d.end());
-}
-
-size_t Dataset::bytes() const {
-  silence_errors();
-  Handle t(H5Dget_type(id()), H5Tclose);
-  const size_t element = H5Tget_size(t.id());
-  const std::string what = fmt::format("kdp::io: '{}' in '{}'", path_, file_);
-  return checked_bytes(checked_numel(dims(), element, what), element, what);
 }
 
 int64_t Dataset::chunk_rows() const {
@@ -595,181 +593,12 @@ void Dataset::write_rows(int64_t start_row, int64_t count_rows, const T* data) c
   }
 }
 
-template <class T>
-bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int threads) const {
-  silence_errors();
-  const std::vector<int64_t> d = dims();
-  if (d.empty()) return false;
-  KDP_CHECK(!(start < 0 || count < 0 || start + count > d[0]), IOError, "kdp::io",
-            "rows [{}, {}) are outside '{}' ({} rows) in '{}'", start, start + count, path_, d[0],
-            file_);
-  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
-  if (H5Pget_layout(dcpl.id()) != H5D_CHUNKED) return false;
-  const int rank = static_cast<int>(d.size());
-  std::vector<hsize_t> chunk(d.size());
-  if (H5Pget_chunk(dcpl.id(), rank, chunk.data()) != rank || chunk[0] == 0) return false;
-  for (size_t k = 1; k < d.size(); ++k) {
-    if (chunk[k] != static_cast<hsize_t>(d[k])) return false;  // not whole rows
-  }
-  const int filters = H5Pget_nfilters(dcpl.id());
-  if (filters < 0 || filters > 1) return false;
-  bool deflated = false;
-  if (filters == 1) {
-    unsigned flags = 0, config = 0;
-    size_t values = 0;
-    if (H5Pget_filter2(dcpl.id(), 0, &flags, &values, nullptr, 0, nullptr, &config) !=
-        H5Z_FILTER_DEFLATE) {
-      return false;
-    }
-    deflated = true;
-  }
-  Handle type(H5Dget_type(id()), H5Tclose);
-  if (H5Tequal(type.id(), native_of<T>()) <= 0) return false;
-  if (count == 0) return true;
-
-  // A chunk beyond 256 MiB (a corrupt header, or an unusual file) is left to HDF5.
-  constexpr auto kMaxChunk = static_cast<unsigned __int128>(256) << 20;
-  unsigned __int128 bytes = sizeof(T) * static_cast<unsigned __int128>(chunk[0]);
-  for (size_t k = 1; k < d.size() && bytes <= kMaxChunk; ++k) bytes *= chunk[k];
-  if (bytes == 0 || bytes > kMaxChunk) return false;
-  const auto chunk_rows = static_cast<int64_t>(chunk[0]);
-  const auto chunk_bytes = static_cast<size_t>(bytes);
-  const size_t row_bytes = chunk_bytes / static_cast<size_t>(chunk_rows);
-  const int64_t first = start / chunk_rows;
-  const size_t n = static_cast<size_t>((start + count - 1) / chunk_rows - first + 1);
-  // So many chunks at once (rows of a few bytes each) are left to HDF5 too: the
-  // bookkeeping here is some 40 bytes a chunk.
-  if (n > (size_t{1} << 20)) return false;
-  auto row_of = [&](size_t i) { return (first + static_cast<int64_t>(i)) * chunk_rows; };
-  // HDF5 addresses a chunk by the coordinates of its first element.
-  auto offset_of = [&](size_t i) {
-    std::vector<hsize_t> offset(d.size(), 0);
-    offset[0] = static_cast<hsize_t>(row_of(i));
-    return offset;
-  };
-  // Every chunk's stored size, checked before anything is allocated for it: a
-  // range with an unwritten chunk (fill values) is left to HDF5's own read.
-  const size_t bound =
-      std::max<size_t>(chunk_bytes, compressBound(static_cast<uLong>(chunk_bytes)));
-  std::vector<hsize_t> stored(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (H5Dget_chunk_storage_size(id(), offset_of(i).data(), &stored[i]) < 0 || stored[i] == 0) {
-      H5Eclear2(H5E_DEFAULT);
-      return false;
-    }
-    KDP_CHECK(stored[i] <= bound, IOError, "kdp::io",
-              "the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
-              "the file is corrupt",
-              row_of(i), path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes);
-  }
-
-  struct Piece {
-    std::vector<unsigned char> bytes;
-    uint32_t mask = 0;
-  };
-  std::vector<Piece> pieces(n);
-  std::mutex mutex;
-  std::condition_variable arrived;
-  size_t read = 0;  // chunks read so far (guarded by mutex)
-  bool failed = false;
-  std::exception_ptr error;
-  std::atomic<size_t> next{0};
-
-  // Chunk i into its rows of `out` (straight in when the chunk lies inside the
-  // range, else through a chunk-sized buffer).
-  auto inflate = [&](size_t i) {
-    const Piece& p = pieces[i];
-    const int64_t row0 = row_of(i);
-    const int64_t from = std::max(row0, start), to = std::min(row0 + chunk_rows, start + count);
-    unsigned char* dst =
-        reinterpret_cast<unsigned char*>(out) + static_cast<size_t>(from - start) * row_bytes;
-    const bool whole = from == row0 && to == row0 + chunk_rows;
-    std::vector<unsigned char> scratch;
-    unsigned char* target = dst;
-    if (!whole) {
-      scratch.resize(chunk_bytes);
-      target = scratch.data();
-    }
-    bool ok = false;
-    if (deflated && (p.mask & 1u) == 0) {
-      uLongf produced = static_cast<uLongf>(chunk_bytes);
-      ok = uncompress(target, &produced, p.bytes.data(), static_cast<uLong>(p.bytes.size())) ==
-               Z_OK &&
-           produced == chunk_bytes;
-    } else if (p.bytes.size() == chunk_bytes) {
-      std::memcpy(target, p.bytes.data(), chunk_bytes);
-      ok = true;
-    }
-    KDP_CHECK(ok, IOError, "kdp::io",
-              "the chunk at row {} of '{}' in '{}' does not inflate to its {} bytes; the "
-              "file is corrupt",
-              row0, path_, file_, chunk_bytes);
-    if (!whole) {
-      std::memcpy(dst, scratch.data() + static_cast<size_t>(from - row0) * row_bytes,
-                  static_cast<size_t>(to - from) * row_bytes);
-    }
-  };
-  // Called in a catch block: the first error wins, and everyone stops.
-  auto give_up = [&] {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!error) error = std::current_exception();
-    failed = true;
-    arrived.notify_all();
-  };
-  auto work = [&] {
-    for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-      {
-        std::unique_lock<std::mutex> lock(mutex);
-        arrived.wait(lock, [&] { return read > i || failed; });
-        if (failed) return;
-      }
-      try {
-        inflate(i);
-        std::vector<unsigned char>().swap(pieces[i].bytes);
-      } catch (...) {
-        give_up();
-        return;
-      }
-    }
-  };
-
-  // A thread of its own pays for itself from a few chunks on.
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)) - 1, n / 4);
-  std::vector<std::thread> workers;
-  try {
-    for (size_t t = 0; t < helpers; ++t) workers.emplace_back(work);
-  } catch (const std::system_error&) {
-    // No more threads to be had: the ones started and this one do the work.
-  }
-  for (size_t i = 0; i < n; ++i) {
-    try {
-      pieces[i].bytes.resize(static_cast<size_t>(stored[i]));
-      if (H5Dread_chunk(id(), H5P_DEFAULT, offset_of(i).data(), &pieces[i].mask,
-                        pieces[i].bytes.data()) < 0) {
-        fail(fmt::format("read the chunk at row {} of", row_of(i)), path_, file_);
-      }
-    } catch (...) {
-      give_up();
-      break;
-    }
-    std::lock_guard<std::mutex> lock(mutex);
-    read = i + 1;
-    arrived.notify_all();
-    if (failed) break;
-  }
-  work();  // the calling thread inflates too once everything is read
-  for (std::thread& w : workers) w.join();
-  if (error) std::rethrow_exception(error);
-  return true;
-}
-
 #define KDP_H5_INSTANTIATE(T)                                                                    \
   template std::vector<T> Dataset::read_all<T>() const;                                          \
   template void Dataset::read_all<T>(T*) const;                                                  \
   template void Dataset::read_rows<T>(int64_t, int64_t, T*) const;                               \
   template void Dataset::read_row_ranges<T>(const std::vector<std::pair<int64_t, int64_t>>&, T*) \
       const;                                                                                     \
-  template bool Dataset::read_rows_inflating<T>(int64_t, int64_t, T*, int) const;                \
   template void Dataset::write_all<T>(const T*) const;                                           \
   template void Dataset::write_rows<T>(int64_t, int64_t, const T*) const;
 KDP_H5_INSTANTIATE(uint8_t)

@@ -44,14 +44,6 @@ class Handle {
 /// Element types kdp stores.
 enum class Type { UInt8, Int64, Float32, Float64, Other };
 
-/// An attribute value: integer, float or string.
-struct AttributeValue {
-  enum Kind { Integer, Real, Text } kind = Text;
-  int64_t integer = 0;
-  double real = 0.0;
-  std::string text;
-};
-
 class Group;
 class Dataset;
 
@@ -115,16 +107,16 @@ class File : public Group {
   static File open(const std::string& path, Mode mode = Mode::ReadOnly);
   /// Creates (truncating any file of that name).
   static File create(const std::string& path);
-  /// Creates a file that lives in memory until save_image(); `name` is used in
-  /// messages. Disk errors then surface in save_image as plain IOErrors, and a
-  /// failed write never leaves HDF5 holding a half-written file.
+  /// Creates a file that lives in memory until its image() is written (by an
+  /// AtomicFile); `name` is used in messages. Disk errors then surface in that
+  /// write as plain IOErrors, and a failed write never leaves HDF5 holding a
+  /// half-written file.
   /// `expected_bytes`: about how large the file will grow; the image grows in
   /// steps of that size (at least 1 MiB), so that a large file is not copied
   /// again at every MiB.
   static File create_in_memory(const std::string& name, size_t expected_bytes = 0);
-  /// Writes the whole file (created in memory) to `path`, a temporary file of
-  /// an AtomicFile whose commit() syncs it; errors name `target` when given.
-  void save_image(const std::string& path, const std::string& target = "");
+  /// The whole file's bytes (a file created in memory), flushed first.
+  std::vector<char> image();
   /// Flushes HDF5's buffers to the operating system.
   void flush();
   /// Closes the file; later use of its objects fails.
@@ -140,8 +132,6 @@ class Dataset : public Object {
   using Object::Object;
   std::vector<int64_t> dims() const;
   Type type() const;
-  /// Bytes of the whole dataset in memory.
-  size_t bytes() const;
   /// Rows per chunk (0 for contiguous storage).
   int64_t chunk_rows() const;
   /// Throws IOError when the dataset claims far more data than the file stores

@@ -18,25 +18,24 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  /// Where to write now.
+  /// Where to write now (for a writer that opens the file itself, HDF5's).
   const std::string& temp_path() const { return temp_; }
   const std::string& target() const { return target_; }
-  /// Flushes the temporary file to disk and renames it over the target.
+  /// Writes the whole contents (a file image, a text) to the temporary file
+  /// and syncs it on the same descriptor; errors name the target and the
+  /// system's reason ("no space left on the device").
+  void write(const void* data, size_t size);
+  /// Flushes the temporary file to disk (unless write() did) and renames it
+  /// over the target, then syncs the directory.
   void commit();
   bool committed() const { return committed_; }
 
  private:
   std::string target_;
   std::string temp_;
+  bool synced_ = false;
   bool committed_ = false;
 };
-
-/// Creates (or truncates) `path` and writes `size` bytes to it, with the
-/// system's reason on failure ("no space left on the device"); messages name
-/// `target` when given (the file a temporary one becomes). Not synced: an
-/// AtomicFile's commit() does that.
-void write_whole_file(const std::string& path, const void* data, size_t size,
-                      const std::string& target = "");
 
 /// Writes `text` to `path` through an AtomicFile; throws IOError naming the
 /// file and the system's reason ("permission denied", "no space left ...").
