@@ -21,8 +21,8 @@ struct HostBatch {
   std::exception_ptr error;
 };
 
-// features = (bytes * scale - mean) / stddev on the device, as HDF5Dataset
-// does it on the host (the same operations in the same order).
+// The features of `bytes` on the device, by the formula HDF5Dataset uses on
+// the host (ByteFeatures).
 Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures& how,
                            const Shape& shape, const Device& device) {
   const auto n = static_cast<int64_t>(bytes.size());
@@ -35,15 +35,9 @@ Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures
   Runtime::get().count_transfer(/*to_host=*/false, bytes.size());
   Tensor out = Tensor::empty(shape, device);
   View1 f = out.flat();
-  const float scale = how.scale, mean = how.mean;
-  const bool standardise = how.stddev > 0.0f;
-  const float inv = standardise ? 1.0f / how.stddev : 1.0f;
   Kokkos::parallel_for(
       "kdp::DataLoader bytes to features", kdp::detail::range(device, n),
-      KOKKOS_LAMBDA(const int64_t i) {
-        const float v = static_cast<float>(raw(i)) * scale;
-        f(i) = standardise ? (v - mean) * inv : v;
-      });
+      KOKKOS_LAMBDA(const int64_t i) { f(i) = how(static_cast<float>(raw(i))); });
   device.fence("kdp::DataLoader bytes to features");  // the host bytes go away after return
   return out;
 }

@@ -128,13 +128,17 @@ void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, fl
   fill(indices, features, nullptr, labels);
 }
 
-std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
-  if (!uint8_) return std::nullopt;
+ByteFeatures HDF5Dataset::normalisation() const {
   ByteFeatures how;
-  how.scale = options_.scale ? 1.0f / 255.0f : 1.0f;
+  how.scale = uint8_ && options_.scale ? 1.0f / 255.0f : 1.0f;
   how.mean = options_.stddev > 0.0f ? options_.mean : 0.0f;
   how.stddev = options_.stddev > 0.0f ? options_.stddev : 0.0f;
   return how;
+}
+
+std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
+  if (!uint8_) return std::nullopt;
+  return normalisation();
 }
 
 void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
@@ -223,9 +227,7 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
     }
   }
 
-  const bool standardise = options_.stddev > 0.0f;
-  const float inv = standardise ? 1.0f / options_.stddev : 1.0f;
-  const float scale = uint8_ && options_.scale ? 1.0f / 255.0f : 1.0f;
+  const ByteFeatures how = normalisation();
   for (size_t k = 0; k < n; ++k) {
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
@@ -238,7 +240,7 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
     float* dst = features + k * row;
     if (uint8_) {
       const unsigned char* src = block.data() + offset;
-      for (size_t j = 0; j < row; ++j) dst[j] = static_cast<float>(src[j]) * scale;
+      for (size_t j = 0; j < row; ++j) dst[j] = how(static_cast<float>(src[j]));
     } else {
       const float* src = reinterpret_cast<const float*>(block.data()) + offset;
       if (options_.check_finite) {
@@ -249,10 +251,7 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
                     i, images_, path_, src[j], j);
         }
       }
-      std::copy(src, src + row, dst);
-    }
-    if (standardise) {
-      for (size_t j = 0; j < row; ++j) dst[j] = (dst[j] - options_.mean) * inv;
+      for (size_t j = 0; j < row; ++j) dst[j] = how(src[j]);
     }
   }
 

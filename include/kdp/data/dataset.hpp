@@ -9,16 +9,24 @@
 #include <optional>
 #include <vector>
 
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/shape.hpp"
 
 namespace kdp::data {
 
-/// How the bytes fetch_bytes() gives become features:
-/// feature = (byte * scale - mean) / stddev (no standardisation when stddev is 0).
+/// How stored values become features: feature = (value * scale - mean) /
+/// stddev (no standardisation when stddev is 0). The one formula kdp
+/// normalises with, on the host (HDF5Dataset) and on devices (the DataLoader's
+/// conversion of bytes), so both give the same floats.
 struct ByteFeatures {
   float scale = 1.0f;
   float mean = 0.0f;
   float stddev = 0.0f;
+
+  KOKKOS_INLINE_FUNCTION float operator()(float value) const {
+    const float v = value * scale;
+    return stddev > 0.0f ? (v - mean) * (1.0f / stddev) : v;
+  }
 };
 
 /// A numbered collection of samples that fills host buffers.

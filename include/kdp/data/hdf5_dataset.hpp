@@ -61,6 +61,8 @@ class HDF5Dataset : public Dataset {
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
   /// uint8 images: their scale and standardisation.
   std::optional<ByteFeatures> byte_features() const override;
+  /// How this dataset's stored values become features (its options).
+  ByteFeatures normalisation() const;
   void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                    float* labels) const override;
 
