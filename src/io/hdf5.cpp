@@ -140,6 +140,8 @@ void Handle::reset() {
   id_ = H5I_INVALID_HID;
 }
 
+// A switch, as every enum's names in kdp: -Wswitch then names an enumerator
+// added without its name, which a shared table could not.
 const char* to_string(Type type) {
   switch (type) {
     case Type::UInt8:

@@ -187,6 +187,8 @@ struct DivGradBF {
 
 enum class BinaryKind { Add, Sub, Mul, Div };
 
+// A switch, as every enum's names in kdp: -Wswitch then names an enumerator
+// added without its name, which a shared table could not.
 const char* binary_name(BinaryKind kind) {
   switch (kind) {
     case BinaryKind::Add:

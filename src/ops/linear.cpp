@@ -246,32 +246,55 @@ void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor
   if (b.defined()) check_same_device(op, x, "input", b, "bias");
 }
 
+// What linear() and linear_relu() share: the checked operands, the product's
+// rows, and the output [..., out_features] with its matrix view.
+struct LinearProduct {
+  Tensor x, w, b;
+  int64_t rows = 0, in_f = 0, out_f = 0;
+  Tensor out;
+  View2 y;
+};
+
+LinearProduct start_linear(const char* op, const Tensor& x_in, const Tensor& w_in,
+                           const Tensor& b_in) {
+  LinearProduct p;
+  p.x = resolve(x_in);
+  p.w = resolve(w_in);
+  p.b = resolve(b_in);
+  check_linear(op, p.x, p.w, p.b);
+  p.out_f = p.w.size(0);
+  p.in_f = p.w.size(1);
+  p.rows = p.in_f == 0 ? p.x.numel() : p.x.numel() / p.in_f;
+  p.out = Tensor::empty(p.x.shape().with(-1, p.out_f), p.x.device());
+  p.y = p.out.matrix(p.rows, p.out_f);
+  return p;
+}
+
+// The output's history: `make_node()` when a gradient is wanted, its edges to
+// the operands there are.
+template <class MakeNode>
+void record(const LinearProduct& p, MakeNode make_node) {
+  if (!autograd::needs_grad({&p.x, &p.w, &p.b})) return;
+  auto node = make_node();
+  if (p.b.defined()) {
+    node->set_next_edges({&p.x, &p.w, &p.b});
+  } else {
+    node->set_next_edges({&p.x, &p.w});
+  }
+  autograd::set_history(p.out, node);
+}
+
 }  // namespace ops_detail
 
 using namespace ops_detail;
 
 Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  const Tensor& x = resolve(x_in);
-  const Tensor& w = resolve(w_in);
-  const Tensor& b = resolve(b_in);
-  check_linear("kdp::linear_relu", x, w, b);
-  const int64_t out_f = w.size(0);
-  const int64_t in_f = w.size(1);
-  const int64_t rows = in_f == 0 ? x.numel() : x.numel() / in_f;
-  Tensor out = Tensor::empty(x.shape().with(-1, out_f), x.device());
-  View2 y = out.matrix(rows, out_f);
-  gemm(x.device(), "N", "T", 1.0f, x.cmatrix(rows, in_f), w.cmatrix(), 0.0f, y);
-  bias_relu(x.device(), y, b.defined() ? b.cflat() : ConstView1(), b.defined());
-  if (autograd::needs_grad({&x, &w, &b})) {
-    auto node = std::make_shared<LinearReluNode>(x, w, out, b.defined());
-    if (b.defined()) {
-      node->set_next_edges({&x, &w, &b});
-    } else {
-      node->set_next_edges({&x, &w});
-    }
-    autograd::set_history(out, node);
-  }
-  return out;
+  LinearProduct p = start_linear("kdp::linear_relu", x_in, w_in, b_in);
+  const Device& dev = p.x.device();
+  gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), 0.0f, p.y);
+  bias_relu(dev, p.y, p.b.defined() ? p.b.cflat() : ConstView1(), p.b.defined());
+  record(p, [&] { return std::make_shared<LinearReluNode>(p.x, p.w, p.out, p.b.defined()); });
+  return p.out;
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -293,33 +316,16 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  const Tensor& x = resolve(x_in);
-  const Tensor& w = resolve(w_in);
-  const Tensor& b = resolve(b_in);
-  check_linear("kdp::linear", x, w, b);
-  const int64_t out_f = w.size(0);
-  const int64_t in_f = w.size(1);
-  const int64_t rows = in_f == 0 ? x.numel() : x.numel() / in_f;
-  Shape out_shape = x.shape().with(-1, out_f);
-  Tensor out = Tensor::empty(out_shape, x.device());
-  View2 y = out.matrix(rows, out_f);
+  LinearProduct p = start_linear("kdp::linear", x_in, w_in, b_in);
+  const Device& dev = p.x.device();
   float beta = 0.0f;
-  if (b.defined()) {
-    fill_rows(x.device(), y, b.cflat());
+  if (p.b.defined()) {  // the bias rows first, then the product added to them
+    fill_rows(dev, p.y, p.b.cflat());
     beta = 1.0f;
   }
-  gemm(x.device(), "N", "T", 1.0f, x.cmatrix(rows, in_f), w.cmatrix(), beta, y);
-
-  if (autograd::needs_grad({&x, &w, &b})) {
-    auto node = std::make_shared<LinearNode>(x, w, b.defined());
-    if (b.defined()) {
-      node->set_next_edges({&x, &w, &b});
-    } else {
-      node->set_next_edges({&x, &w});
-    }
-    autograd::set_history(out, node);
-  }
-  return out;
+  gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), beta, p.y);
+  record(p, [&] { return std::make_shared<LinearNode>(p.x, p.w, p.b.defined()); });
+  return p.out;
 }
 
 }  // namespace kdp

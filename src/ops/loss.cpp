@@ -17,6 +17,8 @@ namespace ops_detail {
 
 namespace math = compat::math;
 
+// A switch, as every enum's names in kdp: -Wswitch then names an enumerator
+// added without its name, which a shared table could not.
 const char* reduction_name(Reduction r) {
   switch (r) {
     case Reduction::None:

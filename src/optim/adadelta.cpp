@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "core/parallel_for.hpp"
+#include "hyperparameters.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::optim {
@@ -63,21 +64,18 @@ void Adadelta::update(const std::string& name, Tensor& param, const Tensor& grad
                   static_cast<float>(options_.weight_decay));
 }
 
+namespace {
+const detail::Field<AdadeltaOptions> kFields[] = {{"rho", &AdadeltaOptions::rho},
+                                                  {"eps", &AdadeltaOptions::eps},
+                                                  {"weight_decay", &AdadeltaOptions::weight_decay}};
+}  // namespace
+
 std::map<std::string, double> Adadelta::hyperparameters() const {
-  return {{"rho", options_.rho}, {"eps", options_.eps}, {"weight_decay", options_.weight_decay}};
+  return detail::to_map(options_, kFields);
 }
 
 AdadeltaOptions Adadelta::options_from(const std::map<std::string, double>& v) const {
-  auto get = [&](const char* key, double fallback) {
-    auto it = v.find(key);
-    return it == v.end() ? fallback : it->second;
-  };
-  AdadeltaOptions o = options_;
-  o.lr = get("lr", lr());
-  o.rho = get("rho", o.rho);
-  o.eps = get("eps", o.eps);
-  o.weight_decay = get("weight_decay", o.weight_decay);
-  return o;
+  return detail::from_map(options_, lr(), v, kFields);
 }
 
 std::string Adadelta::hyperparameter_problem(const std::map<std::string, double>& values) const {

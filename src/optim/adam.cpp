@@ -6,6 +6,7 @@
 
 #include "core/numbers.hpp"
 #include "core/parallel_for.hpp"
+#include "hyperparameters.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::optim {
@@ -109,27 +110,20 @@ void Adam::update(const std::string& name, Tensor& param, const Tensor& grad) {
                       options_.amsgrad ? st["max_exp_avg_sq"].flat() : View1(), s);
 }
 
+namespace {
+const detail::Field<AdamOptions> kFields[] = {{"beta1", &AdamOptions::beta1},
+                                              {"beta2", &AdamOptions::beta2},
+                                              {"eps", &AdamOptions::eps},
+                                              {"weight_decay", &AdamOptions::weight_decay},
+                                              {"amsgrad", nullptr, &AdamOptions::amsgrad}};
+}  // namespace
+
 std::map<std::string, double> Adam::hyperparameters() const {
-  return {{"beta1", options_.beta1},
-          {"beta2", options_.beta2},
-          {"eps", options_.eps},
-          {"weight_decay", options_.weight_decay},
-          {"amsgrad", options_.amsgrad ? 1.0 : 0.0}};
+  return detail::to_map(options_, kFields);
 }
 
 AdamOptions Adam::options_from(const std::map<std::string, double>& v) const {
-  auto get = [&](const char* key, double fallback) {
-    auto it = v.find(key);
-    return it == v.end() ? fallback : it->second;
-  };
-  AdamOptions o = options_;
-  o.lr = get("lr", lr());
-  o.beta1 = get("beta1", o.beta1);
-  o.beta2 = get("beta2", o.beta2);
-  o.eps = get("eps", o.eps);
-  o.weight_decay = get("weight_decay", o.weight_decay);
-  o.amsgrad = get("amsgrad", o.amsgrad ? 1.0 : 0.0) != 0.0;
-  return o;
+  return detail::from_map(options_, lr(), v, kFields);
 }
 
 std::string Adam::hyperparameter_problem(const std::map<std::string, double>& values) const {

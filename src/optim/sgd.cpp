@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "core/parallel_for.hpp"
+#include "hyperparameters.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::optim {
@@ -69,25 +70,19 @@ void SGD::update(const std::string& name, Tensor& param, const Tensor& grad) {
                      static_cast<float>(options_.weight_decay), options_.nesterov);
 }
 
+namespace {
+const detail::Field<SGDOptions> kFields[] = {{"momentum", &SGDOptions::momentum},
+                                             {"dampening", &SGDOptions::dampening},
+                                             {"weight_decay", &SGDOptions::weight_decay},
+                                             {"nesterov", nullptr, &SGDOptions::nesterov}};
+}  // namespace
+
 std::map<std::string, double> SGD::hyperparameters() const {
-  return {{"momentum", options_.momentum},
-          {"dampening", options_.dampening},
-          {"weight_decay", options_.weight_decay},
-          {"nesterov", options_.nesterov ? 1.0 : 0.0}};
+  return detail::to_map(options_, kFields);
 }
 
 SGDOptions SGD::options_from(const std::map<std::string, double>& v) const {
-  auto get = [&](const char* key, double fallback) {
-    auto it = v.find(key);
-    return it == v.end() ? fallback : it->second;
-  };
-  SGDOptions o = options_;
-  o.lr = get("lr", lr());
-  o.momentum = get("momentum", o.momentum);
-  o.dampening = get("dampening", o.dampening);
-  o.weight_decay = get("weight_decay", o.weight_decay);
-  o.nesterov = get("nesterov", o.nesterov ? 1.0 : 0.0) != 0.0;
-  return o;
+  return detail::from_map(options_, lr(), v, kFields);
 }
 
 std::string SGD::hyperparameter_problem(const std::map<std::string, double>& values) const {
