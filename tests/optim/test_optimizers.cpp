@@ -333,3 +333,22 @@ TEST(LRScheduler, MultiStepLRDropsAtEachMilestone) {
   EXPECT_THROW(optim::MultiStepLR(opt, {5, 2}), ValueError);
   EXPECT_THROW(optim::MultiStepLR(opt, {0}), ValueError);
 }
+
+TEST(Options, ChainedSettersNameEachOptionAndAggregatesStillWork) {
+  const optim::SGDOptions chained =
+      optim::SGDOptions{}.with_lr(0.1).with_momentum(0.9).with_nesterov(true);
+  EXPECT_EQ(chained.lr, 0.1);
+  EXPECT_EQ(chained.momentum, 0.9);
+  EXPECT_TRUE(chained.nesterov);
+  EXPECT_EQ(chained.dampening, optim::SGDOptions{}.dampening);  // the rest keep their defaults
+  const optim::SGDOptions positional{0.1, 0.9};                 // aggregate initialisation
+  EXPECT_EQ(positional.momentum, chained.momentum);
+  const optim::AdamOptions adam = optim::AdamOptions{}.with_beta2(0.95).with_amsgrad(true);
+  EXPECT_EQ(adam.beta2, 0.95);
+  EXPECT_TRUE(adam.amsgrad);
+  EXPECT_EQ(adam.lr, optim::AdamOptions{}.lr);
+  // An optimizer takes the chained options as they are.
+  Tensor p = start();
+  optim::SGD sgd({{"p", p}}, optim::SGDOptions{}.with_lr(0.25));
+  EXPECT_EQ(sgd.lr(), 0.25);
+}

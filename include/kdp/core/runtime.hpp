@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/caching_allocator.hpp"
@@ -38,6 +39,29 @@ struct RuntimeOptions {
   /// quarter of an epoch's time. KDP_FLUSH_DENORMALS=0 keeps IEEE's gradual
   /// underflow (see set_flush_denormals in kdp/core/threads.hpp).
   bool flush_denormals = true;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// RuntimeOptions{}.with_init_mpi(...).with_flush_denormals(...).
+  RuntimeOptions& with_init_mpi(bool value) {
+    init_mpi = value;
+    return *this;
+  }
+  RuntimeOptions& with_seed(uint64_t value) {
+    seed = value;
+    return *this;
+  }
+  RuntimeOptions& with_threads(int value) {
+    threads = value;
+    return *this;
+  }
+  RuntimeOptions& with_gpus(std::vector<int> value) {
+    gpus = std::move(value);
+    return *this;
+  }
+  RuntimeOptions& with_flush_denormals(bool value) {
+    flush_denormals = value;
+    return *this;
+  }
 };
 
 /// Parses a list of GPU ids ("0,1,3"); ValueError naming `source` otherwise.

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/tensor.hpp"
@@ -40,6 +41,29 @@ struct DataLoaderOptions {
   /// and have them converted there: a quarter of the bytes cross to a GPU, and
   /// the conversion runs on it. Default: where device memory is not the host's.
   bool convert_on_device = !compat::host_accessible_memory();
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// DataLoaderOptions{}.with_batch_size(...).with_convert_on_device(...).
+  DataLoaderOptions& with_batch_size(int64_t value) {
+    batch_size = value;
+    return *this;
+  }
+  DataLoaderOptions& with_drop_last(bool value) {
+    drop_last = value;
+    return *this;
+  }
+  DataLoaderOptions& with_prefetch(int value) {
+    prefetch = value;
+    return *this;
+  }
+  DataLoaderOptions& with_device(Device value) {
+    device = std::move(value);
+    return *this;
+  }
+  DataLoaderOptions& with_convert_on_device(bool value) {
+    convert_on_device = value;
+    return *this;
+  }
 };
 
 /// Batches of a dataset in a sampler's order, prefetched on a thread.

@@ -20,6 +20,25 @@ struct DistributedSamplerOptions {
   uint64_t seed = 0;
   bool drop_last = false;
   bool exact = false;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// DistributedSamplerOptions{}.with_shuffle(...).with_exact(...).
+  DistributedSamplerOptions& with_shuffle(bool value) {
+    shuffle = value;
+    return *this;
+  }
+  DistributedSamplerOptions& with_seed(uint64_t value) {
+    seed = value;
+    return *this;
+  }
+  DistributedSamplerOptions& with_drop_last(bool value) {
+    drop_last = value;
+    return *this;
+  }
+  DistributedSamplerOptions& with_exact(bool value) {
+    exact = value;
+    return *this;
+  }
 };
 
 /// Each rank's share of a dataset with PyTorch's semantics, or an exact share.

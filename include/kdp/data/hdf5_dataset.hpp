@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "kdp/data/dataset.hpp"
 
@@ -43,6 +44,45 @@ struct HDF5DatasetOptions {
   /// Threads that inflate deflate-compressed chunks while HDF5 reads the next
   /// ones (0: the rank's threads, Runtime::threads(); 1 without a Runtime).
   int inflate_threads = 0;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// HDF5DatasetOptions{}.with_scale(...).with_inflate_threads(...).
+  HDF5DatasetOptions& with_scale(bool value) {
+    scale = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_mean(float value) {
+    mean = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_stddev(float value) {
+    stddev = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_flatten(bool value) {
+    flatten = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_as_images(bool value) {
+    as_images = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_num_classes(int64_t value) {
+    num_classes = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_check_finite(bool value) {
+    check_finite = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_cache_bytes(size_t value) {
+    cache_bytes = value;
+    return *this;
+  }
+  HDF5DatasetOptions& with_inflate_threads(int value) {
+    inflate_threads = value;
+    return *this;
+  }
 };
 
 /// Samples read from datasets of an HDF5 file, in cached blocks.

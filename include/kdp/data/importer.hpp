@@ -16,6 +16,7 @@
 /// HDF5 file) is never written into.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kdp::data {
@@ -43,6 +44,33 @@ struct ImportOptions {
   /// Rows per HDF5 chunk and deflate level (0: no compression).
   int64_t chunk_rows = 128;
   int deflate = 4;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// ImportOptions{}.with_existing(...).with_deflate(...).
+  ImportOptions& with_existing(ExistingOutput value) {
+    existing = std::move(value);
+    return *this;
+  }
+  ImportOptions& with_dataset(std::string value) {
+    dataset = std::move(value);
+    return *this;
+  }
+  ImportOptions& with_num_classes(int64_t value) {
+    num_classes = value;
+    return *this;
+  }
+  ImportOptions& with_class_names(std::vector<std::string> value) {
+    class_names = std::move(value);
+    return *this;
+  }
+  ImportOptions& with_chunk_rows(int64_t value) {
+    chunk_rows = value;
+    return *this;
+  }
+  ImportOptions& with_deflate(int value) {
+    deflate = value;
+    return *this;
+  }
 };
 
 /// Imports the splits into `out`. Throws IOError naming the file at fault (bad

@@ -29,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/dist/communicator.hpp"
@@ -56,6 +57,29 @@ struct DDPOptions {
   /// launched in the same order on every rank either way.
   enum class Overlap { Always, Never };
   Overlap overlap = Overlap::Always;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// DDPOptions{}.with_bucket_cap_mb(...).with_overlap(...).
+  DDPOptions& with_bucket_cap_mb(double value) {
+    bucket_cap_mb = value;
+    return *this;
+  }
+  DDPOptions& with_first_bucket_mb(double value) {
+    first_bucket_mb = value;
+    return *this;
+  }
+  DDPOptions& with_find_unused_parameters(bool value) {
+    find_unused_parameters = value;
+    return *this;
+  }
+  DDPOptions& with_broadcast_buffers(bool value) {
+    broadcast_buffers = value;
+    return *this;
+  }
+  DDPOptions& with_overlap(Overlap value) {
+    overlap = value;
+    return *this;
+  }
 };
 
 /// Averages gradients over MPI ranks in buckets overlapped with backward.

@@ -17,6 +17,7 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "kdp/nn/module.hpp"
 
@@ -30,6 +31,25 @@ struct BatchNormOptions {
   std::optional<double> momentum = 0.1;
   bool affine = true;
   bool track_running_stats = true;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// BatchNormOptions{}.with_eps(...).with_track_running_stats(...).
+  BatchNormOptions& with_eps(double value) {
+    eps = value;
+    return *this;
+  }
+  BatchNormOptions& with_momentum(std::optional<double> value) {
+    momentum = std::move(value);
+    return *this;
+  }
+  BatchNormOptions& with_affine(bool value) {
+    affine = value;
+    return *this;
+  }
+  BatchNormOptions& with_track_running_stats(bool value) {
+    track_running_stats = value;
+    return *this;
+  }
 };
 
 class BatchNorm;

@@ -34,6 +34,25 @@ struct ClassLossOptions {
   /// cross_entropy only: the target distribution is (1 - s) one-hot + s / C,
   /// the smoothing term weighted by the class weights too, as in PyTorch.
   double label_smoothing = 0.0;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// ClassLossOptions{}.with_reduction(...).with_label_smoothing(...).
+  ClassLossOptions& with_reduction(Reduction value) {
+    reduction = std::move(value);
+    return *this;
+  }
+  ClassLossOptions& with_weight(Tensor value) {
+    weight = std::move(value);
+    return *this;
+  }
+  ClassLossOptions& with_ignore_index(int64_t value) {
+    ignore_index = value;
+    return *this;
+  }
+  ClassLossOptions& with_label_smoothing(double value) {
+    label_smoothing = value;
+    return *this;
+  }
 };
 
 /// cross_entropy with class weights, an ignored index and label smoothing.

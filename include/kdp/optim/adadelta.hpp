@@ -17,6 +17,25 @@ struct AdadeltaOptions {
   double rho = 0.9;
   double eps = 1e-6;
   double weight_decay = 0.0;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// AdadeltaOptions{}.with_lr(...).with_weight_decay(...).
+  AdadeltaOptions& with_lr(double value) {
+    lr = value;
+    return *this;
+  }
+  AdadeltaOptions& with_rho(double value) {
+    rho = value;
+    return *this;
+  }
+  AdadeltaOptions& with_eps(double value) {
+    eps = value;
+    return *this;
+  }
+  AdadeltaOptions& with_weight_decay(double value) {
+    weight_decay = value;
+    return *this;
+  }
 };
 
 /// Adadelta, as PyTorch's: state square_avg, acc_delta and step per parameter.

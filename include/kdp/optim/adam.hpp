@@ -18,6 +18,33 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// AdamOptions{}.with_lr(...).with_amsgrad(...).
+  AdamOptions& with_lr(double value) {
+    lr = value;
+    return *this;
+  }
+  AdamOptions& with_beta1(double value) {
+    beta1 = value;
+    return *this;
+  }
+  AdamOptions& with_beta2(double value) {
+    beta2 = value;
+    return *this;
+  }
+  AdamOptions& with_eps(double value) {
+    eps = value;
+    return *this;
+  }
+  AdamOptions& with_weight_decay(double value) {
+    weight_decay = value;
+    return *this;
+  }
+  AdamOptions& with_amsgrad(bool value) {
+    amsgrad = value;
+    return *this;
+  }
 };
 
 /// Adam with PyTorch's update.

@@ -17,6 +17,29 @@ struct SGDOptions {
   double dampening = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// SGDOptions{}.with_lr(...).with_nesterov(...).
+  SGDOptions& with_lr(double value) {
+    lr = value;
+    return *this;
+  }
+  SGDOptions& with_momentum(double value) {
+    momentum = value;
+    return *this;
+  }
+  SGDOptions& with_dampening(double value) {
+    dampening = value;
+    return *this;
+  }
+  SGDOptions& with_weight_decay(double value) {
+    weight_decay = value;
+    return *this;
+  }
+  SGDOptions& with_nesterov(bool value) {
+    nesterov = value;
+    return *this;
+  }
 };
 
 /// SGD with momentum, dampening, Nesterov and weight decay, as PyTorch's.

@@ -33,6 +33,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/data/data_loader.hpp"
@@ -114,6 +115,109 @@ struct TrainerOptions {
   /// Further numbers recorded in every checkpoint's /training attributes (the
   /// data's normalisation, say), for whoever reads it later.
   std::map<std::string, double> record;
+
+  /// Chained setters, one per option, to name each where it is set:
+  /// TrainerOptions{}.with_epochs(...).with_record(...).
+  TrainerOptions& with_epochs(int64_t value) {
+    epochs = value;
+    return *this;
+  }
+  TrainerOptions& with_max_steps(int64_t value) {
+    max_steps = value;
+    return *this;
+  }
+  TrainerOptions& with_accumulate_grad_batches(int64_t value) {
+    accumulate_grad_batches = value;
+    return *this;
+  }
+  TrainerOptions& with_gradient_clip_norm(double value) {
+    gradient_clip_norm = value;
+    return *this;
+  }
+  TrainerOptions& with_step_scheduler_per_batch(bool value) {
+    step_scheduler_per_batch = value;
+    return *this;
+  }
+  TrainerOptions& with_checkpoint_dir(std::string value) {
+    checkpoint_dir = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_checkpoint_every_steps(int64_t value) {
+    checkpoint_every_steps = value;
+    return *this;
+  }
+  TrainerOptions& with_checkpoint_every_epoch(bool value) {
+    checkpoint_every_epoch = value;
+    return *this;
+  }
+  TrainerOptions& with_keep_last(int value) {
+    keep_last = value;
+    return *this;
+  }
+  TrainerOptions& with_keep_best(bool value) {
+    keep_best = value;
+    return *this;
+  }
+  TrainerOptions& with_monitor(std::string value) {
+    monitor = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_resume(std::string value) {
+    resume = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_run_config(io::RunConfig value) {
+    run_config = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_overwrite(bool value) {
+    overwrite = value;
+    return *this;
+  }
+  TrainerOptions& with_require_locks(bool value) {
+    require_locks = value;
+    return *this;
+  }
+  TrainerOptions& with_early_stopping_patience(int64_t value) {
+    early_stopping_patience = value;
+    return *this;
+  }
+  TrainerOptions& with_early_stopping_min_delta(double value) {
+    early_stopping_min_delta = value;
+    return *this;
+  }
+  TrainerOptions& with_stopping_threshold(double value) {
+    stopping_threshold = value;
+    return *this;
+  }
+  TrainerOptions& with_metrics_path(std::string value) {
+    metrics_path = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_log_every_steps(int64_t value) {
+    log_every_steps = value;
+    return *this;
+  }
+  TrainerOptions& with_progress(int value) {
+    progress = value;
+    return *this;
+  }
+  TrainerOptions& with_detect_anomaly(bool value) {
+    detect_anomaly = value;
+    return *this;
+  }
+  TrainerOptions& with_devices(std::vector<Device> value) {
+    devices = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_sampler_seed(uint64_t value) {
+    sampler_seed = value;
+    return *this;
+  }
+  TrainerOptions& with_record(std::map<std::string, double> value) {
+    record = std::move(value);
+    return *this;
+  }
 };
 
 /// Loss and accuracy over every sample of an evaluation.
