@@ -120,6 +120,11 @@ class Tensor {
   float item() const;
 
   // ---- views and pieces (differentiable) -----------------------------------
+  // PyTorch's method spellings, kept as members (x.reshape(...), loss.backward()).
+  // They record autograd history, so to(), reshape(), slice(), chunk() and
+  // clone() are defined with the ops that record it (src/ops/shape.cpp) and
+  // backward() with the engine (src/autograd/engine.cpp): the one place where
+  // a member of a lower layer's class is defined by a higher layer.
   /// The same memory with another shape; one dimension may be -1.
   Tensor reshape(const std::vector<int64_t>& shape) const;
   Tensor view(const std::vector<int64_t>& shape) const { return reshape(shape); }
