@@ -89,9 +89,10 @@ void Local(benchmark::State& state) {
 void Comm(benchmark::State& state) {
   // The same bytes as the buckets, reduced one after another as backward would.
   std::vector<Tensor> buffers;
+  const auto params = setup->model->named_parameters();
   for (const auto& names : setup->ddp->bucket_layout()) {
     int64_t n = 0;
-    for (const auto& name : names) n += nn::find(setup->model->named_parameters(), name)->numel();
+    for (const auto& name : names) n += nn::find(params, name)->numel();
     buffers.push_back(Tensor::ones({n}));
   }
   for (auto _ : state) {

@@ -81,8 +81,9 @@ TEST(SyncBatchNorm, RanksAndDevicesEqualOneDeviceOnTheWholeBatch) {
         test::expect_close(a[i].second.grad().to_vector(), b[i].second.grad().to_vector(), 1e-6,
                            2e-4, what + " gradient of " + a[i].first);
       }
+      const auto wanted = bn_of(reference).state_dict();
       for (const auto& [name, buf] : bn_of(net).state_dict()) {
-        const Tensor* want = nn::find(bn_of(reference).state_dict(), name);
+        const Tensor* want = nn::find(wanted, name);
         ASSERT_NE(want, nullptr);
         test::expect_close(buf.to_vector(), want->to_vector(), 1e-6, 1e-5, what + " " + name);
         expect_same_on_every_rank(comm, buf.to_vector(), what + " " + name);

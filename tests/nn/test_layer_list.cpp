@@ -37,7 +37,8 @@ TEST(LayerList, BatchNormPoolingAndSpacesAreUnderstood) {
   EXPECT_NE(dynamic_cast<nn::BatchNorm2d*>((*net)[1].get()), nullptr);
   EXPECT_NE(dynamic_cast<nn::BatchNorm1d*>((*net)[7].get()), nullptr);
   EXPECT_EQ(nn::layer_list_shapes(layers, Shape{1, 8, 8})[5], Shape({8, 1, 1}));
-  EXPECT_NE(nn::find(net->state_dict(), "1.num_batches_tracked"), nullptr);
+  const auto state = net->state_dict();
+  EXPECT_NE(nn::find(state, "1.num_batches_tracked"), nullptr);
   EXPECT_EQ(net->forward(test::random_tensor({3, 1, 8, 8}, 1)).shape(), Shape({3, 4}));
   EXPECT_TRUE(nn::is_layer_list("conv(1,1)"));
   EXPECT_FALSE(nn::is_layer_list("784,256,10"));

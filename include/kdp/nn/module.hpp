@@ -121,7 +121,10 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
-/// Looks up `name` in a state dict; null when absent.
+/// Looks up `name` in a state dict; null when absent. The pointer points into
+/// `tensors`, so a temporary list (`find(m.state_dict(), ...)`) is refused at
+/// compile time: keep the list in a variable first.
 const Tensor* find(const NamedTensors& tensors, const std::string& name);
+const Tensor* find(NamedTensors&& tensors, const std::string& name) = delete;
 
 }  // namespace kdp::nn
