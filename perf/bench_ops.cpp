@@ -5,10 +5,16 @@
 //    raw Kokkos kernel that reads and writes the same bytes, ratio >= 0.8;
 //  - a convolution's forward and backward (input and weight gradients) on the
 //    shape of the pytorch/examples CNN's second layer, in GFLOP/s against the
-//    raw 1024^3 GEMM's, ratio >= 0.85.
+//    raw 1024^3 GEMM's, ratio >= 0.85;
+//  - conv2d's forward (im2col and GEMM) against a direct convolution (loops
+//    over channels and kernel taps, no BLAS, the vectorized inner loop over
+//    output columns) on the layers of the H and E CNNs: what kdp keeps.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <vector>
 
 #include "core/parallel_for.hpp"
 #include "kdp/kdp.hpp"
@@ -122,6 +128,70 @@ void ConvForwardBackward(benchmark::State& state) {
       benchmark::Counter(s.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The convolution layers of the suite's CNNs (batch 64, stride 1, no padding).
+struct LayerShape {
+  const char* name;
+  int64_t in, out, size, kernel;
+};
+const LayerShape kLayers[] = {{"E conv1 1->32 k3 28x28", 1, 32, 28, 3},
+                              {"E conv2 32->64 k3 26x26", 32, 64, 26, 3},
+                              {"H conv1 1->10 k5 28x28", 1, 10, 28, 5},
+                              {"H conv2 10->20 k5 12x12", 10, 20, 12, 5}};
+constexpr int64_t kConvBatch = 64;
+
+double forward_flops(const LayerShape& l) {
+  const int64_t o = l.size - l.kernel + 1;
+  return 2.0 * static_cast<double>(kConvBatch * l.out * o * o * l.in * l.kernel * l.kernel);
+}
+
+void ConvForward(benchmark::State& state) {
+  const LayerShape& l = kLayers[state.range(0)];
+  const Tensor x = Tensor::randn({kConvBatch, l.in, l.size, l.size});
+  const Tensor w = Tensor::randn({l.out, l.in, l.kernel, l.kernel});
+  const Tensor b = Tensor::zeros({l.out});
+  NoGradGuard no_grad;
+  for (auto _ : state) {
+    Tensor y = conv2d(x, w, b);
+    get_default_device().fence("ConvForward");
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(forward_flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// out[n, o, y, x] = b[o] + sum over c, i, j of w[o, c, i, j] in[n, c, y + i, x + j].
+void DirectConvForward(benchmark::State& state) {
+  const LayerShape& l = kLayers[state.range(0)];
+  const int64_t n = kConvBatch, c = l.in, h = l.size, k = l.kernel, oh = h - k + 1;
+  std::vector<float> in(static_cast<size_t>(n * c * h * h), 0.5f);
+  std::vector<float> w(static_cast<size_t>(l.out * c * k * k), 0.25f);
+  std::vector<float> out(static_cast<size_t>(n * l.out * oh * oh));
+  for (auto _ : state) {
+    for (int64_t img = 0; img < n; ++img) {
+      for (int64_t o = 0; o < l.out; ++o) {
+        float* po = &out[static_cast<size_t>((img * l.out + o) * oh * oh)];
+        std::fill(po, po + oh * oh, 0.0f);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const float* pi = &in[static_cast<size_t>((img * c + ch) * h * h)];
+          const float* pw = &w[static_cast<size_t>((o * c + ch) * k * k)];
+          for (int64_t i = 0; i < k; ++i) {
+            for (int64_t j = 0; j < k; ++j) {
+              const float wv = pw[i * k + j];
+              for (int64_t y = 0; y < oh; ++y) {
+                const float* __restrict row = pi + (y + i) * h + j;
+                float* __restrict orow = po + y * oh;
+                for (int64_t x = 0; x < oh; ++x) orow[x] += wv * row[x];
+              }
+            }
+          }
+        }
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(forward_flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +212,10 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("conv/forward_backward_E_conv2", ConvForwardBackward)
       ->UseRealTime()
       ->Unit(benchmark::kMillisecond);
+  for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
+    benchmark::RegisterBenchmark("conv/forward_im2col", ConvForward)->Arg(i)->UseRealTime();
+    benchmark::RegisterBenchmark("conv/forward_direct", DirectConvForward)->Arg(i)->UseRealTime();
+  }
   perf::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   for (size_t i = 0; i < kShapes.size(); ++i) {
@@ -161,6 +235,13 @@ int main(int argc, char** argv) {
     std::printf("RATIO %-48s %6.3f  (target >= 0.80: %s)\n",
                 (std::string(names[op]) + " vs raw stream, per byte").c_str(), ratio,
                 ratio >= 0.8 ? "met" : "MISSED");
+  }
+  for (size_t i = 0; i < std::size(kLayers); ++i) {
+    const std::string a = "conv/forward_im2col/" + std::to_string(i);
+    const std::string d = "conv/forward_direct/" + std::to_string(i);
+    if (!reporter.has(a) || !reporter.has(d)) continue;
+    std::printf("INFO  conv forward %s: im2col+GEMM %.1f GFLOP/s, direct %.1f GFLOP/s\n",
+                kLayers[i].name, reporter.counter(a, "GFLOP/s"), reporter.counter(d, "GFLOP/s"));
   }
   const std::string conv = "conv/forward_backward_E_conv2", roof = "gemm/raw/2";
   if (reporter.has(conv) && reporter.has(roof)) {
