@@ -22,13 +22,20 @@ class Backend {
   virtual ~Backend() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  /// In place; Average is reduced as Sum (the caller scales).
-  virtual void allreduce(void* data, size_t count, Element type, ReduceOp op) = 0;
+  /// In place; Average is reduced as Sum (the caller scales). `route` applies
+  /// to Float (other types take MPI's own algorithms).
+  virtual void allreduce(void* data, size_t count, Element type, ReduceOp op,
+                         const AllreduceRoute& route) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   /// Every rank's `bytes` into `all`, at `displacements`, `counts` long.
   virtual void allgatherv(const void* data, size_t bytes, void* all, const std::vector<int>& counts,
                           const std::vector<int>& displacements) = 0;
   virtual void barrier() = 0;
+  /// Bytes this process has sent, by where they went.
+  virtual Traffic traffic() const { return {}; }
+  /// Processes on this process's node, and nodes in the group.
+  virtual int local_size() const { return 1; }
+  virtual int nodes() const { return size(); }
   /// Ends every process of the group with `message` on stderr.
   [[noreturn]] virtual void abort(const std::string& message, int code) = 0;
 };

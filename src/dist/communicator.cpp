@@ -117,10 +117,11 @@ void copy_back(const Tensor& t, const HostView& v) {
 // An in-place allreduce of `count` elements, then the average's scaling and `then`.
 template <class T>
 Collective allreduce_op(detail::Backend& b, T* data, size_t count, ReduceOp op,
-                        const std::string& name, std::function<void()> then) {
+                        const std::string& name, std::function<void()> then,
+                        AllreduceRoute route = {}) {
   const double factor = op == ReduceOp::Average ? 1.0 / b.size() : 1.0;
   return {OpInfo{"allreduce", to_string(op), count, "elements", ""}, name,
-          [&b, data, count, op] { b.allreduce(data, count, element_of<T>(), op); },
+          [&b, data, count, op, route] { b.allreduce(data, count, element_of<T>(), op, route); },
           [data, count, factor, then = std::move(then)] {
             if (factor != 1.0) scale_host(data, count, factor);
             if (then) then();
@@ -146,6 +147,13 @@ bool Request::done() const {
   return state_->complete;
 }
 
+std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>
+Request::times() const {
+  if (!state_) return {};
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return {state_->started, state_->ended};
+}
+
 void Request::wait() {
   if (!state_) return;
   std::unique_lock<std::mutex> lock(state_->mutex);
@@ -165,6 +173,15 @@ int Communicator::rank() const {
 int Communicator::size() const {
   return impl_->backend->size();
 }
+int Communicator::local_size() const {
+  return impl_->backend->local_size();
+}
+int Communicator::nodes() const {
+  return impl_->backend->nodes();
+}
+Traffic Communicator::traffic() const {
+  return impl_->backend->traffic();
+}
 CollectiveWatchdog& Communicator::watchdog() {
   return impl_->watchdog;
 }
@@ -179,12 +196,16 @@ void Communicator::barrier() {
 }
 
 Request Communicator::iallreduce(Tensor& t, ReduceOp op) {
+  return iallreduce(t, op, AllreduceRoute{});
+}
+
+Request Communicator::iallreduce(Tensor& t, ReduceOp op, const AllreduceRoute& route) {
   op = scale_for_device_average(t, op, size());
   HostView v = host_view(t, "kdp::dist::allreduce");
   Tensor target = t;
-  auto st =
-      impl_->queue.submit(allreduce_op(*impl_->backend, v.data, static_cast<size_t>(t.numel()), op,
-                                       t.name(), [target, v] { copy_back(target, v); }));
+  auto st = impl_->queue.submit(allreduce_op(
+      *impl_->backend, v.data, static_cast<size_t>(t.numel()), op, t.name(),
+      [target, v] { copy_back(target, v); }, route));
   t.impl()->storage->bump_version();
   return Request(st);
 }

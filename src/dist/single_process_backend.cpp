@@ -13,7 +13,7 @@ class SingleProcess : public Backend {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  void allreduce(void*, size_t, Element, ReduceOp) override {}
+  void allreduce(void*, size_t, Element, ReduceOp, const AllreduceRoute&) override {}
   void broadcast(void*, size_t, int) override {}
   void allgatherv(const void*, size_t, void*, const std::vector<int>&,
                   const std::vector<int>&) override {}

@@ -1,6 +1,7 @@
 #include "kdp/dist/watchdog.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -44,10 +45,12 @@ void CollectiveWatchdog::set_timeout_seconds(double seconds) {
 std::string CollectiveWatchdog::message(const std::string& operation, int rank, int size) const {
   const int64_t step = step_;
   const std::string at = step >= 0 ? fmt::format(" at step {}", step) : std::string();
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return fmt::format(
-      "kdp collective watchdog: {} on rank {} of {}{} did not complete within {:g} s; another "
-      "rank has stopped or never joined it. Ending the job.",
-      operation, rank, size, at, timeout_);
+      "kdp collective watchdog: {} on rank {} of {} (node {}){} did not complete within {:g} s; "
+      "another rank has stopped, never joined it or cannot be reached. Ending the job.",
+      operation, rank, size, *host ? host : "?", at, timeout_);
 }
 
 size_t CollectiveWatchdog::arm(Describe describe, const void* context, int rank, int size) {

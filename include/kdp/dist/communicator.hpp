@@ -11,10 +11,12 @@
 /// goes through host buffers. A build without MPI gets a single-rank
 /// communicator with the same API.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/tensor.hpp"
@@ -23,6 +25,31 @@
 namespace kdp::dist {
 
 enum class ReduceOp { Sum, Average, Max, Min };
+
+/// How an allreduce of floats travels. kdp reduces floats with a ring over
+/// MPI's point-to-point messages (each rank sends 2 (p - 1) / p of the data).
+struct AllreduceRoute {
+  /// Messages carry bfloat16 (half the bytes, 8 significant bits); every rank
+  /// ends with the same values (a sum: each a bfloat16 value).
+  bool bfloat16 = false;
+  /// Reduce inside each node first (shared memory), run the ring among one
+  /// leader per node, then broadcast inside each node: only leaders use the
+  /// network. The same as the plain ring with one rank per node.
+  bool hierarchical = false;
+  /// Error feedback for bfloat16 (host memory of the data's length, kept by
+  /// the caller until the reduction completes): added to the data before it
+  /// is sent, then set to what rounding took from the messages this rank sent
+  /// and from the values it completed. The sum of the results over many calls
+  /// then loses at most the last call's residual.
+  float* residual = nullptr;
+};
+
+/// Bytes a rank has sent in reductions, by where they went (to a rank on
+/// another node: the network; on its own node: shared memory).
+struct Traffic {
+  uint64_t between_nodes = 0;
+  uint64_t within_node = 0;
+};
 
 /// A non-blocking collective in flight. wait() returns once it completed (its
 /// results are in place); a default Request is already complete.
@@ -33,6 +60,10 @@ class Request {
   void wait();
   /// Whether it completed; never blocks.
   bool done() const;
+  /// When the transfer started and ended (steady clock); both the epoch's
+  /// start until it completed.
+  std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> times()
+      const;
 
   struct State;
   explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
@@ -55,6 +86,7 @@ class Communicator {
   /// In-place collectives on tensors (all ranks pass tensors of one shape).
   void allreduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
   Request iallreduce(Tensor& t, ReduceOp op = ReduceOp::Sum);
+  Request iallreduce(Tensor& t, ReduceOp op, const AllreduceRoute& route);
   void broadcast(Tensor& t, int root = 0);
   Request ibroadcast(Tensor& t, int root = 0);
   /// The tensors of all ranks concatenated along dimension 0, in rank order.
@@ -68,6 +100,12 @@ class Communicator {
   void broadcast(void* data, size_t bytes, int root = 0);
   /// Every rank's bytes (sizes may differ), in rank order.
   std::vector<std::vector<char>> allgather_bytes(const void* data, size_t bytes);
+
+  /// Processes on this rank's node (MPI_COMM_TYPE_SHARED), and nodes in all.
+  int local_size() const;
+  int nodes() const;
+  /// Bytes this rank has sent in float reductions so far.
+  Traffic traffic() const;
 
   CollectiveWatchdog& watchdog();
   /// Ends every process of the job with `message` on stderr.
