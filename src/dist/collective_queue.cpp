@@ -23,6 +23,7 @@ CollectiveQueue::~CollectiveQueue() {
 
 // Runs one collective under the watchdog and marks it complete.
 void CollectiveQueue::execute(Request::State& st) {
+  st.started = std::chrono::steady_clock::now();
   if (backend_.size() > 1) {
     const size_t token =
         watchdog_.arm(&OpInfo::describe, &st.op.info, backend_.rank(), backend_.size());
@@ -42,6 +43,7 @@ void CollectiveQueue::execute(Request::State& st) {
   }
   {
     std::lock_guard<std::mutex> lock(st.mutex);
+    st.ended = std::chrono::steady_clock::now();
     st.complete = true;
   }
   st.cv.notify_all();

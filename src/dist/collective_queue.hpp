@@ -4,6 +4,7 @@
 // runs on its caller's thread after every queued one. Each runs under the
 // collective watchdog.
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -49,6 +50,7 @@ struct Request::State {
   std::condition_variable cv;
   bool complete = false;
   std::exception_ptr error;
+  std::chrono::steady_clock::time_point started, ended;
 };
 
 namespace detail {

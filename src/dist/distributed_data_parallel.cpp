@@ -12,6 +12,7 @@
 #include "kdp/autograd/engine.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/trace.hpp"
 
 namespace kdp::dist {
 
@@ -77,6 +78,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
             "first_bucket_mb={})",
             options_.bucket_cap_mb, options_.first_bucket_mb);
   register_module("module", module_);
+  hook_ = options_.comm_hook ? options_.comm_hook : allreduce_hook();
   check_same_model_on_all_ranks();
   broadcast_state();
   for (const auto& [name, p] : module_->named_parameters()) {
@@ -240,11 +242,24 @@ void DistributedDataParallel::launch_ready_buckets() {
   }
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_]->pending == 0) {
     GradientBucket& bucket = *buckets_[next_bucket_];
-    bucket.request = comm_.iallreduce(bucket.buffer(), ReduceOp::Average);
+    bucket.ready_at = std::chrono::steady_clock::now();
+    bucket.request = hook_->launch(bucket, comm_);
     bucket.launched = true;
     ++next_bucket_;
   }
   if (next_bucket_ == buckets_.size() && !buckets_.empty()) finish();
+}
+
+void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  KDP_CHECK(hook != nullptr, ValueError, "kdp::dist::DistributedDataParallel::register_comm_hook",
+            "the hook is null");
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  KDP_CHECK(hooks_fired_ == 0 && next_bucket_ == 0, StateError,
+            "kdp::dist::DistributedDataParallel::register_comm_hook",
+            "rank {} is inside a backward whose buckets are being reduced with '{}'; register "
+            "'{}' between steps",
+            comm_.rank(), hook_->name(), hook->name());
+  hook_ = std::move(hook);
 }
 
 void DistributedDataParallel::finish() {
@@ -256,9 +271,19 @@ void DistributedDataParallel::finish() {
     b->request.wait();
     any = true;
   }
-  comm_wait_seconds_ +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto end = std::chrono::steady_clock::now();
+  comm_wait_seconds_ += std::chrono::duration<double>(end - start).count();
+  if (any) trace::record("reduction wait", start, end);
   if (any && next_bucket_ == buckets_.size()) {
+    if (trace::enabled()) {
+      for (const auto& b : buckets_) {
+        const auto [began, ended] = b->request.times();
+        trace::record(fmt::format("bucket {} ready", b->index()), b->ready_at, b->ready_at);
+        trace::record(fmt::format("{} bucket {} ({:.2f} MB)", hook_->name(), b->index(),
+                                  static_cast<double>(b->numel()) * 4e-6),
+                      began, ended, "comm");
+      }
+    }
     ++reductions_;
     comm_.watchdog().set_step(reductions_);
     reset_pass();

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "dist_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -28,16 +29,6 @@ std::pair<int64_t, int64_t> my_rows(int64_t total, const Communicator& comm) {
   const int64_t base = total / comm.size(), extra = total % comm.size();
   const int64_t start = comm.rank() * base + std::min<int64_t>(comm.rank(), extra);
   return {start, start + base + (comm.rank() < extra ? 1 : 0)};
-}
-
-void expect_same_on_every_rank(Communicator& comm, const std::vector<float>& mine,
-                               const std::string& what) {
-  const auto all = comm.allgather_bytes(mine.data(), mine.size() * sizeof(float));
-  for (size_t r = 0; r < all.size(); ++r) {
-    ASSERT_EQ(all[r].size(), mine.size() * sizeof(float)) << what;
-    EXPECT_EQ(std::memcmp(all[r].data(), all[0].data(), all[r].size()), 0)
-        << what << " differs between rank 0 and rank " << r;
-  }
 }
 
 }  // namespace
@@ -86,7 +77,7 @@ TEST(SyncBatchNorm, RanksAndDevicesEqualOneDeviceOnTheWholeBatch) {
         const Tensor* want = nn::find(wanted, name);
         ASSERT_NE(want, nullptr);
         test::expect_close(buf.to_vector(), want->to_vector(), 1e-6, 1e-5, what + " " + name);
-        expect_same_on_every_rank(comm, buf.to_vector(), what + " " + name);
+        test::expect_same_on_every_rank(comm, buf.to_vector(), what + " " + name);
       }
     }
   }
@@ -99,11 +90,11 @@ TEST(SyncBatchNorm, EvaluationUsesTheRunningStatisticsAlikeOnEveryRank) {
   DistributedDataParallel ddp(net, comm);
   ddp.forward(test::random_tensor({6, 2, 4, 4}, 100 + static_cast<uint64_t>(comm.rank())));
   // Different data on every rank, yet one set of statistics.
-  expect_same_on_every_rank(comm, bn_of(net).running_mean().to_vector(), "running_mean");
+  test::expect_same_on_every_rank(comm, bn_of(net).running_mean().to_vector(), "running_mean");
   net->eval();
   const Tensor x = test::random_tensor({5, 2, 4, 4}, 3);
   const std::vector<float> y = net->forward(x).to_vector();
-  expect_same_on_every_rank(comm, y, "evaluation output");
+  test::expect_same_on_every_rank(comm, y, "evaluation output");
   // The eval forward is a plain BatchNorm's on the running statistics.
   auto plain = cnn();
   plain->load_state_dict(net->state_dict());

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdp/dist/comm_hook.hpp"
 #include "kdp/dist/communicator.hpp"
 #include "kdp/dist/gradient_bucket.hpp"
 #include "kdp/nn/module.hpp"
@@ -57,6 +58,8 @@ struct DDPOptions {
   /// launched in the same order on every rank either way.
   enum class Overlap { Always, Never };
   Overlap overlap = Overlap::Always;
+  /// What reduces each bucket (comm_hook.hpp); null: allreduce_hook().
+  std::shared_ptr<CommHook> comm_hook;
 
   /// Chained setters, one per option, to name each where it is set:
   /// DDPOptions{}.with_bucket_cap_mb(...).with_overlap(...).
@@ -80,6 +83,10 @@ struct DDPOptions {
     overlap = value;
     return *this;
   }
+  DDPOptions& with_comm_hook(std::shared_ptr<CommHook> value) {
+    comm_hook = std::move(value);
+    return *this;
+  }
 };
 
 /// Averages gradients over MPI ranks in buckets overlapped with backward.
@@ -91,6 +98,11 @@ class DistributedDataParallel : public nn::Module {
 
   Tensor forward(const Tensor& input) override;
   Tensor forward(const nn::TensorList& inputs) override;
+
+  /// Replaces the communication hook (between steps only: a StateError while a
+  /// backward's reductions are under way).
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
+  const CommHook& comm_hook() const { return *hook_; }
 
   /// Waits for the reductions launched so far (backward calls it when the last
   /// bucket is launched; calling it again is harmless).
@@ -139,6 +151,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::unique_ptr<GradientBucket>> buckets_;
   std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, slot)
   std::vector<uint64_t> hook_ids_;
+  std::shared_ptr<CommHook> hook_;
 
   std::recursive_mutex mutex_;
   std::vector<bool> ready_;

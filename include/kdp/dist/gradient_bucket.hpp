@@ -4,6 +4,7 @@
 /// buffer, reduced across ranks with one non-blocking allreduce. Parameters'
 /// .grad() are views into it, so nothing is copied after the reduction.
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,7 @@ class GradientBucket {
   /// Bookkeeping of one backward pass.
   int pending = 0;  // parameters whose gradient is not final yet
   bool launched = false;
+  std::chrono::steady_clock::time_point ready_at;  // when its last gradient was final
   Request request;
 
   void reset() {
