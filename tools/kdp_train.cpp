@@ -60,6 +60,9 @@ struct Options {
   std::vector<int64_t> milestones;
   bool sync_batchnorm = false;
   double stop_at_accuracy = 0.0;  // 0: train every epoch
+  std::string trace;
+  std::string comm_hook = "allreduce";
+  double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
@@ -286,6 +289,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.monitor = "val_accuracy";
   t.resume = o.resume == "never" ? "" : o.resume;
   t.metrics_path = o.metrics;
+  t.trace_path = o.trace;
   t.log_every_steps = o.log_every;
   t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
   t.detect_anomaly = !o.no_anomaly_check;
@@ -357,7 +361,13 @@ int run(const Options& o, Runtime& runtime) {
   if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
   std::shared_ptr<nn::Module> model = m.net;
   if (o.devices > 1) model = std::make_shared<DataParallel>(m.net, devs);
-  if (ranks > 1) model = std::make_shared<dist::DistributedDataParallel>(model, comm);
+  if (ranks > 1) {
+    model = std::make_shared<dist::DistributedDataParallel>(
+        model, comm,
+        dist::DDPOptions{}
+            .with_comm_hook(dist::comm_hook_named(o.comm_hook))
+            .with_bucket_cap_mb(o.bucket_mb));
+  }
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
   const auto scheduler = make_scheduler(o, *optimizer);
 
@@ -403,6 +413,18 @@ int run(const Options& o, Runtime& runtime) {
     test.accuracy = r.history.back().val_accuracy;
   } else {
     test = trainer.evaluate(*model, std::ref(ce), test_loader);
+  }
+  // Every rank's reduction bytes, summed: what the network and shared memory
+  // carried.
+  const dist::Traffic mine = comm.traffic();
+  double bytes[2] = {static_cast<double>(mine.between_nodes),
+                     static_cast<double>(mine.within_node)};
+  comm.allreduce(bytes, 2, dist::ReduceOp::Sum);
+  if (rank0 && ranks > 1) {
+    std::printf(
+        "communication: %.3f MB over the network, %.3f MB in shared memory (%d node(s), "
+        "hook %s)\n",
+        bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
   }
   if (rank0) {
     std::printf(
@@ -580,6 +602,16 @@ int main(int argc, char** argv) {
                "With --resume never: discard the checkpoints in --checkpoint-dir and replace "
                "the --metrics file");
   app.add_option("--metrics", o.metrics, "Metrics file (.csv, or JSON lines otherwise)");
+  app.add_option("--trace", o.trace,
+                 "Chrome-trace JSON of every rank's step phases, written by rank 0 at the end "
+                 "(chrome://tracing or Perfetto); names the slowest rank");
+  app.add_option("--comm-hook", o.comm_hook,
+                 "How gradient buckets are reduced across ranks: allreduce (float32), bf16 "
+                 "(half the bytes, error feedback), hierarchical (inside each node first), "
+                 "hierarchical-bf16")
+      ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
+  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MB for the reductions")
+      ->check(cli::real_number(0.0, false));
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)")
       ->check(cli::whole_number(-1, std::numeric_limits<int64_t>::max(),
                                 "-1 (no limit) or a number of steps"));

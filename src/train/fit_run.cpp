@@ -3,14 +3,23 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <thread>
 
 #include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/stop_signal.hpp"
+#include "kdp/core/trace.hpp"
+#include "kdp/io/atomic_file.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "kdp/nn/clip_grad.hpp"
 #include "kdp/ops/elementwise.hpp"
@@ -157,6 +166,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
 
 FitResult FitRun::run() {
   resume_or_start();
+  start_trace();
   StopSignal stop;
   // A driver that installed the handler first (to catch a signal during its
   // start-up) keeps what arrived since; a Trainer on its own starts afresh.
@@ -164,10 +174,109 @@ FitResult FitRun::run() {
   reached_max_ = o_.max_steps >= 0 && global_step_ >= o_.max_steps;
   for (int64_t epoch = start_epoch_; epoch < o_.epochs && !reached_max_; ++epoch) {
     const Next next = train_epoch(epoch);
-    if (result_.stopped_by_signal) return result_;
+    if (result_.stopped_by_signal) {
+      write_trace();
+      return result_;
+    }
     if (next == Next::Stop) break;
   }
-  return finish();
+  FitResult r = finish();
+  write_trace();
+  return r;
+}
+
+// ---- the timeline ------------------------------------------------------------------
+
+// Rank 0 checks where the trace goes before training; every rank starts its
+// clock at one barrier, so that the ranks' times line up. KDP_TEST_DELAY_RANK
+// ("RANK:SECONDS") slows one rank's forward passes: a straggler on demand.
+void FitRun::start_trace() {
+  if (const char* delay = std::getenv("KDP_TEST_DELAY_RANK")) {
+    int rank = -1;
+    double seconds = 0.0;
+    if (std::sscanf(delay, "%d:%lf", &rank, &seconds) == 2 && rank == comm_.rank()) {
+      test_delay_s_ = seconds;
+    }
+  }
+  if (o_.trace_path.empty()) return;
+  on_rank0(
+      comm_,
+      [&] {
+        const std::string& path = o_.trace_path;
+        if (std::filesystem::exists(path) && !o_.overwrite) {
+          throw IOError("kdp::train::Trainer",
+                        fmt::format("the trace file '{}' exists; use another --trace file or "
+                                    "--overwrite to replace it",
+                                    path));
+        }
+        const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
+        if (!std::filesystem::is_directory(parent) || ::access(parent.c_str(), W_OK) != 0) {
+          throw IOError("kdp::train::Trainer",
+                        fmt::format("cannot write the trace file '{}': its directory '{}' does "
+                                    "not exist or is not writable",
+                                    path, parent.string()));
+        }
+      },
+      "rank 0 could not start the run: ");
+  comm_.barrier();
+  trace_origin_ = trace::Clock::now();
+  trace::set_step(global_step_ + 1);
+  trace::set_enabled(true);
+  tracing_ = true;
+}
+
+// Every rank's events to rank 0, which writes them as one Chrome trace and
+// names the rank whose forward and backward took longest per step.
+void FitRun::write_trace() {
+  if (!tracing_) return;
+  tracing_ = false;
+  trace::set_enabled(false);
+  const std::vector<trace::Event> events = trace::take();
+  double compute = 0.0;
+  std::set<int64_t> steps;
+  // Computing, not waiting for the other ranks (backward holds DDP's wait).
+  for (const trace::Event& e : events) {
+    const double s = std::chrono::duration<double>(e.end - e.begin).count();
+    if (e.name == "forward" || e.name == "backward") {
+      compute += s;
+      steps.insert(e.step);
+    } else if (e.name == "reduction wait") {
+      compute -= s;
+    }
+  }
+  const double per_step_ms =
+      steps.empty() ? 0.0 : 1e3 * compute / static_cast<double>(steps.size());
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  const std::string mine = fmt::format("{} {}\n", per_step_ms, host) +
+                           trace::chrome_events(events, comm_.rank(), trace_origin_);
+  const auto all = comm_.allgather_bytes(mine.data(), mine.size());
+  if (!rank0_) return;
+  std::string json = "{\"traceEvents\":[";
+  std::vector<std::pair<double, std::string>> ranks;  // ms per step, host
+  for (size_t r = 0; r < all.size(); ++r) {
+    const std::string text(all[r].begin(), all[r].end());
+    const size_t eol = text.find('\n');
+    std::istringstream head(text.substr(0, eol));
+    double ms = 0.0;
+    std::string node;
+    head >> ms >> node;
+    ranks.emplace_back(ms, node);
+    json += (r > 0 ? "," : "") + text.substr(eol + 1);
+  }
+  json += "],\"displayTimeUnit\":\"ms\"}\n";
+  io::write_file_atomically(o_.trace_path, json);
+  std::vector<double> sorted;
+  for (const auto& [ms, node] : ranks) sorted.push_back(ms);
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[(sorted.size() - 1) / 2];  // the lower one
+  const auto slowest =
+      static_cast<size_t>(std::max_element(ranks.begin(), ranks.end()) - ranks.begin());
+  progress_.message(fmt::format(
+      "trace: {} ({} rank(s)); slowest rank {} (node {}): computing {:.1f} ms per step, "
+      "median of the ranks {:.1f} ms{}",
+      o_.trace_path, ranks.size(), slowest, ranks[slowest].second, ranks[slowest].first, median,
+      ranks.size() > 1 && ranks[slowest].first > 1.25 * median ? " - a straggler" : ""));
 }
 
 // ---- where the run starts ------------------------------------------------------
@@ -264,11 +373,13 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   e.comm_before = ddp_ != nullptr ? ddp_->comm_wait_seconds() : 0.0;
   e.start = Clock::now();
   const int64_t accum = o_.accumulate_grad_batches;
+  auto waited_from = Clock::now();
   for (data::Batch& b : loader) {
+    if (tracing_) trace::record("data wait", waited_from, Clock::now());
     const bool last_micro = (e.batch + 1) % accum == 0 || e.batch + 1 == batches_;
     train_micro_batch(e, b, last_micro);
-    if (!last_micro) continue;
-    if (train_step(e) == Next::Stop) break;
+    if (last_micro && train_step(e) == Next::Stop) break;
+    waited_from = Clock::now();
   }
   samples_total_ += e.samples;
   if (result_.stopped_by_signal) return Next::Stop;
@@ -286,9 +397,18 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
   const auto n = b.features.size(0);
   std::optional<dist::DistributedDataParallel::NoSyncGuard> no_sync;
   if (ddp_ != nullptr && !last_micro) no_sync.emplace(*ddp_);
-  const Tensor out = in_.model.forward(b.features);
-  const Tensor loss = in_.loss(out, b.labels);
-  (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
+  Tensor out, loss;
+  {
+    trace::Span span("forward");
+    if (test_delay_s_ > 0.0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
+    out = in_.model.forward(b.features);
+    loss = in_.loss(out, b.labels);
+  }
+  {
+    trace::Span span("backward");
+    (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
+  }
   NoGradGuard no_grad;
   e.running.add(loss.detach(), static_cast<float>(n), classes_ ? out.detach() : Tensor(), b.labels);
   if (o_.detect_anomaly) {
@@ -303,9 +423,13 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
 FitRun::Next FitRun::train_step(Epoch& e) {
   const StepProbe probe = probe_step(e);
   check_step(e, probe);
-  in_.optimizer.step();
-  in_.optimizer.zero_grad(/*set_to_none=*/ddp_ == nullptr);  // DDP keeps its bucket views
+  {
+    trace::Span span("optimizer");
+    in_.optimizer.step();
+    in_.optimizer.zero_grad(/*set_to_none=*/ddp_ == nullptr);  // DDP keeps its bucket views
+  }
   ++global_step_;
+  trace::set_step(global_step_ + 1);
   if (in_.scheduler != nullptr && o_.step_scheduler_per_batch) in_.scheduler->step();
   if (probe.show || probe.log_row) log_step(e, probe);
   if (stop_for_signal_or_failure(e) == Next::Stop) return Next::Stop;

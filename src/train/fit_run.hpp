@@ -124,6 +124,8 @@ class FitRun {
   std::string save(int64_t epoch, int64_t batch);
   void stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> save_at);
   FitResult finish();
+  void start_trace();
+  void write_trace();
 
   Trainer& trainer_;
   TrainerOptions& o_;
@@ -137,6 +139,9 @@ class FitRun {
   const bool classes_;
   const int64_t batches_;
   const Clock::time_point fit_start_ = Clock::now();
+  Clock::time_point trace_origin_;
+  bool tracing_ = false;
+  double test_delay_s_ = 0.0;  // KDP_TEST_DELAY_RANK on this rank
 
   io::RunConfig config_;
   Progress progress_;

@@ -107,6 +107,11 @@ struct TrainerOptions {
   int progress = -1;
   /// Check the loss and the gradients for NaN and Inf every step.
   bool detect_anomaly = true;
+  /// Chrome-trace JSON of every rank's step phases (data wait, forward,
+  /// backward, buckets and their reductions, optimizer), merged by rank 0 at
+  /// the end of fit(), which names the slowest rank (empty: none). An existing
+  /// file is replaced only with `overwrite`.
+  std::string trace_path;
 
   /// The rank's devices (their generators are saved in checkpoints).
   std::vector<Device> devices;
@@ -192,6 +197,10 @@ struct TrainerOptions {
   }
   TrainerOptions& with_metrics_path(std::string value) {
     metrics_path = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_trace_path(std::string value) {
+    trace_path = std::move(value);
     return *this;
   }
   TrainerOptions& with_log_every_steps(int64_t value) {
