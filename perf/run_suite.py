@@ -97,11 +97,16 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     per_rank = {"KDP_NUM_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
     launch = lambda ranks, *cmd: None if mpirun(ranks) is None else [*mpirun(ranks), *cmd]  # noqa: E731
     runs.append(("ddp_r1", launch(1, p("kdp_bench_ddp"), *q, *reps), per_rank))
+    runs.append(("ddp_r1_D", launch(1, p("kdp_bench_ddp"), "--kdp_model=D", *q, *reps), per_rank))
     runs.append(("allreduce_r2", launch(2, p("kdp_bench_allreduce"), *q, *reps), {}))
     runs.append(("ddp_r2", launch(2, p("kdp_bench_ddp"), *q, *reps), {}))
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
+    runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of up to 1 s
+    if not quick:
+        # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks.
+        runs += cluster_accuracy_runs(os.path.join(build, "tools", "kdp-train"))
     # Side by side with PyTorch at processes x threads layouts, taking turns so
     # that a busy machine slows both alike; the best round of each counts.
     cores = len(os.sched_getaffinity(0))
@@ -142,6 +147,57 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                                        "--target", str(CNN_TTA_TARGET), "--stop-at-target"], {}))
         runs.append(("tta_cnn_lightning", [python, peer("lightning_fmnist.py"), *recipe, *two,
                                            "--target", str(CNN_TTA_TARGET)], {}))
+    return runs
+
+
+CLUSTER = os.path.join(os.path.dirname(HERE), "scripts", "cluster.sh")
+# Links at or below what veth TCP carries on a 2-core machine (1-1.5 Gbit/s).
+CLUSTER_RATES = ("1gbit", "250mbit")
+HOOK_NAMES = ("allreduce", "bf16", "hierarchical", "hierarchical-bf16")
+
+
+def cluster_runs(bench, q, reps):
+    """DDP on the emulated cluster (scripts/cluster.sh): L and D on 2 nodes x 1
+    rank at each link rate, and L's hooks on 2 nodes x 2 ranks, 1 thread per
+    rank. None where this machine cannot make network namespaces."""
+    if subprocess.run([CLUSTER, "check"], capture_output=True).returncode != 0:
+        return []
+
+    def on_cluster(rate, nodes, per_node, *args):
+        up = f"{CLUSTER} up --name kdpperf --nodes {nodes} --rate {rate} >/dev/null"
+        run = f"{CLUSTER} run --name kdpperf --ranks-per-node {per_node} -- " + " ".join(args)
+        return ["bash", "-c", f"{CLUSTER} down --name kdpperf >/dev/null; {up} && {run}; rc=$?; "
+                              f"{CLUSTER} down --name kdpperf >/dev/null; exit $rc"]
+    one = {"KDP_NUM_THREADS": "1"}
+    runs = []
+    for rate in CLUSTER_RATES:
+        for model in ("L", "D"):
+            runs.append((f"cluster_{model}_{rate}",
+                         on_cluster(rate, 2, 1, bench, f"--kdp_model={model}", f"--kdp_label={rate}", *q,
+                                    *reps), one))
+        # 3 and 4 nodes check the scaling model's ring (2 cores: ranks share them).
+        for nodes in (3, 4):
+            runs.append((f"cluster{nodes}n_L_{rate}",
+                         on_cluster(rate, nodes, 1, bench, "--kdp_model=L", f"--kdp_label={rate}_{nodes}n",
+                                    *q, *reps), one))
+    for hook in HOOK_NAMES:
+        runs.append((f"cluster2x2_L_1gbit_{hook}",
+                     on_cluster("1gbit", 2, 2, bench, "--kdp_model=L", "--kdp_label=1gbit_2x2",
+                                f"--kdp_hook={hook}", *q, *reps), one))
+    return runs
+
+
+def cluster_accuracy_runs(train):
+    data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
+    if subprocess.run([CLUSTER, "check"], capture_output=True).returncode != 0 or not os.path.exists(train):
+        return []
+    runs = []
+    for hook in HOOK_NAMES:
+        cmd = (f"{CLUSTER} down --name kdpacc >/dev/null; {CLUSTER} up --name kdpacc --nodes 2 --rate 1gbit "
+               f">/dev/null && {CLUSTER} run --name kdpacc --ranks-per-node 2 -- {train} --data {data} "
+               f"--epochs {TTA_EPOCHS} --comm-hook {hook} --seed 0 --progress lines --log-every 1000000; "
+               f"rc=$?; {CLUSTER} down --name kdpacc >/dev/null; exit $rc")
+        runs.append((f"cluster_accuracy_{hook}", ["bash", "-c", cmd], {"KDP_NUM_THREADS": "1"}))
     return runs
 
 
@@ -237,6 +293,17 @@ PATTERNS = [
      lambda m, run: (f"ddp_hidden_{run}", float(m[1]), 0.8, "higher")),
     (re.compile(r"INFO  step ([\d.]+) ms \(reducing after backward ([\d.]+) ms\)"),
      lambda m, run: (f"ddp_overlapped_vs_after_backward_{run}", float(m[1]) / float(m[2]), None, "info")),
+    (re.compile(r"OVERLAP (\S+) step / max\(compute, comm\): ([\d.]+)"),
+     lambda m, run: (f"ddp_overlap_vs_ideal_{m[1]}", float(m[2]), 1.15, "lower")),
+    (re.compile(r"DEPBOUND (\S+) step / dependency bound [\d.]+ ms: ([\d.]+)"),
+     lambda m, run: (f"ddp_step_vs_dependency_bound_{m[1]}", float(m[2]), None, "info")),
+    (re.compile(r"INFO  rank 0 sent ([\d.]+) MB to other nodes"),
+     lambda m, run: (f"ddp_rank0_network_mb_{run}", float(m[1]), None, "info")),
+    (re.compile(r"kdp-train: test_accuracy=([\d.]+) .*wall_time_s=([\d.]+)"),
+     lambda m, run: (f"{run}_test_accuracy", float(m[1]), None, "info") if run.startswith("cluster_accuracy")
+     else None),
+    (re.compile(r"communication: ([\d.]+) MB over the network"),
+     lambda m, run: (f"{run}_network_mb", float(m[1]), None, "info")),
     (re.compile(r"SAMPLES_PER_S ([\d.]+)"),
      lambda m, run: (f"ddp_samples_per_s_{run}", float(m[1]), None, "info")),
     (re.compile(r"WAIT\s+share of .*?: ([\d.]+) %"),
@@ -264,7 +331,10 @@ def parse(run, text, metrics, models):
                         "value": step_us, "target": 10.0 if one_core else None,
                         "better": "lower" if one_core else "info"}
                 continue
-            key, value, target, better = make(m, run)
+            made = make(m, run)
+            if made is None:  # the pattern does not apply to this run
+                continue
+            key, value, target, better = made
             metrics[key] = {"value": value, "target": target, "better": better}
 
 
@@ -472,6 +542,20 @@ def main():
     s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
     if s1 and s2:
         metrics["ddp_scaling_efficiency_L_1_to_2_ranks"] = {"value": s2 / (2 * s1), "target": 0.9, "better": "higher"}
+    # Each hook's accuracy after 10 epochs against the float32 allreduce's.
+    plain = metrics.get("cluster_accuracy_allreduce_test_accuracy", {}).get("value")
+    for hook in HOOK_NAMES[1:]:
+        acc = metrics.get(f"cluster_accuracy_{hook}_test_accuracy", {}).get("value")
+        if plain is not None and acc is not None:
+            metrics[f"hook_accuracy_points_lost_{hook}"] = {
+                "value": 100 * (plain - acc), "target": 0.3, "better": "lower"}
+    # On the emulated cluster: 2 nodes x 1 rank against one rank of one thread.
+    for key, e in list(metrics.items()):
+        m = re.fullmatch(r"ddp_samples_per_s_cluster_([LD])_(\w+)", key)
+        single = metrics.get("ddp_samples_per_s_ddp_r1" + ("_D" if m and m[1] == "D" else ""), {}).get("value")
+        if m and single:
+            metrics[f"ddp_scaling_efficiency_{m[1]}_{m[2]}_2_nodes"] = {
+                "value": e["value"] / (2 * single), "target": None, "better": "info"}
     best = {}
     for name, layouts in models.items():
         layout = max(layouts, key=lambda l: layouts[l]["samples_per_s"])

@@ -610,8 +610,10 @@ int main(int argc, char** argv) {
                  "(half the bytes, error feedback), hierarchical (inside each node first), "
                  "hierarchical-bf16")
       ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
-  app.add_option("--bucket-mb", o.bucket_mb, "Gradient bucket size in MB for the reductions")
-      ->check(cli::real_number(0.0, false));
+  app.add_option("--bucket-mb", o.bucket_mb,
+                 "Gradient bucket size in MB for the reductions (0: 25 on one node, 4 across "
+                 "nodes)")
+      ->check(cli::real_number(0.0, true));
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)")
       ->check(cli::whole_number(-1, std::numeric_limits<int64_t>::max(),
                                 "-1 (no limit) or a number of steps"));

@@ -72,11 +72,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       comm_(std::move(comm)),
       options_(options) {
   KDP_CHECK(module_, StateError, "kdp::dist::DistributedDataParallel", "the module is null");
-  KDP_CHECK(!(!(options_.bucket_cap_mb > 0.0) || !(options_.first_bucket_mb > 0.0)), ValueError,
+  KDP_CHECK(options_.bucket_cap_mb >= 0.0 && options_.first_bucket_mb > 0.0, ValueError,
             "kdp::dist::DistributedDataParallel",
-            "bucket sizes must be positive (bucket_cap_mb={}, "
-            "first_bucket_mb={})",
+            "bucket sizes must be positive (bucket_cap_mb={} (0: chosen), first_bucket_mb={})",
             options_.bucket_cap_mb, options_.first_bucket_mb);
+  bucket_cap_mb_ = options_.bucket_cap_mb > 0.0 ? options_.bucket_cap_mb
+                   : comm_.nodes() > 1          ? 4.0
+                                                : 25.0;
   register_module("module", module_);
   hook_ = options_.comm_hook ? options_.comm_hook : allreduce_hook();
   check_same_model_on_all_ranks();
@@ -174,7 +176,7 @@ void DistributedDataParallel::build_buckets() {
     buckets_.push_back(std::make_unique<GradientBucket>(index, std::move(slots), device));
     slots.clear();
     bytes = 0;
-    cap = options_.bucket_cap_mb * 1024.0 * 1024.0;
+    cap = bucket_cap_mb_ * 1024.0 * 1024.0;
   };
   // Reverse order: the last layers' gradients are final first in backward.
   for (size_t j = params_.size(); j-- > 0;) {

@@ -79,11 +79,12 @@ void combine(float* into, const float* from, size_t n, ReduceOp op) {
 // Processes of one MPI communicator: a duplicate of MPI_COMM_WORLD whose errors
 // come back as codes (and then as CommErrors naming the collective and the
 // rank), the communicator of this node's processes and that of one leader per
-// node. Every collective is MPI's non-blocking one or kdp's ring over
-// point-to-point messages, waited for by testing with short sleeps in between:
-// a rank waiting for the network leaves its core to the threads computing
-// (MPI's blocking calls poll without a pause). The messages still move while
-// nobody tests: the kernel's socket buffers carry them.
+// node. Across nodes every collective is MPI's non-blocking one or kdp's ring
+// over point-to-point messages (floats), waited for by testing with short
+// sleeps in between: a rank waiting for the network leaves its core to the
+// threads computing (MPI's blocking calls poll without a pause), and the
+// messages still move while nobody tests (the kernel's socket buffers carry
+// them). Inside one node MPI's blocking collectives run as they are.
 class Mpi : public Backend {
  public:
   Mpi() {
@@ -129,49 +130,54 @@ class Mpi : public Backend {
 
   void allreduce(void* data, size_t count, Element type, ReduceOp op,
                  const AllreduceRoute& route) override {
-    if (type != Element::Float) {
-      MPI_Request req = MPI_REQUEST_NULL;
-      check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(type), mpi_op(op),
-                           comm_, &req),
-            "allreduce");
-      wait(&req, 1, "allreduce");
-      return;
-    }
     auto* x = static_cast<float*>(data);
-    if (!route.hierarchical || local_size_ == 1 || local_size_ == size_) {
-      ring(comm_, x, count, op, route.bfloat16, route.residual);
+    if (type == Element::Float && route.bfloat16) {
+      hierarchical(x, count, op, route);
       return;
     }
-    // Inside the node (shared memory), among the nodes' leaders, inside again.
-    MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Ireduce(local_rank_ == 0 ? MPI_IN_PLACE : data, data, static_cast<int>(count),
-                      MPI_FLOAT, mpi_op(op), 0, local_, &req),
-          "allreduce (inside the node)");
-    wait(&req, 1, "allreduce (inside the node)");
-    if (local_rank_ != 0) within_node_ += count * sizeof(float);
-    if (leaders_ != MPI_COMM_NULL) ring(leaders_, x, count, op, route.bfloat16, route.residual);
-    check(MPI_Ibcast(data, static_cast<int>(count), MPI_FLOAT, 0, local_, &req),
-          "allreduce (inside the node)");
-    wait(&req, 1, "allreduce (inside the node)");
-    if (local_rank_ == 0) within_node_ += count * sizeof(float);
+    if (type == Element::Float && nodes_ > 1) {
+      if (route.hierarchical) {
+        hierarchical(x, count, op, route);
+      } else {
+        ring(comm_, x, count, op, false, nullptr);
+      }
+      return;
+    }
+    collective(
+        [&](MPI_Request* req) {
+          return MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(type),
+                                mpi_op(op), comm_, req);
+        },
+        [&] {
+          return MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), mpi_type(type),
+                               mpi_op(op), comm_);
+        },
+        "allreduce");
   }
   void broadcast(void* data, size_t bytes, int root) override {
-    MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, &req), "broadcast");
-    wait(&req, 1, "broadcast");
+    collective(
+        [&](MPI_Request* req) {
+          return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, req);
+        },
+        [&] { return MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_); },
+        "broadcast");
   }
   void allgatherv(const void* data, size_t bytes, void* all, const std::vector<int>& counts,
                   const std::vector<int>& displacements) override {
-    MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Iallgatherv(data, static_cast<int>(bytes), MPI_BYTE, all, counts.data(),
-                          displacements.data(), MPI_BYTE, comm_, &req),
-          "allgather");
-    wait(&req, 1, "allgather");
+    collective(
+        [&](MPI_Request* req) {
+          return MPI_Iallgatherv(data, static_cast<int>(bytes), MPI_BYTE, all, counts.data(),
+                                 displacements.data(), MPI_BYTE, comm_, req);
+        },
+        [&] {
+          return MPI_Allgatherv(data, static_cast<int>(bytes), MPI_BYTE, all, counts.data(),
+                                displacements.data(), MPI_BYTE, comm_);
+        },
+        "allgather");
   }
   void barrier() override {
-    MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(comm_, &req), "barrier");
-    wait(&req, 1, "barrier");
+    collective([&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); },
+               [&] { return MPI_Barrier(comm_); }, "barrier");
   }
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "%s\n", message.c_str());
@@ -197,18 +203,58 @@ class Mpi : public Backend {
                                              std::string(text, static_cast<size_t>(len))));
   }
 
-  // Tests `reqs` until all completed: a moment of testing (a short message
-  // completes there), then a test every 50 microseconds.
+  // Tests `reqs` until all completed. Across nodes: a moment of testing (a
+  // short message completes there), then a test every 50 microseconds; inside
+  // one node, where moving the data is the CPU's work, without a pause.
   void wait(MPI_Request* reqs, int n, const char* what) const {
-    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
     for (;;) {
       int done = 0;
       check(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE), what);
       if (done) return;
-      if (std::chrono::steady_clock::now() >= spin_until) {
+      if (nodes_ > 1 && std::chrono::steady_clock::now() >= spin_until) {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
+  }
+
+  // One of MPI's collectives: the blocking call where every rank shares this
+  // node (moving data through shared memory is the CPU's work anyway, and
+  // MPI's single-copy algorithms are the fastest there), else the
+  // non-blocking one waited for with pauses, while the network moves it.
+  template <class Start, class Blocking>
+  void collective(const Start& start, const Blocking& blocking, const char* what) {
+    if (nodes_ == 1) {
+      check(blocking(), what);
+      return;
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(start(&req), what);
+    wait(&req, 1, what);
+  }
+
+  // Inside the node (shared memory), the ring among the nodes' leaders, inside
+  // again; the plain ring where a node holds one rank or all of them.
+  void hierarchical(float* x, size_t count, ReduceOp op, const AllreduceRoute& route) {
+    if (!route.hierarchical || local_size_ == 1 || local_size_ == size_) {
+      ring(comm_, x, count, op, route.bfloat16, route.residual);
+      return;
+    }
+    check(MPI_Reduce(local_rank_ == 0 ? MPI_IN_PLACE : x, x, static_cast<int>(count), MPI_FLOAT,
+                     mpi_op(op), 0, local_),
+          "allreduce (inside the node)");
+    if (local_rank_ != 0) within_node_ += count * sizeof(float);
+    if (leaders_ != MPI_COMM_NULL) ring(leaders_, x, count, op, route.bfloat16, route.residual);
+    // The others wait for their leader's network ring with pauses (polling
+    // would take the cores that the leader's transfers and backward need),
+    // then copy its result at memory speed.
+    MPI_Request ready = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(local_, &ready), "allreduce (inside the node)");
+    wait(&ready, 1, "allreduce (inside the node)");
+    check(MPI_Bcast(x, static_cast<int>(count), MPI_FLOAT, 0, local_),
+          "allreduce (inside the node)");
+    if (local_rank_ == 0)
+      within_node_ += count * sizeof(float) * static_cast<size_t>(local_size_ - 1);
   }
 
   // The ring allreduce of `count` floats over `comm` (bandwidth-optimal: each

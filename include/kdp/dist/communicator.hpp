@@ -26,8 +26,9 @@ namespace kdp::dist {
 
 enum class ReduceOp { Sum, Average, Max, Min };
 
-/// How an allreduce of floats travels. kdp reduces floats with a ring over
-/// MPI's point-to-point messages (each rank sends 2 (p - 1) / p of the data).
+/// How an allreduce of floats travels. Across nodes kdp reduces floats with a
+/// ring over MPI's point-to-point messages (each rank sends 2 (p - 1) / p of
+/// the data), inside one node with MPI's own allreduce.
 struct AllreduceRoute {
   /// Messages carry bfloat16 (half the bytes, 8 significant bits); every rank
   /// ends with the same values (a sum: each a bfloat16 value).
@@ -44,8 +45,10 @@ struct AllreduceRoute {
   float* residual = nullptr;
 };
 
-/// Bytes a rank has sent in reductions, by where they went (to a rank on
-/// another node: the network; on its own node: shared memory).
+/// Bytes a rank has sent in kdp's ring and hierarchical reductions, by where
+/// they went (to a rank on another node: the network; on its own node: shared
+/// memory). MPI's own collectives, which kdp uses inside one node, are not
+/// counted.
 struct Traffic {
   uint64_t between_nodes = 0;
   uint64_t within_node = 0;

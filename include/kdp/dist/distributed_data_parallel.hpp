@@ -19,12 +19,14 @@
 /// gradients accumulate locally; the first backward after it reduces the sum.
 ///
 /// Overlap needs something to run the communication while backward computes:
-/// a GPU (the host thread communicates while the device computes) or a core
-/// that no compute thread of the node uses. Where every core runs a compute
-/// thread, the communication thread (whose MPI collective polls while it waits
-/// for the other ranks) takes turns with backward on the same cores and the
-/// step can get slower than reducing after backward; DDPOptions::overlap
-/// chooses (docs/performance.md has the figures).
+/// a network that moves the bytes (across nodes the communication thread waits
+/// for it with pauses, leaving its core to backward), a GPU, or a core that no
+/// compute thread uses. Inside one node shared-memory reductions are the CPU's
+/// own work, so where every core runs a compute thread the communication takes
+/// turns with backward; DDPOptions::overlap chooses (docs/performance.md and
+/// docs/scaling.md have the figures). A bucket cannot start before its last
+/// gradient is final: the first layer's bucket always waits for the end of
+/// backward. Each bucket is reduced by the communication hook (comm_hook.hpp).
 
 #include <memory>
 #include <mutex>
@@ -41,7 +43,12 @@ namespace kdp::dist {
 
 /// Bucket sizes and the handling of unused parameters and buffers.
 struct DDPOptions {
-  double bucket_cap_mb = 25.0;
+  /// Bucket size in MB; 0 (the default) chooses by where the ranks are:
+  /// 25 MB (PyTorch's) when they share one node, 4 MB across nodes, where
+  /// buckets of about a layer start the network earlier in backward (a deep
+  /// MLP on 2 emulated nodes at 1 Gbit/s: 10 % shorter steps; on one node 4 MB
+  /// cost 8 %; docs/scaling.md).
+  double bucket_cap_mb = 0.0;
   double first_bucket_mb = 1.0;
   /// Parameters that took no part in a forward count as ready (their bucket
   /// slot is reduced as it is). Without it such parameters are an error at
@@ -126,6 +133,8 @@ class DistributedDataParallel : public nn::Module {
   std::shared_ptr<nn::Module> wrapped() const override { return module_; }
   Communicator& communicator() { return comm_; }
   const DDPOptions& options() const { return options_; }
+  /// The bucket size in use, in MB (bucket_cap_mb, or the one it chose).
+  double bucket_cap_mb() const { return bucket_cap_mb_; }
   /// The parameter names of each bucket, in launch order.
   std::vector<std::vector<std::string>> bucket_layout() const;
   /// Completed gradient reductions (one per synchronised backward).
@@ -152,6 +161,7 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::pair<size_t, size_t>> slot_of_;  // parameter -> (bucket, slot)
   std::vector<uint64_t> hook_ids_;
   std::shared_ptr<CommHook> hook_;
+  double bucket_cap_mb_ = 0.0;
 
   std::recursive_mutex mutex_;
   std::vector<bool> ready_;
