@@ -349,6 +349,34 @@ int stopped_by_signal(const train::FitResult& r, bool rank0) {
   return train::kExitRequeue;
 }
 
+// The model as the run trains it: DataParallel over the rank's devices, DDP
+// over the ranks.
+std::shared_ptr<nn::Module> parallel_model(const Options& o, std::shared_ptr<nn::Module> net,
+                                           const std::vector<Device>& devs,
+                                           dist::Communicator& comm) {
+  if (o.devices > 1) net = std::make_shared<DataParallel>(net, devs);
+  if (comm.size() == 1) return net;
+  return std::make_shared<dist::DistributedDataParallel>(
+      net, comm,
+      dist::DDPOptions{}
+          .with_comm_hook(dist::comm_hook_named(o.comm_hook))
+          .with_bucket_cap_mb(o.bucket_mb));
+}
+
+// Every rank's reduction bytes, summed: what the network and shared memory
+// carried (rank 0 prints them).
+void report_traffic(const Options& o, dist::Communicator& comm) {
+  const dist::Traffic mine = comm.traffic();
+  double bytes[2] = {static_cast<double>(mine.between_nodes),
+                     static_cast<double>(mine.within_node)};
+  comm.allreduce(bytes, 2, dist::ReduceOp::Sum);
+  if (comm.rank() != 0 || comm.size() == 1) return;
+  std::printf(
+      "communication: %.3f MB over the network, %.3f MB in shared memory (%d node(s), hook "
+      "%s)\n",
+      bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
+}
+
 int run(const Options& o, Runtime& runtime) {
   dist::Communicator comm = dist::Communicator::world();
   const bool rank0 = comm.rank() == 0;
@@ -359,15 +387,7 @@ int run(const Options& o, Runtime& runtime) {
   const std::vector<Device> devs = devices(o.devices);
   const Model m = build_model(o, d, devs[0]);
   if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
-  std::shared_ptr<nn::Module> model = m.net;
-  if (o.devices > 1) model = std::make_shared<DataParallel>(m.net, devs);
-  if (ranks > 1) {
-    model = std::make_shared<dist::DistributedDataParallel>(
-        model, comm,
-        dist::DDPOptions{}
-            .with_comm_hook(dist::comm_hook_named(o.comm_hook))
-            .with_bucket_cap_mb(o.bucket_mb));
-  }
+  const std::shared_ptr<nn::Module> model = parallel_model(o, m.net, devs, comm);
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
   const auto scheduler = make_scheduler(o, *optimizer);
 
@@ -414,18 +434,7 @@ int run(const Options& o, Runtime& runtime) {
   } else {
     test = trainer.evaluate(*model, std::ref(ce), test_loader);
   }
-  // Every rank's reduction bytes, summed: what the network and shared memory
-  // carried.
-  const dist::Traffic mine = comm.traffic();
-  double bytes[2] = {static_cast<double>(mine.between_nodes),
-                     static_cast<double>(mine.within_node)};
-  comm.allreduce(bytes, 2, dist::ReduceOp::Sum);
-  if (rank0 && ranks > 1) {
-    std::printf(
-        "communication: %.3f MB over the network, %.3f MB in shared memory (%d node(s), "
-        "hook %s)\n",
-        bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
-  }
+  report_traffic(o, comm);
   if (rank0) {
     std::printf(
         "kdp-train: test_accuracy=%.4f test_loss=%.4f samples_per_s=%.0f wall_time_s=%.1f "
@@ -531,20 +540,8 @@ int main_with_options(Options& o, int argc, char** argv) {
   return status;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // First of all: SIGTERM, SIGINT or SIGUSR1 from now on are noted, not fatal,
-  // so a job stopped during start-up still ends with a message.
-  StopSignal stop_signal;
-  // A launcher that forwards a signal (mpirun) may stop relaying output at
-  // once: a write to that pipe must fail, not kill the rank before its checkpoint.
-  std::signal(SIGPIPE, SIG_IGN);
-  Options o;
-  CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
-  cli::use_plain_messages(app, "kdp-train");
-  app.allow_extras();  // checked below: only --kokkos-* arguments (Kokkos') may be left
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+// What is trained and how: data, model, optimizer and schedule, devices, seed.
+void add_training_options(CLI::App& app, Options& o) {
   app.add_option(
       "--data", o.data,
       "HDF5 dataset with /train and /test (default: Fashion-MNIST, imported on first use)");
@@ -586,6 +583,10 @@ int main(int argc, char** argv) {
       ->check(cli::whole_number(1, 1 << 16));
   app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout")
       ->check(cli::unsigned_number());
+}
+
+// Where the run's files go and how it starts: checkpoints, resume, metrics.
+void add_file_options(CLI::App& app, Options& o) {
   app.add_option("--checkpoint-dir", o.checkpoint_dir,
                  "Directory for checkpoints (none when empty); it belongs to one run "
                  "configuration");
@@ -602,6 +603,10 @@ int main(int argc, char** argv) {
                "With --resume never: discard the checkpoints in --checkpoint-dir and replace "
                "the --metrics file");
   app.add_option("--metrics", o.metrics, "Metrics file (.csv, or JSON lines otherwise)");
+}
+
+// Across ranks: the gradient exchange and the timeline.
+void add_distributed_options(CLI::App& app, Options& o) {
   app.add_option("--trace", o.trace,
                  "Chrome-trace JSON of every rank's step phases, written by rank 0 at the end "
                  "(chrome://tracing or Perfetto); names the slowest rank");
@@ -614,6 +619,10 @@ int main(int argc, char** argv) {
                  "Gradient bucket size in MB for the reductions (0: 25 on one node, 4 across "
                  "nodes)")
       ->check(cli::real_number(0.0, true));
+}
+
+// Limits, threads, checks and what the run shows.
+void add_run_options(CLI::App& app, Options& o) {
   app.add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps (-1: no limit)")
       ->check(cli::whole_number(-1, std::numeric_limits<int64_t>::max(),
                                 "-1 (no limit) or a number of steps"));
@@ -637,6 +646,26 @@ int main(int argc, char** argv) {
   app.add_option("--status-file", o.status_file,
                  "Rank 0 writes its exit status here as it ends (for batch scripts whose "
                  "launcher reports one of its own)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // First of all: SIGTERM, SIGINT or SIGUSR1 from now on are noted, not fatal,
+  // so a job stopped during start-up still ends with a message.
+  StopSignal stop_signal;
+  // A launcher that forwards a signal (mpirun) may stop relaying output at
+  // once: a write to that pipe must fail, not kill the rank before its checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
+  Options o;
+  CLI::App app{"kdp-train: data-parallel training of an MLP on an HDF5 dataset"};
+  cli::use_plain_messages(app, "kdp-train");
+  app.allow_extras();  // checked below: only --kokkos-* arguments (Kokkos') may be left
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  add_training_options(app, o);
+  add_file_options(app, o);
+  add_distributed_options(app, o);
+  add_run_options(app, o);
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
   if (const int status = cli::reject_unknown(app, app.remaining(), "kdp-train", {"--kokkos-"});
       status >= 0) {

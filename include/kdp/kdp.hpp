@@ -57,9 +57,9 @@
 #include "kdp/parallel/replicate.hpp"
 #include "kdp/parallel/scatter.hpp"
 
+#include "kdp/dist/comm_hook.hpp"
 #include "kdp/dist/communicator.hpp"
 #include "kdp/dist/distributed_data_parallel.hpp"
-#include "kdp/dist/comm_hook.hpp"
 #include "kdp/dist/gradient_bucket.hpp"
 #include "kdp/dist/sync_batch_norm.hpp"
 #include "kdp/dist/watchdog.hpp"

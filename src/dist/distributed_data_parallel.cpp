@@ -230,7 +230,7 @@ void DistributedDataParallel::mark_ready(size_t index) {
   if (ready_[index]) return;
   ready_[index] = true;
   GradientBucket& bucket = *buckets_[slot_of_[index].first];
-  --bucket.pending;
+  if (--bucket.pending == 0) bucket.ready_at = std::chrono::steady_clock::now();
   launch_ready_buckets();
 }
 
@@ -244,7 +244,6 @@ void DistributedDataParallel::launch_ready_buckets() {
   }
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_]->pending == 0) {
     GradientBucket& bucket = *buckets_[next_bucket_];
-    bucket.ready_at = std::chrono::steady_clock::now();
     bucket.request = hook_->launch(bucket, comm_);
     bucket.launched = true;
     ++next_bucket_;
