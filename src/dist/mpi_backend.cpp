@@ -130,17 +130,9 @@ class Mpi : public Backend {
 
   void allreduce(void* data, size_t count, Element type, ReduceOp op,
                  const AllreduceRoute& route) override {
-    auto* x = static_cast<float*>(data);
-    if (type == Element::Float && route.bfloat16) {
-      hierarchical(x, count, op, route);
-      return;
-    }
-    if (type == Element::Float && nodes_ > 1) {
-      if (route.hierarchical) {
-        hierarchical(x, count, op, route);
-      } else {
-        ring(comm_, x, count, op, false, nullptr);
-      }
+    // Floats across nodes, and bfloat16 messages anywhere: kdp's own routes.
+    if (type == Element::Float && (route.bfloat16 || nodes_ > 1)) {
+      routed(static_cast<float*>(data), count, op, route);
       return;
     }
     collective(
@@ -233,9 +225,10 @@ class Mpi : public Backend {
     wait(&req, 1, what);
   }
 
-  // Inside the node (shared memory), the ring among the nodes' leaders, inside
-  // again; the plain ring where a node holds one rank or all of them.
-  void hierarchical(float* x, size_t count, ReduceOp op, const AllreduceRoute& route) {
+  // The ring over every rank; hierarchical: inside the node (shared memory),
+  // the ring among the nodes' leaders, inside again (the plain ring where a
+  // node holds one rank or all of them).
+  void routed(float* x, size_t count, ReduceOp op, const AllreduceRoute& route) {
     if (!route.hierarchical || local_size_ == 1 || local_size_ == size_) {
       ring(comm_, x, count, op, route.bfloat16, route.residual);
       return;
