@@ -54,6 +54,9 @@ check() {
   if ! ip link add "${probe}v" type veth peer name eth0 netns "$probe" 2>/dev/null; then
     ip netns del "$probe"; echo "this machine cannot create veth pairs"; return 1
   fi
+  if ! ip netns exec "$probe" tc qdisc add dev eth0 root tbf rate 1gbit burst 256kb latency 20ms 2>/dev/null; then
+    ip netns del "$probe"; echo "this machine cannot shape links (tc qdisc tbf)"; return 1
+  fi
   ip netns del "$probe"
   command -v mpirun >/dev/null || { echo "mpirun is not installed"; return 1; }
   return 0
@@ -93,7 +96,8 @@ up() {
     ip -n "$ns" link set lo up
     # A node that is gone is noticed in seconds, as a cluster's fabric would:
     # TCP gives up after 4 retransmissions (about 6 s) instead of 15 (15 min).
-    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=4
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=4 ||
+      echo "cluster.sh: note: cannot set tcp_retries2 in $ns; a lost node is noticed late" >&2
     if [[ $rate != none ]]; then
       # A token bucket on the node's egress: its link's rate.
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 20ms
@@ -157,6 +161,6 @@ up) up ;;
 down) down ;;
 run) run "$@" ;;
 link) link ;;
-check) if msg=$(check); then echo "ok: network namespaces, veth pairs and mpirun are available"; else echo "$msg"; exit 77; fi ;;
+check) if msg=$(check); then echo "ok: network namespaces, veth pairs, tc tbf and mpirun are available"; else echo "$msg"; exit 77; fi ;;
 *) sed -n '2,12p' "$0" >&2; exit 2 ;;
 esac
