@@ -203,6 +203,12 @@ void FitRun::start_trace() {
       comm_,
       [&] {
         const std::string& path = o_.trace_path;
+        if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
+          throw IOError("kdp::train::Trainer",
+                        fmt::format("the trace file '{}' exists and is not a regular file (a "
+                                    "directory?); name a file",
+                                    path));
+        }
         if (std::filesystem::exists(path) && !o_.overwrite) {
           throw IOError("kdp::train::Trainer",
                         fmt::format("the trace file '{}' exists; use another --trace file or "

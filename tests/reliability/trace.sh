@@ -47,4 +47,11 @@ status=$?
 grep -q "the trace file 'run.json' exists" again.log || { cat again.log; fail "no reason given"; }
 timeout 60 "${train[@]}" --trace run.json --overwrite >again.log 2>&1 || { cat again.log; fail "--overwrite"; }
 grep -q "^trace: run.json (1 rank(s))" again.log || { cat again.log; fail "the replaced trace"; }
+# A directory where the file belongs is refused before training, --overwrite or not.
+mkdir -p tracedir
+timeout 60 "${train[@]}" --trace tracedir --overwrite >dir.log 2>&1
+status=$?
+((status == 1)) || { cat dir.log; fail "a directory as the trace file: exit $status, not 1"; }
+grep -q "the trace file 'tracedir' exists and is not a regular file" dir.log || { cat dir.log; fail "no reason given"; }
+grep -q "^epoch" dir.log && fail "it trained before refusing the trace file"
 echo "ok: the trace names the straggler and keeps an existing file"
