@@ -12,9 +12,13 @@ namespace kdp::optim::detail {
 /// or a flag stored as 1 or 0).
 template <class Options>
 struct Field {
+  // Named member-pointer types: nvcc's host code spells `double Options::*x`
+  // with parentheses that GCC then warns about.
+  using Number = double Options::*;
+  using Flag = bool Options::*;
   const char* name;
-  double Options::*number = nullptr;
-  bool Options::*flag = nullptr;
+  Number number = nullptr;
+  Flag flag = nullptr;
 };
 
 /// The options' fields by name (lr is the optimizer's own, not the table's).
