@@ -199,10 +199,19 @@ void FitRun::start_trace() {
     }
   }
   if (o_.trace_path.empty()) return;
+  trace_path_ = o_.trace_path;
   on_rank0(
       comm_,
       [&] {
-        const std::string& path = o_.trace_path;
+        std::string& path = trace_path_;
+        // A resumed run (a requeued job) keeps the earlier part's trace and
+        // writes its own beside it, named by the step it resumed at.
+        if (std::filesystem::exists(path) && !o_.overwrite && !plan_.resume_path.empty()) {
+          const std::filesystem::path p(path);
+          path = (p.parent_path() / (p.stem().string() + ".step" + std::to_string(global_step_) +
+                                     p.extension().string()))
+                     .string();
+        }
         if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
           throw IOError("kdp::train::Trainer",
                         fmt::format("the trace file '{}' exists and is not a regular file (a "
@@ -224,6 +233,7 @@ void FitRun::start_trace() {
         }
       },
       "rank 0 could not start the run: ");
+  broadcast_string(comm_, trace_path_);
   comm_.barrier();
   trace_origin_ = trace::Clock::now();
   trace::set_step(global_step_ + 1);
@@ -271,7 +281,7 @@ void FitRun::write_trace() {
     json += (r > 0 ? "," : "") + text.substr(eol + 1);
   }
   json += "],\"displayTimeUnit\":\"ms\"}\n";
-  io::write_file_atomically(o_.trace_path, json);
+  io::write_file_atomically(trace_path_, json);
   std::vector<double> sorted;
   for (const auto& [ms, node] : ranks) sorted.push_back(ms);
   std::sort(sorted.begin(), sorted.end());
@@ -281,7 +291,7 @@ void FitRun::write_trace() {
   progress_.message(fmt::format(
       "trace: {} ({} rank(s)); slowest rank {} (node {}): computing {:.1f} ms per step, "
       "median of the ranks {:.1f} ms{}",
-      o_.trace_path, ranks.size(), slowest, ranks[slowest].second, ranks[slowest].first, median,
+      trace_path_, ranks.size(), slowest, ranks[slowest].second, ranks[slowest].first, median,
       ranks.size() > 1 && ranks[slowest].first > 1.25 * median ? " - a straggler" : ""));
 }
 

@@ -140,6 +140,7 @@ class FitRun {
   const int64_t batches_;
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;
+  std::string trace_path_;  // o_.trace_path, or its resumed part's name
   bool tracing_ = false;
   double test_delay_s_ = 0.0;  // KDP_TEST_DELAY_RANK on this rank
 

@@ -54,4 +54,14 @@ status=$?
 ((status == 1)) || { cat dir.log; fail "a directory as the trace file: exit $status, not 1"; }
 grep -q "the trace file 'tracedir' exists and is not a regular file" dir.log || { cat dir.log; fail "no reason given"; }
 grep -q "^epoch" dir.log && fail "it trained before refusing the trace file"
+# A requeued run (--resume auto) keeps the first part's trace and writes its
+# own beside it, named by the step it resumed at.
+timeout 60 "${train[@]}" --max-steps 4 --checkpoint-dir ck --checkpoint-every 4 --trace part.json \
+  >part1.log 2>&1 || { cat part1.log; fail "the first part"; }
+before=$(md5sum <part.json)
+timeout 60 "${train[@]}" --max-steps 8 --checkpoint-dir ck --resume auto --trace part.json \
+  >part2.log 2>&1 || { cat part2.log; fail "the resumed part"; }
+[[ $(md5sum <part.json) == "$before" ]] || fail "the resumed run changed the first part's trace"
+grep -q "^trace: part.step4.json (1 rank(s))" part2.log || { cat part2.log; fail "the resumed part's trace"; }
+/usr/bin/python3 -c "import json,sys; json.load(open('part.step4.json'))" || fail "part.step4.json is not JSON"
 echo "ok: the trace names the straggler and keeps an existing file"

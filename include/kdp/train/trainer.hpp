@@ -110,7 +110,8 @@ struct TrainerOptions {
   /// Chrome-trace JSON of every rank's step phases (data wait, forward,
   /// backward, buckets and their reductions, optimizer), merged by rank 0 at
   /// the end of fit(), which names the slowest rank (empty: none). An existing
-  /// file is replaced only with `overwrite`.
+  /// file is replaced only with `overwrite`; a resumed run writes its part
+  /// beside it (run.json -> run.step1200.json, the step it resumed at).
   std::string trace_path;
 
   /// The rank's devices (their generators are saved in checkpoints).
