@@ -103,8 +103,8 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
-    runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of up to 1 s
-    if not quick:
+    if not quick:  # the quick suite (a CTest smoke test) makes no namespaces
+        runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of up to 1 s
         # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks.
         runs += cluster_accuracy_runs(os.path.join(build, "tools", "kdp-train"))
     # Side by side with PyTorch at processes x threads layouts, taking turns so
