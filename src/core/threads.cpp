@@ -1,5 +1,7 @@
 #include "kdp/core/threads.hpp"
 
+#include <Kokkos_Core.hpp>
+
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -52,7 +54,10 @@ uint64_t read_fpcr() {
 }  // namespace
 #endif
 
-bool set_flush_denormals(bool on) {
+namespace {
+
+// The calling thread's control register.
+bool set_flush_denormals_here(bool on) {
 #if defined(KDP_DENORMALS_X86)
   _MM_SET_FLUSH_ZERO_MODE(on ? _MM_FLUSH_ZERO_ON : _MM_FLUSH_ZERO_OFF);
   _MM_SET_DENORMALS_ZERO_MODE(on ? _MM_DENORMALS_ZERO_ON : _MM_DENORMALS_ZERO_OFF);
@@ -65,6 +70,26 @@ bool set_flush_denormals(bool on) {
   (void)on;
   return false;
 #endif
+}
+
+}  // namespace
+
+bool set_flush_denormals(bool on) {
+  if (!set_flush_denormals_here(on)) return false;
+  // The host space's threads (OpenMP's): one iteration each, statically.
+  if (Kokkos::is_initialized()) {
+    const int n = Kokkos::DefaultHostExecutionSpace().concurrency();
+    if (n > 1) {
+      Kokkos::parallel_for(
+          "kdp::set_flush_denormals",
+          Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::Schedule<Kokkos::Static>>(
+              0, n)
+              .set_chunk_size(1),
+          [on](int) { set_flush_denormals_here(on); });
+      Kokkos::DefaultHostExecutionSpace().fence();
+    }
+  }
+  return true;
 }
 
 bool flushes_denormals() {

@@ -280,7 +280,7 @@ TEST(DataParallel, BatchNormKeepsTheMeanOfTheReplicasUpdates) {
   // variances of the convolution's output, recomputed here per chunk.
   NoGradGuard no_grad;
   auto conv = std::dynamic_pointer_cast<nn::Conv2d>(wrapped->named_children()[0].second);
-  const std::vector<float> h = conv->forward(x).to_vector();  // [8, 3, 4, 4]
+  const std::vector<float> h = conv->forward(x.to(devs[0])).to_vector();  // [8, 3, 4, 4]
   for (int64_t c = 0; c < 3; ++c) {
     double mean_var = 0;
     for (int64_t chunk = 0; chunk < 2; ++chunk) {

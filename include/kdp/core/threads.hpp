@@ -17,9 +17,10 @@ bool set_blas_threads(int threads);
 /// zero, in and out (x86-64: MXCSR's flush-to-zero and denormals-are-zero;
 /// Arm: FPCR's FZ). Training drives optimizer state and activation gradients
 /// below 1.2e-38, where the CPU's slow path for denormals costs tens of cycles
-/// per operation; flushed, they are 0. Threads started afterwards by this
-/// thread inherit the setting. Returns false, changing nothing, on CPUs where
-/// kdp cannot set it.
+/// per operation; flushed, they are 0. Applies to the calling thread and,
+/// once Kokkos runs, to the threads of the default host execution space;
+/// threads started afterwards by these inherit it. Returns false, changing
+/// nothing, on CPUs where kdp cannot set it.
 bool set_flush_denormals(bool on);
 /// The calling thread's setting (false where it cannot be read).
 bool flushes_denormals();
