@@ -152,6 +152,10 @@ run() {
 link() {
   [[ -f $dir/hosts ]] || { echo "cluster.sh: cluster $name is not up" >&2; exit 1; }
   [[ $state == up || $state == down ]] || { echo "cluster.sh link NODE up|down" >&2; exit 2; }
+  local count
+  count=$(wc -l <"$dir/hosts")
+  [[ $node =~ ^[0-9]+$ ]] && ((node < count)) ||
+    { echo "cluster.sh link: node '$node' is not one of 0 to $((count - 1)) of cluster $name" >&2; exit 2; }
   ip -n "$(node_ns "$node")" link set eth0 "$state"
   echo "cluster $name: node $node's link $state"
 }
