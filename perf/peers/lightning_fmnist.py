@@ -18,11 +18,10 @@ The caller times the whole process (wall time from launch).
 """
 import argparse
 import json
-import os
 import sys
 
 from torch_cnn import examples
-from torch_fmnist import load_data
+from torch_fmnist import load_data, parse_run_args
 
 
 def main():
@@ -32,16 +31,7 @@ def main():
     ap.add_argument("--lr", type=float, default=1.0)
     ap.add_argument("--gamma", type=float, default=0.7)
     ap.add_argument("--target", type=float, default=0.91)
-    ap.add_argument("--processes", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=None, help="per process (default: cores / processes)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dir", default=os.environ.get("KDP_FASHION_MNIST_DIR",
-                                                    "/usr/share/datasets/fashion-mnist"))
-    args = ap.parse_args()
-    if args.threads is None:
-        args.threads = max(1, len(os.sched_getaffinity(0)) // args.processes)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(args.threads)
+    args = parse_run_args(ap)
     try:
         import pytorch_lightning as pl
         import torch

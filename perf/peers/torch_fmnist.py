@@ -130,15 +130,9 @@ def train(rank, args, queue):
                    "epochs": epochs, "seconds_to_target": reached, "torch": torch.__version__})
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
-    ap.add_argument("--gamma", type=float, default=0.7)
-    ap.add_argument("--stop-at-target", action="store_true")
-    ap.add_argument("--epochs", type=int, default=10)
-    ap.add_argument("--batch-size", type=int, default=128, help="the global batch")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--target", type=float, default=0.88)
+def parse_run_args(ap):
+    """Adds the options every peer takes (processes, threads, seed, data
+    directory), parses, and sizes the BLAS thread pools: before torch loads."""
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None, help="per process (default: cores / processes)")
     ap.add_argument("--seed", type=int, default=0)
@@ -150,6 +144,19 @@ def main():
     # The BLAS under PyTorch sizes its own thread pool from these when it loads.
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
+    return args
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--gamma", type=float, default=0.7)
+    ap.add_argument("--stop-at-target", action="store_true")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=128, help="the global batch")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--target", type=float, default=0.88)
+    args = parse_run_args(ap)
     try:
         import numpy  # noqa: F401
         import torch
