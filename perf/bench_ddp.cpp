@@ -109,6 +109,18 @@ struct Setup {
     opt = std::make_unique<optim::SGD>(ddp->named_parameters(), o);
   }
 
+  // Each bucket's gradient values, in launch order.
+  std::vector<int64_t> bucket_sizes() const {
+    const auto params = model->named_parameters();
+    std::vector<int64_t> sizes;
+    for (const auto& names : ddp->bucket_layout()) {
+      int64_t n = 0;
+      for (const auto& name : names) n += nn::find(params, name)->numel();
+      sizes.push_back(n);
+    }
+    return sizes;
+  }
+
   void step() {
     ddp->zero_grad(false);  // keeps the gradients as views into the buckets
     cross_entropy(ddp->forward(x), y).backward();
@@ -160,20 +172,13 @@ void Local(benchmark::State& state) {
 }
 
 void Comm(benchmark::State& state) {
-  // The same bytes as the buckets, reduced one after another as backward would.
-  std::vector<Tensor> buffers;
-  const auto params = setup->model->named_parameters();
-  for (const auto& names : setup->ddp->bucket_layout()) {
-    int64_t n = 0;
-    for (const auto& name : names) n += nn::find(params, name)->numel();
-    buffers.push_back(Tensor::ones({n}));
-  }
-  // The hook's reductions, one bucket after another, as DDP issues them.
+  // Buckets of the same sizes, reduced by the hook one after another, as DDP
+  // issues them.
   std::vector<std::unique_ptr<dist::GradientBucket>> buckets;
-  for (size_t k = 0; k < buffers.size(); ++k) {
+  for (const int64_t n : setup->bucket_sizes()) {
     buckets.push_back(std::make_unique<dist::GradientBucket>(
-        k, std::vector<dist::GradientBucket::Slot>{{0, 0, Shape({buffers[k].numel()})}},
-        buffers[k].device()));
+        buckets.size(), std::vector<dist::GradientBucket::Slot>{{0, 0, Shape({n})}},
+        setup->x.device()));
     buckets.back()->buffer().fill_(1.0f);
   }
   const auto hook = dist::comm_hook_named(hook_name);
@@ -271,11 +276,9 @@ int main(int argc, char** argv) {
       // What perf/scaling_model.py predicts from: the step's compute profile
       // and each bucket's size and reduction time alone.
       std::string buckets;
-      const auto params = s.model->named_parameters();
-      const auto layout = s.ddp->bucket_layout();
-      for (size_t k = 0; k < layout.size(); ++k) {
-        int64_t n = 0;
-        for (const auto& p : layout[k]) n += nn::find(params, p)->numel();
+      const std::vector<int64_t> sizes = s.bucket_sizes();
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        const int64_t n = sizes[k];
         buckets += fmt::format("{}{{\"bytes\":{},\"ready_ms\":{:.3f},\"comm_alone_ms\":{:.3f}}}",
                                k > 0 ? "," : "", n * 4, ready_sum[k] / ready_steps * 1e3,
                                comm_alone_sum[k] / comm_alone_runs * 1e3);
