@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "kdp/core/closest_name.hpp"
+
 namespace kdp::cli {
 
 /// A whole number in [low, high]; `meaning` replaces the range in the message
@@ -101,43 +103,16 @@ inline void use_plain_messages(CLI::App& app, const std::string& program) {
   });
 }
 
-/// How many single-character edits turn `a` into `b`.
-inline size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 /// The option of `app` closest to `name` ("--checkpoint_dir" ->
 /// "--checkpoint-dir"), or "" when none is close.
 inline std::string closest_option(const CLI::App& app, std::string name) {
   name = name.substr(0, name.find('='));
-  std::string typed = name;
-  std::replace(typed.begin(), typed.end(), '_', '-');
-  std::string best;
-  size_t best_distance = std::max<size_t>(3, typed.size() / 3) + 1;
+  std::replace(name.begin(), name.end(), '_', '-');
+  std::vector<std::string> options;
   for (const CLI::Option* opt : app.get_options()) {
-    for (const std::string& lname : opt->get_lnames()) {
-      const std::string candidate = "--" + lname;
-      // A shortened name ("--keep" for "--keep-last") is as close as a typo.
-      const size_t d =
-          candidate.rfind(typed, 0) == 0 && typed.size() > 3 ? 1 : edit_distance(typed, candidate);
-      if (d < best_distance) {
-        best_distance = d;
-        best = candidate;
-      }
-    }
+    for (const std::string& lname : opt->get_lnames()) options.push_back("--" + lname);
   }
-  return best;
+  return closest_name(name, options);
 }
 
 /// Refuses the arguments a parser that allows extras left over (`left`),

@@ -4,6 +4,7 @@
 //            [--add-split | --overwrite]
 //   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR] [--overwrite]
 //   kdp-data info FILE.h5
+//   kdp-data check-output PATH --kind plot|trace|status|checkpoint|dataset [--overwrite]
 //
 // An existing --out is written only when asked and only when it is a kdp
 // dataset: --add-split adds a split it lacks, --overwrite replaces the imported
@@ -14,6 +15,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <map>
 
 #include "cli_checks.hpp"
 #include "io/hdf5.hpp"
@@ -83,9 +85,20 @@ int main(int argc, char** argv) {
       "info", "Print the groups, datasets, shapes, types and attributes of an HDF5 file");
   info->add_option("file", file, "HDF5 file")->required();
 
-  for (CLI::App* sub : {idx, fm, info}) sub->allow_extras();  // refused below, with a suggestion
+  std::string output, kind;
+  auto* check = app.add_subcommand(
+      "check-output",
+      "Apply kdp's rule for the files it writes to PATH (for scripts that write them, such as "
+      "plot_metrics): exit 0 when a file of --kind may be written there, 1 with the reason");
+  check->add_option("path", output, "The file to be written")->required();
+  check->add_option("--kind", kind, "What is to be written there")
+      ->required()
+      ->check(CLI::IsMember({"plot", "trace", "status", "checkpoint", "dataset"}));
+  check->add_flag("--overwrite", overwrite, "The user asks to replace a file of that kind");
+
+  for (CLI::App* sub : {idx, fm, info, check}) sub->allow_extras();  // refused below
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
-  for (CLI::App* sub : {idx, fm, info}) {
+  for (CLI::App* sub : {idx, fm, info, check}) {
     if (!*sub) continue;
     if (const int status = cli::reject_unknown(*sub, sub->remaining(), "kdp-data"); status >= 0) {
       return status;
@@ -110,6 +123,14 @@ int main(int argc, char** argv) {
     } else if (*fm) {
       data::import_fashion_mnist(out, fm_dir, existing);
       std::printf("imported Fashion-MNIST (train and test) into %s\n", out.c_str());
+    } else if (*check) {
+      const std::map<std::string, io::OutputKind> kinds = {
+          {"plot", io::OutputKind::plot()},
+          {"trace", io::OutputKind::trace()},
+          {"status", io::OutputKind::status()},
+          {"checkpoint", io::OutputKind::checkpoint()},
+          {"dataset", io::OutputKind::dataset()}};
+      io::claim_output(output, kinds.at(kind), overwrite, "");
     } else if (*info) {
       io::h5::File f = io::h5::File::open(file);
       std::printf("%s\n", file.c_str());
@@ -117,7 +138,7 @@ int main(int argc, char** argv) {
     }
     return 0;
   } catch (const kdp::Error& e) {
-    std::fprintf(stderr, "kdp-data: %s\n", e.what());
+    std::fprintf(stderr, "kdp-data: %s\n", e.origin().empty() ? e.message().c_str() : e.what());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kdp-data: %s\n", e.what());

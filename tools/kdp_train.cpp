@@ -377,8 +377,7 @@ void report_traffic(const Options& o, dist::Communicator& comm) {
       bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
 }
 
-int run(const Options& o, Runtime& runtime) {
-  dist::Communicator comm = dist::Communicator::world();
+int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
   check_batch(o, ranks);
@@ -508,19 +507,42 @@ void record_status(const std::string& path, int status) {
   }
 }
 
-// Runs kdp-train as `o` says; rank 0's status goes to --status-file before MPI
-// finalizes (a launcher that is tearing the job down may never let it return).
+// Rank 0 applies kdp's rule for output files to --status-file before the run
+// starts: every rank stops when it refuses. Returns the path the status may be
+// written to (empty for none).
+std::string claim_status_file(const Options& o, dist::Communicator& comm) {
+  if (o.status_file.empty()) return "";
+  int64_t refused = 0;
+  if (comm.rank() == 0) {
+    try {
+      io::claim_output(o.status_file, io::OutputKind::status(), o.overwrite, "");
+    } catch (const Error& e) {
+      std::fprintf(stderr, "kdp-train: error: --status-file: %s\n", e.message().c_str());
+      refused = 1;
+    }
+  }
+  comm.allreduce(&refused, 1, dist::ReduceOp::Max);
+  return refused != 0 ? "" : o.status_file;
+}
+
+// Runs kdp-train as `o` says; rank 0's status goes to --status-file (once it
+// has been claimed) before MPI finalizes (a launcher that is tearing the job
+// down may never let it return).
 int main_with_options(Options& o, int argc, char** argv) {
   int rank = 0;
   int status = 1;
+  std::string status_path;
   try {
     RuntimeOptions ro;
     ro.threads = o.threads;
     ro.seed = o.seed;
     Runtime runtime(argc, argv, ro);
     rank = runtime.world_rank();
+    dist::Communicator world = dist::Communicator::world();
+    status_path = claim_status_file(o, world);
+    if (!o.status_file.empty() && status_path.empty()) return 1;
     try {
-      status = run(o, runtime);
+      status = run(o, runtime, world);
     } catch (const io::RunDirectoryError& e) {
       // Every rank has the same error: one message is enough.
       if (rank == 0) {
@@ -531,12 +553,12 @@ int main_with_options(Options& o, int argc, char** argv) {
     } catch (const Error& e) {
       status = failed(e.what(), rank);
     }
-    if (rank == 0) record_status(o.status_file, status);
+    if (rank == 0) record_status(status_path, status);
     return status;
   } catch (const std::exception& e) {
     status = failed(e.what(), rank);
   }
-  if (rank == 0) record_status(o.status_file, status);
+  if (rank == 0) record_status(status_path, status);
   return status;
 }
 
@@ -601,7 +623,7 @@ void add_file_options(CLI::App& app, Options& o) {
                  "checkpoint file");
   app.add_flag("--overwrite", o.overwrite,
                "With --resume never: discard the checkpoints in --checkpoint-dir and replace "
-               "the --metrics file");
+               "the --metrics, --trace and --status-file files, where they are kdp's");
   app.add_option("--metrics", o.metrics, "Metrics file (.csv, or JSON lines otherwise)");
 }
 

@@ -10,26 +10,26 @@
 
 namespace kdp {
 
-namespace {
-
-const char* kind_of(mode_t mode) {
-  if (S_ISDIR(mode)) return "it is a directory";
-  if (S_ISFIFO(mode)) return "it is a FIFO (named pipe), not a regular file";
-  if (S_ISCHR(mode)) return "it is a character device, not a regular file";
-  if (S_ISBLK(mode)) return "it is a block device, not a regular file";
-  if (S_ISSOCK(mode)) return "it is a socket, not a regular file";
-  return "it is not a regular file";
+std::string non_regular_type(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "a special file";
 }
-
-}  // namespace
 
 void require_regular_file(const std::string& path, const std::string& who,
                           const std::string& what) {
   struct stat st {};
   KDP_CHECK(::stat(path.c_str(), &st) == 0, IOError, who, "cannot open {}'{}': {}", what, path,
             describe_file_error(errno));
-  KDP_CHECK(S_ISREG(st.st_mode), IOError, who, "cannot open {}'{}': {}", what, path,
-            kind_of(st.st_mode));
+  if (S_ISREG(st.st_mode)) return;
+  const std::string type = non_regular_type(path);
+  throw IOError(who, fmt::format("cannot open {}'{}': it is {}", what, path,
+                                 S_ISDIR(st.st_mode) ? type : type + ", not a regular file"));
 }
 
 bool path_exists(const std::string& path) {

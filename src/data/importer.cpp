@@ -14,6 +14,7 @@
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/data/idx.hpp"
 #include "kdp/io/atomic_file.hpp"
+#include "kdp/io/output_file.hpp"
 
 namespace kdp::data {
 
@@ -81,24 +82,11 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
   group.set_attribute("class_names", names);
 }
 
-// Whether `out` may be written as `options` ask: only a kdp dataset, and only
-// with AddSplits (for splits it lacks) or Overwrite.
-void check_existing_output(const std::string& out, const std::vector<SplitSource>& splits,
+// Whether the existing kdp dataset `out` may be written as `options` ask:
+// AddSplits for splits it lacks, Overwrite for those it has.
+void check_existing_splits(const std::string& out, const std::vector<SplitSource>& splits,
                            const ImportOptions& options) {
-  require_regular_file(out, "kdp::data", "the output ");
-  const io::h5::File file = [&] {
-    try {
-      return io::h5::File::open(out);
-    } catch (const IOError& e) {
-      throw IOError("kdp::data", fmt::format("'{}' exists and is not a kdp dataset ({}); kdp-data "
-                                             "never writes into it",
-                                             out, e.what()));
-    }
-  }();
-  const std::string format = file.has_attribute("format") ? file.attribute_string("format") : "";
-  KDP_CHECK(format == "kdp-dataset", IOError, "kdp::data",
-            "'{}' exists and is not a kdp dataset ({}); kdp-data never writes into it", out,
-            format.empty() ? "it has no format attribute" : "its format is '" + format + "'");
+  const io::h5::File file = io::h5::File::open(out);
   for (const SplitSource& s : splits) {
     const bool has = file.exists(s.split);
     KDP_CHECK(!(options.existing == ExistingOutput::Refuse && !has), IOError, "kdp::data",
@@ -138,8 +126,11 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
               "without '/'",
               s.split);
   }
-  const bool exists = path_exists(out);
-  if (exists) check_existing_output(out, splits, options);
+  // Only a kdp dataset is written into; what the user asked of it is decided
+  // split by split.
+  const bool exists =
+      io::claim_output(out, io::OutputKind::dataset(), /*replace=*/true, "kdp::data");
+  if (exists) check_existing_splits(out, splits, options);
   StopSignal stop;  // SIGINT/SIGTERM abandon the temporary file, not the old output
   if (stop.outermost()) StopSignal::clear();
   io::AtomicFile target(out);

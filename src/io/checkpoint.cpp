@@ -14,6 +14,7 @@
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/io/atomic_file.hpp"
+#include "kdp/io/output_file.hpp"
 #include "kdp/version.hpp"
 
 namespace kdp::io {
@@ -197,6 +198,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
               "written",
               name, v, least, path);
   }
+  // Saving to a path replaces a checkpoint there, and nothing else.
+  claim_output(path, OutputKind::checkpoint(), /*replace=*/true, "kdp::io::save_checkpoint");
   AtomicFile target(path);
   {
     // Built in memory, then written with plain writes: a full disk is an error

@@ -16,6 +16,7 @@
 #include "kdp/core/error.hpp"
 #include "kdp/core/regular_file.hpp"
 #include "kdp/io/atomic_file.hpp"
+#include "kdp/io/output_file.hpp"
 #include "kdp/io/run_directory_error.hpp"
 
 namespace kdp::io {
@@ -62,11 +63,15 @@ CheckpointDirectory::CheckpointDirectory(std::string dir, int keep_last, RunConf
     : dir_(std::move(dir)), keep_last_(keep_last), config_(std::move(config)) {
   KDP_CHECK(keep_last >= 1, ValueError, "kdp::io::CheckpointDirectory", "keep_last {} < 1",
             keep_last);
+  // A file where the directory belongs is named for what it is (a dataset?).
+  KDP_CHECK(!path_exists(dir_) || fs::is_directory(dir_), IOError, "kdp::io",
+            "cannot use '{}' as the checkpoint directory: it is {}, not a directory", dir_,
+            describe_path(dir_));
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  KDP_CHECK(!(ec || !fs::is_directory(dir_)), IOError, "kdp::io",
-            "cannot create checkpoint directory '{}': {}", dir_,
-            ec ? ec.message() : "not a directory");
+  KDP_CHECK(!ec && fs::is_directory(dir_), IOError, "kdp::io",
+            "cannot create the checkpoint directory '{}': {}", dir_,
+            ec ? describe_file_error(ec.value()) : "it is not a directory");
 }
 
 std::string CheckpointDirectory::path_for(int64_t global_step) const {

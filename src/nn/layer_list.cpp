@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "kdp/core/closest_name.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/batch_norm.hpp"
@@ -52,9 +53,12 @@ LayerSpec parse_item(const std::string& item, size_t position, const std::string
   spec.kind = trim(item.substr(0, open));
   auto it = grammar().find(spec.kind);
   if (it == grammar().end()) {
-    throw fail(
-        "is not a layer (conv, batchnorm, relu, leaky_relu, tanh, sigmoid, gelu, maxpool, "
-        "avgpool, gap, dropout, dropout2d, flatten, linear)");
+    std::vector<std::string> words;
+    for (const auto& [word, g] : grammar()) words.push_back(word);
+    const std::string guess = closest_name(spec.kind, words);
+    throw fail(fmt::format("is not a layer{} (the layers: {})",
+                           guess.empty() ? "" : fmt::format("; did you mean {}?", guess),
+                           fmt::join(words, ", ")));
   }
   if (open != std::string::npos) {
     if (item.back() != ')') throw fail("has no closing parenthesis");

@@ -20,6 +20,7 @@
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/core/trace.hpp"
 #include "kdp/io/atomic_file.hpp"
+#include "kdp/io/output_file.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "kdp/nn/clip_grad.hpp"
 #include "kdp/ops/elementwise.hpp"
@@ -206,31 +207,15 @@ void FitRun::start_trace() {
         std::string& path = trace_path_;
         // A resumed run (a requeued job) keeps the earlier part's trace and
         // writes its own beside it, named by the step it resumed at.
-        if (std::filesystem::exists(path) && !o_.overwrite && !plan_.resume_path.empty()) {
+        const io::OutputKind trace = io::OutputKind::trace();
+        if (!o_.overwrite && !plan_.resume_path.empty() && std::filesystem::is_regular_file(path) &&
+            trace.recognises(path)) {
           const std::filesystem::path p(path);
           path = (p.parent_path() / (p.stem().string() + ".step" + std::to_string(global_step_) +
                                      p.extension().string()))
                      .string();
         }
-        if (std::filesystem::exists(path) && !std::filesystem::is_regular_file(path)) {
-          throw IOError("kdp::train::Trainer",
-                        fmt::format("the trace file '{}' exists and is not a regular file (a "
-                                    "directory?); name a file",
-                                    path));
-        }
-        if (std::filesystem::exists(path) && !o_.overwrite) {
-          throw IOError("kdp::train::Trainer",
-                        fmt::format("the trace file '{}' exists; use another --trace file or "
-                                    "--overwrite to replace it",
-                                    path));
-        }
-        const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-        if (!std::filesystem::is_directory(parent) || ::access(parent.c_str(), W_OK) != 0) {
-          throw IOError("kdp::train::Trainer",
-                        fmt::format("cannot write the trace file '{}': its directory '{}' does "
-                                    "not exist or is not writable",
-                                    path, parent.string()));
-        }
+        io::claim_output(path, trace, o_.overwrite, "kdp::train::Trainer");
       },
       "rank 0 could not start the run: ");
   broadcast_string(comm_, trace_path_);
@@ -268,7 +253,8 @@ void FitRun::write_trace() {
                            trace::chrome_events(events, comm_.rank(), trace_origin_);
   const auto all = comm_.allgather_bytes(mine.data(), mine.size());
   if (!rank0_) return;
-  std::string json = "{\"traceEvents\":[";
+  std::string json =
+      std::string(io::kTracePrefix) + ",\"producer\":\"kdp-train\"},\"traceEvents\":[";
   std::vector<std::pair<double, std::string>> ranks;  // ms per step, host
   for (size_t r = 0; r < all.size(); ++r) {
     const std::string text(all[r].begin(), all[r].end());

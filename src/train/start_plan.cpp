@@ -7,6 +7,7 @@
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/regular_file.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
+#include "kdp/io/output_file.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "metrics_file.hpp"
 
@@ -67,10 +68,15 @@ MetricsFileContents take_metrics_file(const TrainerOptions& o, StartPlan& plan) 
         "", "Choose another metrics file.");
   };
   // What is not a metrics file is refused before it is locked: it may be one of
-  // the run's own inputs, which libraries lock too.
-  if (path_exists(path)) {
-    require_regular_file(path, "kdp::train", "the metrics file ");
-    refuse_unless_ours(inspect_metrics_file(path));
+  // the run's own inputs, which libraries lock too. Whether a kdp metrics file's
+  // rows are kept or replaced is metrics_to_keep()'s decision.
+  const io::OutputKind metrics{"metrics file",
+                               [](const std::string& p) { return inspect_metrics_file(p).ours; }};
+  try {
+    io::claim_output(path, metrics, /*replace=*/true, "kdp::train");
+  } catch (const io::ForeignFileError& e) {
+    throw io::RunDirectoryError(Reason::NotKdpFile, e.message(), "",
+                                "Choose another metrics file.");
   }
   plan.metrics_file = io::FileLock::try_acquire(path);
   plan.metrics_file.remove_when_released(plan.metrics_file.created());

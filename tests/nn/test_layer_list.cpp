@@ -56,8 +56,18 @@ TEST(LayerList, MistakesAreNamedBeforeAnythingIsBuilt) {
   };
   EXPECT_NE(message([] {
               nn::parse_layer_list("conv(32,3),rleu");
-            }).find("layer 1 'rleu' is not a layer"),
+            }).find("layer 1 'rleu' is not a layer; did you mean relu?"),
             std::string::npos);
+  // A word of another framework, and one nothing resembles: every layer named.
+  const std::string conv2d = message([] { nn::parse_layer_list("conv2d(16,3),relu"); });
+  EXPECT_NE(conv2d.find("layer 0 'conv2d(16,3)' is not a layer; did you mean conv?"),
+            std::string::npos)
+      << conv2d;
+  const std::string unknown = message([] { nn::parse_layer_list("transformer"); });
+  EXPECT_EQ(unknown.find("did you mean"), std::string::npos) << unknown;
+  for (const char* word : {"conv", "batchnorm", "maxpool", "dropout2d", "flatten", "linear"}) {
+    EXPECT_NE(unknown.find(word), std::string::npos) << unknown;
+  }
   EXPECT_NE(message([] { nn::parse_layer_list("conv(32)"); }).find("takes 2 to 4 numbers"),
             std::string::npos);
   EXPECT_NE(message([] { nn::parse_layer_list("dropout(1.5)"); }).find("probability"),

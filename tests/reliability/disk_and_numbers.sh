@@ -33,7 +33,7 @@ echo "ok: full disk: status $status, '$(grep -o 'cannot write[^:]*' <<<"$out" | 
 touch "$work/file"
 out=$("$bin/kdp-train" "${args[@]}" --epochs 1 --checkpoint-dir "$work/file/ckpt" 2>&1)
 [[ $? -ne 0 ]] || fail "an impossible checkpoint directory was accepted"
-grep -q "cannot create checkpoint directory" <<<"$out" || fail "unclear message: $(tail -2 <<<"$out")"
+grep -q "cannot create the checkpoint directory" <<<"$out" || fail "unclear message: $(tail -2 <<<"$out")"
 echo "ok: impossible checkpoint directory refused"
 
 # Diverging training: a huge learning rate makes the loss overflow.

@@ -52,7 +52,7 @@ mkdir -p tracedir
 timeout 60 "${train[@]}" --trace tracedir --overwrite >dir.log 2>&1
 status=$?
 ((status == 1)) || { cat dir.log; fail "a directory as the trace file: exit $status, not 1"; }
-grep -q "the trace file 'tracedir' exists and is not a regular file" dir.log || { cat dir.log; fail "no reason given"; }
+grep -q "cannot write the trace file 'tracedir': it is a directory" dir.log || { cat dir.log; fail "no reason given"; }
 grep -q "^epoch" dir.log && fail "it trained before refusing the trace file"
 # A requeued run (--resume auto) keeps the first part's trace and writes its
 # own beside it, named by the step it resumed at.

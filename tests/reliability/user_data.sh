@@ -151,7 +151,7 @@ PY
   # A path that is not a metrics file is never appended to.
   for bad in "$work/tiny.h5" "$work/first/run.json"; do
     before=$(sha256sum <"$bad")
-    expect "metrics into $(basename "$bad")" 1 "is not a kdp metrics file" \
+    expect "metrics into $(basename "$bad")" 1 ", not a kdp metrics file" \
       "${train[@]}" --epochs 1 --checkpoint-dir "$work/first" --resume auto --metrics "$bad"
     [[ $(sha256sum <"$bad") == "$before" ]] || fail "$bad changed"
   done
@@ -211,7 +211,7 @@ kdp_data_outputs)
   ckpt=$(ls "$work"/run/ckpt-*.h5 | tail -1)
   before=$(sha256sum <"$ckpt")
   for flag in "" --overwrite --add-split; do
-    expect "import into a checkpoint ${flag:-without a flag}" 1 "is not a kdp dataset (its format is 'kdp-checkpoint'); kdp-data never writes into it" \
+    expect "import into a checkpoint ${flag:-without a flag}" 1 "is a kdp checkpoint (HDF5), not a kdp dataset: kdp never replaces it" \
       "$bin/kdp-data" import-idx "${img[@]}" --out "$ckpt" --split test $flag
   done
   [[ $(sha256sum <"$ckpt") == "$before" ]] || fail "the checkpoint changed"
@@ -343,6 +343,75 @@ signals)
   [[ $status -eq 143 ]] || fail "an early SIGTERM: status $status: $(cat "$work/early.log")"
   grep -q "stopped by signal 15" "$work/early.log" || fail "an early SIGTERM: no message: $(cat "$work/early.log")"
   echo "ok: an early SIGTERM: $(grep -o 'stopped by signal.*' "$work/early.log")"
+  ;;
+
+output_options)
+  # Every output option under one rule: the user's dataset named as an output
+  # is refused with and without --overwrite and left byte for byte; a path kdp
+  # cannot write is refused as unwritable before training; kdp's own file of
+  # the kind is replaced only with --overwrite.
+  mkdir "$work/outs"
+  cp "$work/tiny.h5" "$work/outs/mine.h5"
+  py "$work/outs/theirs.h5" <<'PY'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as f:
+    f["fields"] = np.arange(12, dtype=np.float32).reshape(3, 4)
+PY
+  before=$(snapshot "$work/outs")
+  mine=$work/outs/mine.h5
+  short=("${train[@]}" --epochs 1 --max-steps 2)
+  for flag in "" --overwrite; do
+    one_line "--trace at a dataset ${flag:-(no flag)}" "${short[@]}" --trace "$mine" $flag
+    one_line "--status-file at a dataset ${flag:-(no flag)}" "${short[@]}" --status-file "$mine" $flag
+    expect "--metrics at a dataset ${flag:-(no flag)}" 1 "'$mine' is a kdp dataset (HDF5), not a kdp metrics file" \
+      "${short[@]}" --metrics "$mine" $flag
+    one_line "--checkpoint-dir at a dataset ${flag:-(no flag)}" "${short[@]}" --checkpoint-dir "$mine" $flag
+    one_line "--trace at the user's HDF5 file ${flag:-(no flag)}" "${short[@]}" --trace "$work/outs/theirs.h5" $flag
+    one_line "kdp-data --out at the user's HDF5 file ${flag:-(no flag)}" "$bin/kdp-data" import-idx \
+      --images "$work/idx/train-images.idx.gz" --labels "$work/idx/train-labels.idx.gz" \
+      --out "$work/outs/theirs.h5" --split train $flag
+  done
+  expect "kdp-data --out names the user's file" 1 "'$work/outs/theirs.h5' is an HDF5 file, not a kdp dataset" \
+    "$bin/kdp-data" import-fashion-mnist --out "$work/outs/theirs.h5" --overwrite
+  expect "kdp-data --out where kdp cannot write" 1 "cannot write the dataset '/proc/version'" \
+    "$bin/kdp-data" import-fashion-mnist --out /proc/version
+  unchanged "a dataset named as an output" "$before" "$work/outs"
+  for option in --trace --status-file; do
+    expect "$option at a dataset names it" 1 "'$mine' is a kdp dataset (HDF5), not a kdp" \
+      "${short[@]}" $option "$mine" --overwrite
+    expect "$option where kdp cannot write" 1 "cannot write the" "${short[@]}" $option /proc/version
+  done
+  expect "--metrics where kdp cannot write" 1 "cannot write the metrics file '/proc/version'" \
+    "${short[@]}" --metrics /proc/version
+
+  # kdp's own trace and status: kept without --overwrite, replaced with it.
+  "${short[@]}" --trace "$work/outs/run.json" --status-file "$work/outs/status" >/dev/null ||
+    fail "a run with --trace and --status-file"
+  [[ $(cat "$work/outs/status") == 0 ]] || fail "the status file holds '$(cat "$work/outs/status")'"
+  kept=$(snapshot "$work/outs")
+  one_line "an existing trace without --overwrite" "${short[@]}" --trace "$work/outs/run.json"
+  one_line "an existing status file without --overwrite" "${short[@]}" --status-file "$work/outs/status"
+  unchanged "kdp's own files without --overwrite" "$kept" "$work/outs"
+  "${short[@]}" --trace "$work/outs/run.json" --status-file "$work/outs/status" --overwrite \
+    >/dev/null || fail "--overwrite over kdp's own trace and status file"
+  [[ $(snapshot "$work/outs") != "$kept" ]] || fail "--overwrite replaced nothing"
+
+  # The plot: scripts/plot_metrics asks kdp-data for the rule.
+  "${short[@]}" --metrics "$work/outs/m.csv" >/dev/null || fail "a run with --metrics"
+  plot=(env KDP_DATA="$bin/kdp-data" /usr/bin/python3 "$src/../scripts/plot_metrics")
+  "${plot[@]}" "$work/outs/m.csv" "$work/outs/m.png" >/dev/null || fail "the first plot"
+  kept=$(snapshot "$work/outs")
+  expect "a plot at a dataset" 1 "'$mine' is a kdp dataset (HDF5), not a kdp plot" \
+    "${plot[@]}" "$work/outs/m.csv" "$mine" --overwrite
+  expect "an existing plot without --overwrite" 1 "the plot '$work/outs/m.png' exists" \
+    "${plot[@]}" "$work/outs/m.csv" "$work/outs/m.png"
+  expect "a plot where kdp cannot write" 1 "cannot write the plot" \
+    "${plot[@]}" "$work/outs/m.csv" /proc/version
+  unchanged "plots refused" "$kept" "$work/outs"
+  inode=$(stat -c %i "$work/outs/m.png")
+  "${plot[@]}" "$work/outs/m.csv" "$work/outs/m.png" --overwrite >/dev/null ||
+    fail "--overwrite over a plot"
+  [[ $(stat -c %i "$work/outs/m.png") != "$inode" ]] || fail "--overwrite did not replace the plot"
   ;;
 
 *)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A real single-node Slurm on localhost runs examples/slurm/train.sbatch; a
 # signal arrives mid-run; the job must checkpoint, requeue itself, resume, and
-# finish with exactly the accuracy of an uninterrupted run. Twice: launched by
-# srun and warned with SIGUSR1 (the time limit's signal), and launched by
-# mpirun and cancelled with SIGTERM (which mpirun does not pass on as such).
+# finish with exactly the accuracy of an uninterrupted run. Three times:
+# launched by srun and warned with SIGUSR1 (the time limit's signal); launched
+# by mpirun and SIGTERM sent to the batch shell (which mpirun does not pass on
+# as such); and SIGTERM sent to mpirun itself, which ends the ranks and exits 1
+# whatever they said: the script must requeue on rank 0's status file.
 #
 #   test_slurm.sh BUILD_EXAMPLES_DIR REPO_ROOT
 set -u
@@ -54,18 +56,26 @@ echo "uninterrupted: $reference"
 export SLURM_CONF=$SLURM_LOCAL_DIR/slurm.conf
 cd "$work"
 
-interrupted_run() {  # LAUNCHER SIGNAL
-  local launcher=$1 signal=$2 run=$work/run-$1
+interrupted_run() {  # LAUNCHER SIGNAL TARGET (batch: the batch shell; launcher: mpirun)
+  local launcher=$1 signal=$2 target=$3 run=$work/run-$1-$3
+  # (mpirun signals the ranks one KDP_MPIRUN_KILL_WAIT after its own SIGTERM:
+  # a second, while this short run still trains.)
   job=$(KDP_TRAIN="$bin/kdp-train" KDP_RUN_DIR="$run" KDP_LAUNCHER=$launcher \
-    KDP_MPIRUN_FLAGS="${mpi_flags[*]}" \
-    sbatch --parsable --export=ALL "$repo/examples/slurm/train.sbatch" "${args[@]}") || fail "sbatch"
+    KDP_MPIRUN_FLAGS="${mpi_flags[*]}" KDP_MPIRUN_KILL_WAIT=1 \
+    sbatch --parsable --export=ALL "$repo/examples/slurm/train.sbatch" "${args[@]}" \
+    --checkpoint-every 100) || fail "sbatch"
   echo "submitted job $job ($launcher)"
 
-  # Once the first checkpoint exists, send the batch shell the signal.
+  # Once the first checkpoint exists (step 100 of 938), send the signal.
   wait_until 120 bash -c "ls '$run'/checkpoints/ckpt-*.h5 >/dev/null 2>&1" ||
     fail "no checkpoint appeared"
-  scancel -b -s "$signal" "$job" || fail "scancel"
-  echo "sent SIG$signal to job $job"
+  if [[ $target == batch ]]; then
+    scancel -b -s "$signal" "$job" || fail "scancel"
+    echo "sent SIG$signal to job $job"
+  else
+    pkill -"$signal" -f "^mpirun .*--checkpoint-dir $run/checkpoints" || fail "no mpirun to signal"
+    echo "sent SIG$signal to the mpirun of job $job"
+  fi
 
   # Requeued jobs wait two minutes before they are eligible; start it now.
   # (The node must be idle again first: the old run's steps are still ending.)
@@ -83,15 +93,22 @@ interrupted_run() {  # LAUNCHER SIGNAL
 
   out=$work/kdp-train-$job.out
   [[ -f $out ]] || fail "no output file (a job that never ran)"
-  grep -q "kdp-train: stopped by signal 10 .*exit 75" "$out" || fail "kdp-train did not stop on the signal"
+  if [[ $target == batch ]]; then
+    grep -qE "kdp-train: stopped by signal (10|15) .*exit 75" "$out" ||
+      fail "kdp-train did not stop on the signal"
+  else  # mpirun, signalled, relays no more of the ranks' output: their status file speaks
+    grep -q "launcher status 1, rank 0 status 75); requeueing" "$out" ||
+      fail "the script did not requeue on rank 0's status while mpirun said 1"
+  fi
   grep -q "requeueing" "$out" || fail "the script did not requeue"
   grep -q "resumed from" "$out" || fail "the second run did not resume"
   result=$(grep -o 'test_accuracy=[0-9.]* test_loss=[0-9.]*' "$out" | tail -1)
-  echo "interrupted and resumed ($launcher, SIG$signal): $result"
+  echo "interrupted and resumed ($launcher, SIG$signal to the $target): $result"
   grep "requeueing" "$out" | sed 's/^/    | /'
   [[ "$result" == "$reference" ]] || fail "the resumed run ended with '$result', not '$reference'"
-  echo "ok: $launcher, SIG$signal: checkpointed, requeued, resumed, finished with the uninterrupted run's accuracy"
+  echo "ok: $launcher, SIG$signal to the $target: checkpointed, requeued, resumed, finished with the uninterrupted run's accuracy"
 }
 
-interrupted_run srun USR1
-interrupted_run mpirun TERM
+interrupted_run srun USR1 batch
+interrupted_run mpirun TERM batch
+interrupted_run mpirun TERM launcher

@@ -17,6 +17,11 @@ namespace kdp {
 void require_regular_file(const std::string& path, const std::string& who,
                           const std::string& what = "");
 
+/// What the existing non-regular file at `path` is ("a directory", "a FIFO
+/// (named pipe)", "a character device", ...); empty for a regular file (or a
+/// link to one) and for a path where nothing is.
+std::string non_regular_type(const std::string& path);
+
 /// Whether `path` exists (as anything, a dangling link included).
 bool path_exists(const std::string& path);
 
