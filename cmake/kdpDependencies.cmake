@@ -30,6 +30,39 @@ if(Kokkos_ENABLE_CUDA)
   message(STATUS "kdp: CUDA backend (CUDA ${CUDAToolkit_VERSION}), cuBLAS per instance")
 endif()
 
+# oneDNN (optional): CPU convolutions and bf16 products on AMX/AVX-512 where it
+# measures faster than kdp's own path. Found by its header and library, not by
+# its CMake package (Debian's asks for OpenCL's development files, which kdp
+# does not use); kdp's calls are written for its 2.x API.
+set(KDP_ENABLE_ONEDNN AUTO CACHE STRING "oneDNN for CPU convolutions and bf16 products: AUTO (when found), ON (required), OFF")
+set_property(CACHE KDP_ENABLE_ONEDNN PROPERTY STRINGS AUTO ON OFF)
+set(KDP_HAVE_ONEDNN OFF)
+if(NOT KDP_ENABLE_ONEDNN STREQUAL "OFF" AND NOT KDP_KOKKOS_CUDA)
+  find_path(KDP_ONEDNN_INCLUDE_DIR oneapi/dnnl/dnnl_version.h)
+  find_library(KDP_ONEDNN_LIBRARY NAMES dnnl)
+  set(_kdp_onednn_major 0)
+  if(KDP_ONEDNN_INCLUDE_DIR)
+    file(STRINGS ${KDP_ONEDNN_INCLUDE_DIR}/oneapi/dnnl/dnnl_version.h _kdp_onednn_version
+         REGEX "#define DNNL_VERSION_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*DNNL_VERSION_MAJOR ([0-9]+).*" "\\1" _kdp_onednn_major "${_kdp_onednn_version}")
+    string(REGEX REPLACE ".*DNNL_VERSION_MINOR ([0-9]+).*" "\\1" _kdp_onednn_minor "${_kdp_onednn_version}")
+  endif()
+  if(KDP_ONEDNN_INCLUDE_DIR AND KDP_ONEDNN_LIBRARY AND _kdp_onednn_major EQUAL 2)
+    add_library(kdp_onednn INTERFACE)
+    target_include_directories(kdp_onednn SYSTEM INTERFACE ${KDP_ONEDNN_INCLUDE_DIR})
+    target_link_libraries(kdp_onednn INTERFACE ${KDP_ONEDNN_LIBRARY} ${CMAKE_DL_LIBS})
+    set(KDP_HAVE_ONEDNN ON)
+    message(STATUS "kdp: oneDNN ${_kdp_onednn_major}.${_kdp_onednn_minor} (${KDP_ONEDNN_LIBRARY})")
+  elseif(KDP_ENABLE_ONEDNN STREQUAL "ON")
+    message(FATAL_ERROR "KDP_ENABLE_ONEDNN=ON but no oneDNN 2.x was found (header "
+                        "oneapi/dnnl/dnnl_version.h: ${KDP_ONEDNN_INCLUDE_DIR}, library: "
+                        "${KDP_ONEDNN_LIBRARY}, major version ${_kdp_onednn_major}); install "
+                        "libdnnl-dev or set CMAKE_PREFIX_PATH")
+  else()
+    message(STATUS "kdp: no oneDNN 2.x found: convolutions and bf16 products take kdp's own path")
+  endif()
+endif()
+
 find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
 

@@ -95,7 +95,8 @@ void Roofline(benchmark::State& state) {
 
 // Steps of `net` on a batch `x` (labels of `classes` classes), timed.
 void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, const Tensor& x,
-               int64_t classes, const std::vector<Device>& devs, dist::Communicator& comm) {
+               int64_t classes, const std::vector<Device>& devs, dist::Communicator& comm,
+               Precision precision) {
   std::shared_ptr<nn::Module> model = net;
   if (devices_per_rank > 1) model = std::make_shared<DataParallel>(net, devs);
   std::unique_ptr<dist::DistributedDataParallel> ddp;
@@ -115,7 +116,12 @@ void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, 
   Tensor y = Tensor::from_host(labels, {batch}, devs[0]);
   auto step = [&] {
     opt.zero_grad(ddp == nullptr);
-    cross_entropy(runner->forward(x), y).backward();
+    Tensor loss;
+    {
+      autocast mixed(precision, true, devs[0]);
+      loss = cross_entropy(runner->forward(x), y);
+    }
+    loss.backward();
     opt.step();
     devs[0].fence("bench_models");
   };
@@ -126,13 +132,13 @@ void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, 
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void Step(benchmark::State& state, const ModelSpec& spec) {
+void Step(benchmark::State& state, const ModelSpec& spec, Precision precision) {
   dist::Communicator comm = dist::Communicator::world();
   const auto devs = devices(devices_per_rank);
   manual_seed(0);
   auto net = nn::mlp(spec.sizes, "relu", devs[0]);
   run_steps(state, net, Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]), spec.sizes.back(),
-            devs, comm);
+            devs, comm, precision);
   int64_t params = 0;
   for (size_t i = 0; i + 1 < spec.sizes.size(); ++i)
     params += spec.sizes[i] * spec.sizes[i + 1] + spec.sizes[i + 1];
@@ -141,13 +147,13 @@ void Step(benchmark::State& state, const ModelSpec& spec) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void CnnStep(benchmark::State& state, const CnnSpec& spec) {
+void CnnStep(benchmark::State& state, const CnnSpec& spec, Precision precision) {
   dist::Communicator comm = dist::Communicator::world();
   const auto devs = devices(devices_per_rank);
   manual_seed(0);
   const auto layers = nn::parse_layer_list(spec.layers);
   auto net = nn::build_layer_list(layers, Shape{1, 28, 28}, devs[0]);
-  run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]), 10, devs, comm);
+  run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]), 10, devs, comm, precision);
   const double samples = static_cast<double>(spec.batch * comm.size());
   state.counters["GFLOP/s"] = benchmark::Counter(6.0 * forward_macs(layers) * samples * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
@@ -168,20 +174,24 @@ int main(int argc, char** argv) {
       ->Iterations(quick ? 2 : 10)
       ->UseManualTime()
       ->Unit(benchmark::kMillisecond);
-  for (const ModelSpec& m : kModels) {
-    const int64_t iters = std::string(m.name) == "T" ? reps * 50 : reps;
-    benchmark::RegisterBenchmark((std::string("step/") + m.name).c_str(),
-                                 [&m](benchmark::State& s) { Step(s, m); })
-        ->Iterations(iters)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
-  }
-  for (const CnnSpec& m : kCnns) {
-    benchmark::RegisterBenchmark((std::string("step/") + m.name).c_str(),
-                                 [&m](benchmark::State& s) { CnnStep(s, m); })
-        ->Iterations(quick ? 2 : 10)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond);
+  // Every model in fp32 ("step/L") and in bf16 autocast ("step/L/bf16").
+  for (const Precision p : {Precision::fp32, Precision::bf16}) {
+    const std::string suffix = p == Precision::bf16 ? "/bf16" : "";
+    for (const ModelSpec& m : kModels) {
+      const int64_t iters = std::string(m.name) == "T" ? reps * 50 : reps;
+      benchmark::RegisterBenchmark((std::string("step/") + m.name + suffix).c_str(),
+                                   [&m, p](benchmark::State& s) { Step(s, m, p); })
+          ->Iterations(iters)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+    for (const CnnSpec& m : kCnns) {
+      benchmark::RegisterBenchmark((std::string("step/") + m.name + suffix).c_str(),
+                                   [&m, p](benchmark::State& s) { CnnStep(s, m, p); })
+          ->Iterations(quick ? 2 : 10)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   perf::RatioReporter loud;
   perf::SilentReporter silent;

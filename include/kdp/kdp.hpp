@@ -11,6 +11,7 @@
 #include "kdp/core/closest_name.hpp"
 #include "kdp/core/device.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/precision.hpp"
 #include "kdp/core/regular_file.hpp"
 #include "kdp/core/runtime.hpp"
 #include "kdp/core/shape.hpp"

@@ -91,6 +91,45 @@ int visible_gpus() {
 #endif
 }
 
+void gemm_bf16(BlasHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+               float beta, float* c, int64_t ldc) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (m == 0 || n == 0) return;
+  // Row-major C = op(A) op(B) as column-major C^T = op(B)^T op(A)^T (see gemm).
+  cudaSetDevice(handle.space().cuda_device());
+  const cublasStatus_t status =
+      cublasGemmEx(static_cast<cublasHandle_t>(handle.cublas()),
+                   trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                   static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                   CUDA_R_16BF, static_cast<int>(ldb), a, CUDA_R_16BF, static_cast<int>(lda), &beta,
+                   c, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error("kdp: cublasGemmEx (bf16) failed with status " +
+                             std::to_string(static_cast<int>(status)));
+  }
+#else
+  (void)handle, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a,
+      (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
+  throw std::logic_error("kdp: compat::gemm_bf16 is for CUDA builds");
+#endif
+}
+
+int gpu_compute_capability(int gpu) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, gpu) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, gpu) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return 10 * major + minor;
+#else
+  (void)gpu;
+  return 0;
+#endif
+}
+
 size_t gpu_memory_bytes(int gpu) {
 #if defined(KOKKOS_ENABLE_CUDA)
   int current = 0;

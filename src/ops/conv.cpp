@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/check.hpp"
+#include "gemm.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -213,7 +214,8 @@ class Conv2dNode : public autograd::Node {
         y_(relu_output),
         g_(g),
         has_bias_(has_bias),
-        relu_(relu_output.defined()) {}
+        relu_(relu_output.defined()),
+        precision_(autocast_precision()) {}
   const char* name() const override { return relu_ ? "kdp::conv2d_relu" : "kdp::conv2d"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
@@ -247,14 +249,14 @@ class Conv2dNode : public autograd::Node {
         for (int64_t k = 0; k < g.groups; ++k) {
           gemm(dev, "N", "T", 1.0f, block(gres.data(), k, og, ncols),
                block(cols.data(), k, rg, ncols), n0 == 0 ? 0.0f : 1.0f,
-               block_out(gw.data(), k, og, rg));
+               block_out(gw.data(), k, og, rg), precision_);
         }
       }
       if (want_x) {  // gx = col2im(W^T gres)
         Tensor gcols = Tensor::empty(Shape{g.rows(), ncols}, dev);
         for (int64_t k = 0; k < g.groups; ++k) {
           gemm(dev, "T", "N", 1.0f, block(w, k, og, rg), block(gres.data(), k, og, ncols), 0.0f,
-               block_out(gcols.data(), k, rg, ncols));
+               block_out(gcols.data(), k, rg, ncols), precision_);
         }
         col2im(dev, images_out(gx.data(), n0, c.n, g.c * g.h * g.w), gcols.cflat(), c);
       }
@@ -272,6 +274,7 @@ class Conv2dNode : public autograd::Node {
   ConvGeometry g_;
   bool has_bias_;
   bool relu_;
+  Precision precision_;  // the forward's, for the backward's products
 };
 
 ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride,

@@ -4,42 +4,12 @@
 
 #include "core/check.hpp"
 #include "core/kernels.hpp"
-#include "core/small_gemm.hpp"
+#include "gemm.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
 
 namespace ops_detail {
-
-// C = alpha op(A) op(B) + beta C. Kokkos Kernels leaves C untouched when the
-// inner dimension is 0, so that case is written here.
-void gemm(const Device& device, const char* ta, const char* tb, float alpha, ConstView2 a,
-          ConstView2 b, float beta, View2 c) {
-  const size_t inner = (ta[0] == 'N') ? a.extent(1) : a.extent(0);
-  if (c.extent(0) == 0 || c.extent(1) == 0) return;
-  if (inner == 0) {
-    View1 flat(c.data(), c.extent(0) * c.extent(1));
-    if (beta == 0.0f) {
-      kdp::detail::fill(device, flat, 0.0f);
-    } else {
-      kdp::detail::scale(device, flat, beta);
-    }
-    return;
-  }
-  if constexpr (compat::host_accessible_memory()) {
-    // Small products (a small model's layers) skip the BLAS's fixed costs.
-    const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
-    if (kdp::detail::small_gemm_preferred() &&
-        kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
-                                static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner),
-                                alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
-                                static_cast<int64_t>(b.stride(0)), beta, c.data(),
-                                static_cast<int64_t>(c.stride(0)))) {
-      return;
-    }
-  }
-  compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
-}
 
 void fill_rows(const Device& device, View2 out, ConstView1 row) {
   kdp::detail::for_each_2d(
@@ -58,7 +28,8 @@ class LinearNodeBase : public autograd::Node {
         x_shape_(x.shape()),
         x_(weight.requires_grad() ? autograd::SavedTensor(x) : autograd::SavedTensor()),
         weight_(x.requires_grad() ? autograd::SavedTensor(weight) : autograd::SavedTensor()),
-        has_bias_(has_bias) {}
+        has_bias_(has_bias),
+        precision_(autocast_precision()) {}
   void release_saved() override {
     x_.reset();
     weight_.reset();
@@ -82,13 +53,13 @@ class LinearNodeBase : public autograd::Node {
     if (next_edges()[0].valid()) {
       const Tensor& w = weight_.get(*this);
       gx = Tensor::empty(x_shape_, device());
-      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)));
+      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)), precision_);
     }
     if (next_edges()[1].valid()) {
       const Tensor& x = x_.get(*this);
       const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
       gw = Tensor::empty(Shape{out_f, in_f}, device());
-      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix());
+      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix(), precision_);
     }
     if (has_bias_) return {gx, gw, gb};
     return {gx, gw};
@@ -98,6 +69,7 @@ class LinearNodeBase : public autograd::Node {
   Shape x_shape_;
   autograd::SavedTensor x_, weight_;
   bool has_bias_;
+  Precision precision_;  // the forward's, for the backward's products
 };
 
 class LinearNode : public LinearNodeBase {
@@ -124,7 +96,8 @@ class MatmulNode : public autograd::Node {
         a_(b.requires_grad() ? autograd::SavedTensor(a) : autograd::SavedTensor()),
         b_(a.requires_grad() ? autograd::SavedTensor(b) : autograd::SavedTensor()),
         a_shape_(a.shape()),
-        b_shape_(b.shape()) {}
+        b_shape_(b.shape()),
+        precision_(autocast_precision()) {}
   const char* name() const override { return "kdp::matmul"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
@@ -132,11 +105,13 @@ class MatmulNode : public autograd::Node {
     Tensor ga, gb;
     if (next_edges()[0].valid()) {
       ga = Tensor::empty(a_shape_, device());
-      gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f, ga.matrix());
+      gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f, ga.matrix(),
+           precision_);
     }
     if (next_edges()[1].valid()) {
       gb = Tensor::empty(b_shape_, device());
-      gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f, gb.matrix());
+      gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f, gb.matrix(),
+           precision_);
     }
     return {ga, gb};
   }
@@ -148,6 +123,7 @@ class MatmulNode : public autograd::Node {
  private:
   autograd::SavedTensor a_, b_;
   Shape a_shape_, b_shape_;
+  Precision precision_;
 };
 
 // y = max(y + bias, 0), the forward epilogue of linear_relu.

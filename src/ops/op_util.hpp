@@ -33,11 +33,6 @@ void sum_all_kernel(const Device& device, View1 out, ConstView1 x, double scale)
 /// out[o, i] = scale * sum_d x[o, d, i] for the split [outer, size, inner].
 void sum_dim_kernel(const Device& device, View1 out, ConstView1 x, DimSplit s, float scale);
 
-/// C = alpha op(A) op(B) + beta C on the device's instance: kdp's small-GEMM
-/// kernel for small products on host backends, else the BLAS (linear.cpp).
-void gemm(const Device& device, const char* ta, const char* tb, float alpha, ConstView2 a,
-          ConstView2 b, float beta, View2 c);
-
 /// Sums `g` over the dimensions that were broadcast to turn `shape` into g's shape.
 Tensor sum_to(const Tensor& g, const Shape& shape);
 

@@ -6,6 +6,7 @@
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -86,6 +87,14 @@ class BlasHandle {
 void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float alpha, ConstMatrix a,
           ConstMatrix b, float beta, Matrix c);
 
+/// C (fp32) = alpha op(A) op(B) + beta C with A and B in bf16 (their 16 bits
+/// as uint16_t, row-major with row lengths lda and ldb) and fp32 accumulation,
+/// on the GPU of `handle` (cuBLAS' GemmEx). Only with CUDA: host backends
+/// multiply bf16 elsewhere (oneDNN, or kdp's portable path).
+void gemm_bf16(BlasHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+               float beta, float* c, int64_t ldc);
+
 /// GPUs the process sees before Kokkos starts (0 on host backends).
 int visible_gpus();
 
@@ -119,6 +128,10 @@ constexpr bool several_gpus_per_process() {
 
 /// The memory of GPU `gpu` in bytes (0 on host backends or when it cannot be read).
 size_t gpu_memory_bytes(int gpu);
+
+/// GPU `gpu`'s compute capability as 10 major + minor (90 for Hopper; 0 on
+/// host backends or when it cannot be read).
+int gpu_compute_capability(int gpu);
 
 /// A new instance on GPU `gpu` with a stream of its own (only where
 /// several_gpus_per_process()).

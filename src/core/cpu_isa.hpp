@@ -1,0 +1,36 @@
+#pragma once
+// The widest instruction set kdp's own host kernels use on this CPU, chosen at
+// run time so that a build for baseline x86-64 (Debian's compiler defaults)
+// runs at the speed of the CPU it lands on. KDP_MAX_CPU_ISA caps it
+// (baseline, avx2, avx512, avx512_bf16, amx), as oneDNN's ONEDNN_MAX_CPU_ISA
+// does for oneDNN: for tests of every path on one machine, and for a CPU whose
+// wide units a user wants left alone. Kernels dispatch by comparing levels.
+
+#include <string>
+
+namespace kdp::detail {
+
+/// Levels in order: each includes the ones before it.
+enum class CpuIsa : int {
+  Baseline = 0,    // what the compiler targets (SSE2 on x86-64, NEON on aarch64)
+  Avx2 = 1,        // AVX2 and FMA
+  Avx512 = 2,      // AVX-512 F, BW, VL, DQ
+  Avx512Bf16 = 3,  // and AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16)
+  Amx = 4,         // and AMX-BF16 tiles, with the kernel's permission to use them
+};
+
+/// What the CPU (and the OS) offer, capped by KDP_MAX_CPU_ISA and by
+/// set_cpu_isa_limit(). Baseline on every CPU but x86-64 and in builds with
+/// KDP_PORTABLE_KERNELS.
+CpuIsa cpu_isa();
+/// What the CPU offers, no cap applied.
+CpuIsa cpu_isa_detected();
+/// Caps cpu_isa() from now on (tests run every path this way); returns the
+/// previous cap.
+CpuIsa set_cpu_isa_limit(CpuIsa limit);
+/// "baseline", "avx2", "avx512", "avx512_bf16", "amx".
+const char* cpu_isa_name(CpuIsa isa);
+/// The level a name stands for; throws ValueError naming the valid ones.
+CpuIsa parse_cpu_isa(const std::string& name);
+
+}  // namespace kdp::detail

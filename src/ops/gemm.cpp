@@ -1,0 +1,110 @@
+#include "gemm.hpp"
+
+#include "core/bf16.hpp"
+#include "core/kernels.hpp"
+#include "core/parallel_for.hpp"
+#include "core/small_gemm.hpp"
+#include "onednn.hpp"
+
+namespace kdp::ops_detail {
+
+namespace {
+
+// C = beta C where there is nothing to multiply (an inner dimension of 0):
+// Kokkos Kernels would leave C untouched.
+void scale_only(const Device& device, float beta, View2 c) {
+  View1 flat(c.data(), c.extent(0) * c.extent(1));
+  if (beta == 0.0f) {
+    kdp::detail::fill(device, flat, 0.0f);
+  } else {
+    kdp::detail::scale(device, flat, beta);
+  }
+}
+
+// The fp32 product of the bf16 values (kdp's path where neither oneDNN nor
+// cuBLAS takes them): the same rounding, an fp32 GEMM.
+void gemm_bf16_portable(const Device& device, bool trans_a, bool trans_b, float alpha,
+                        const Bf16Matrix& a, const Bf16Matrix& b, float beta, View2 c) {
+  auto widen = [&](const Bf16Matrix& m) {
+    Tensor wide = Tensor::empty(Shape{m.rows, m.cols}, device);
+    View1 out = wide.flat();
+    const uint16_t* bits = m.data();
+    Kokkos::parallel_for(
+        "kdp::gemm bf16 widen", kdp::detail::range(device, m.rows * m.cols),
+        KOKKOS_LAMBDA(const int64_t i) { out(i) = kdp::detail::from_bf16(bits[i]); });
+    return wide;
+  };
+  const Tensor wa = widen(a), wb = widen(b);
+  gemm(device, trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, wa.cmatrix(), wb.cmatrix(), beta, c,
+       Precision::fp32);
+}
+
+}  // namespace
+
+Bf16Matrix to_bf16(const Device& device, ConstView2 m) {
+  Bf16Matrix out;
+  out.rows = static_cast<int64_t>(m.extent(0));
+  out.cols = static_cast<int64_t>(m.extent(1));
+  const int64_t n = out.rows * out.cols;
+  out.storage = Tensor::empty(Shape{(n + 1) / 2}, device);
+  auto* bits = reinterpret_cast<uint16_t*>(out.storage.data());
+  const float* src = m.data();
+  const int64_t cols = out.cols, ld = static_cast<int64_t>(m.stride(0));
+  if constexpr (compat::launches_are_synchronous()) {
+    // Host backends: row by row on the calling thread, with the CPU's widest
+    // instructions (kernels finish before their launch returns: nothing to wait for).
+    for (int64_t r = 0; r < out.rows; ++r)
+      kdp::detail::to_bf16_host(src + r * ld, bits + r * cols, cols);
+  } else {
+    Kokkos::parallel_for(
+        "kdp::to_bf16", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t i) {
+          bits[i] = kdp::detail::to_bf16(src[(i / cols) * ld + i % cols]);
+        });
+  }
+  return out;
+}
+
+void gemm_bf16(const Device& device, bool trans_a, bool trans_b, float alpha, const Bf16Matrix& a,
+               const Bf16Matrix& b, float beta, View2 c) {
+  const int64_t m = static_cast<int64_t>(c.extent(0)), n = static_cast<int64_t>(c.extent(1));
+  const int64_t k = trans_a ? a.rows : a.cols;
+  if (m == 0 || n == 0) return;
+  if (k == 0) return scale_only(device, beta, c);
+  const auto ldc = static_cast<int64_t>(c.stride(0));
+  if constexpr (compat::gpu_backend()) {
+    compat::gemm_bf16(device.blas(), trans_a, trans_b, m, n, k, alpha, a.data(), a.cols, b.data(),
+                      b.cols, beta, c.data(), ldc);
+  } else if (onednn::available()) {
+    device.fence("kdp::gemm_bf16 operands");  // oneDNN runs on its own threads
+    onednn::matmul_bf16(trans_a, trans_b, m, n, k, alpha, a.data(), a.cols, b.data(), b.cols, beta,
+                        c.data(), ldc);
+  } else {
+    gemm_bf16_portable(device, trans_a, trans_b, alpha, a, b, beta, c);
+  }
+}
+
+void gemm(const Device& device, const char* ta, const char* tb, float alpha, ConstView2 a,
+          ConstView2 b, float beta, View2 c, Precision precision) {
+  const size_t inner = (ta[0] == 'N') ? a.extent(1) : a.extent(0);
+  if (c.extent(0) == 0 || c.extent(1) == 0) return;
+  if (inner == 0) return scale_only(device, beta, c);
+  const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
+  if (precision == Precision::bf16) {
+    return gemm_bf16(device, trans_a, trans_b, alpha, to_bf16(device, a), to_bf16(device, b), beta,
+                     c);
+  }
+  if constexpr (compat::host_accessible_memory()) {
+    // Small products (a small model's layers) skip the BLAS's fixed costs.
+    if (kdp::detail::small_gemm_preferred() &&
+        kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
+                                static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner),
+                                alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
+                                static_cast<int64_t>(b.stride(0)), beta, c.data(),
+                                static_cast<int64_t>(c.stride(0)))) {
+      return;
+    }
+  }
+  compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
+}
+
+}  // namespace kdp::ops_detail

@@ -1,0 +1,17 @@
+// A build without oneDNN: nothing is sent to it (available() is false).
+#include <stdexcept>
+
+#include "onednn.hpp"
+
+namespace kdp::ops_detail::onednn {
+
+bool available() {
+  return false;
+}
+
+void matmul_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                 const uint16_t*, int64_t, float, float*, int64_t) {
+  throw std::logic_error("kdp: this build has no oneDNN");
+}
+
+}  // namespace kdp::ops_detail::onednn
