@@ -25,8 +25,9 @@ enum class CpuIsa : int {
 CpuIsa cpu_isa();
 /// What the CPU offers, no cap applied.
 CpuIsa cpu_isa_detected();
-/// Caps cpu_isa() from now on (tests run every path this way); returns the
-/// previous cap.
+/// Caps cpu_isa() from now on (tests run every path of kdp's kernels this
+/// way); returns the previous cap. oneDNN takes the cap once, before its first
+/// primitive: to cap it too, set KDP_MAX_CPU_ISA before the program starts.
 CpuIsa set_cpu_isa_limit(CpuIsa limit);
 /// "baseline", "avx2", "avx512", "avx512_bf16", "amx".
 const char* cpu_isa_name(CpuIsa isa);

@@ -1,9 +1,12 @@
 #include "kdp/ops/conv.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "core/check.hpp"
 #include "gemm.hpp"
+#include "onednn.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -170,6 +173,53 @@ void from_nchw(const Device& device, View1 res, ConstView1 gy, ConstView1 y, boo
       });
 }
 
+// out = gy where the ReLU after the convolution kept its output (y > 0),
+// else 0, with `relu` (otherwise out is gy itself and is not written); with
+// `want_bias`, bias_sum[o] = the sum of out over every (n, p), in eight float
+// lanes per plane and double across planes (as from_nchw sums).
+void output_gradient(const Device& device, View1 out, ConstView1 gy, ConstView1 y, bool relu,
+                     View1 bias_sum, bool want_bias, const ConvGeometry& g) {
+  const int64_t plane = g.out_plane();
+  Kokkos::parallel_for(
+      "kdp::conv2d output gradient", kdp::detail::range(device, g.o),
+      KOKKOS_LAMBDA(const int64_t o) {
+        constexpr int64_t kLanes = 8;
+        double sum = 0.0;
+        for (int64_t n = 0; n < g.n; ++n) {
+          const int64_t at = (n * g.o + o) * plane;
+          const float* __restrict src = &gy(at);
+          float lane[kLanes] = {};
+          int64_t p = 0;
+          if (relu) {
+            const float* __restrict kept = &y(at);
+            float* __restrict dst = &out(at);
+            for (; p + kLanes <= plane; p += kLanes) {
+              for (int64_t k = 0; k < kLanes; ++k) {
+                const float v = src[p + k];
+                const float m = kept[p + k] > 0.0f ? v : 0.0f;
+                dst[p + k] = m;
+                lane[k] += m;
+              }
+            }
+            for (; p < plane; ++p) {
+              const float v = src[p];
+              dst[p] = kept[p] > 0.0f ? v : 0.0f;
+              lane[0] += dst[p];
+            }
+          } else {
+            for (; p + kLanes <= plane; p += kLanes) {
+              for (int64_t k = 0; k < kLanes; ++k) lane[k] += src[p + k];
+            }
+            for (; p < plane; ++p) lane[0] += src[p];
+          }
+          float rest = 0.0f;
+          for (int64_t k = 0; k < kLanes; ++k) rest += lane[k];
+          sum += rest;
+        }
+        if (want_bias) bias_sum(o) = static_cast<float>(sum);
+      });
+}
+
 // Group `k`'s block of a row-major matrix of `rows` x `cols` per group.
 ConstView2 block(const float* data, int64_t k, int64_t rows, int64_t cols) {
   return ConstView2(data + k * rows * cols, static_cast<size_t>(rows), static_cast<size_t>(cols));
@@ -204,6 +254,27 @@ View1 images_out(float* data, int64_t n0, int64_t count, int64_t per_image) {
   return View1(data + n0 * per_image, static_cast<size_t>(count * per_image));
 }
 
+onednn::ConvDims dims_of(const ConvGeometry& g) {
+  return {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+}
+
+// Where a convolution runs: oneDNN on host backends of builds that have it,
+// for one group; else kdp's im2col and GEMM. KDP_CONV_PATH=im2col|onednn
+// asks for one (tests run both; a path that cannot take the shape is not taken).
+bool on_onednn(const ConvGeometry& g, Precision precision) {
+  if constexpr (!compat::host_accessible_memory()) {
+    return false;
+  } else {
+    static const std::string asked = [] {
+      const char* env = std::getenv("KDP_CONV_PATH");
+      return std::string(env == nullptr ? "" : env);
+    }();
+    if (asked == "im2col" || !onednn::available() || g.groups != 1) return false;
+    if (precision == Precision::bf16 && !onednn::supports_bf16()) return false;
+    return onednn::conv_supported(dims_of(g));
+  }
+}
+
 class Conv2dNode : public autograd::Node {
  public:
   Conv2dNode(const Device& device, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
@@ -233,6 +304,10 @@ class Conv2dNode : public autograd::Node {
     const float* w = want_x ? weight_.get(*this).data() : nullptr;
     const float* x = want_w ? x_.get(*this).data() : nullptr;
     const float* y = relu_ ? y_.get(*this).data() : nullptr;
+    if (on_onednn(g, precision_)) {
+      onednn_backward(gy, x, w, y, gx, gw, gb);
+      return {gx, gw, gb};
+    }
     const int64_t chunk = images_per_chunk(g), og = g.group_out(), rg = g.group_rows();
     for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
       const ConvGeometry c = chunk_of(g, std::min(chunk, g.n - n0));
@@ -267,6 +342,26 @@ class Conv2dNode : public autograd::Node {
     x_.reset();
     weight_.reset();
     y_.reset();
+  }
+
+ private:
+  // oneDNN's backward: the ReLU's mask applied to the output gradient and the
+  // bias gradient summed in fp32 by kdp (one pass), the products by oneDNN.
+  void onednn_backward(const Tensor& gy, const float* x, const float* w, const float* y, Tensor& gx,
+                       Tensor& gw, Tensor& gb) const {
+    const ConvGeometry& g = g_;
+    const Device& dev = device();
+    const bool bf16 = precision_ == Precision::bf16;
+    Tensor masked = relu_ ? Tensor::empty(gy.shape(), dev) : gy;
+    if (relu_ || gb.defined()) {
+      output_gradient(dev, masked.flat(), gy.cflat(),
+                      relu_ ? ConstView1(y, gy.numel()) : ConstView1(), relu_,
+                      gb.defined() ? gb.flat() : View1(), gb.defined(), g);
+    }
+    dev.fence("kdp::conv2d backward operands");
+    const onednn::ConvDims d = dims_of(g);
+    if (gx.defined()) onednn::conv_backward_data(d, bf16, masked.data(), w, gx.data());
+    if (gw.defined()) onednn::conv_backward_weights(d, bf16, x, masked.data(), gw.data());
   }
 
  private:
@@ -321,8 +416,15 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
   const Device& dev = x.device();
 
   Tensor out = Tensor::empty(Shape{g.n, g.o, g.oh, g.ow}, dev);
-  const int64_t chunk = images_per_chunk(g), og = g.group_out(), rg = g.group_rows();
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+  const bool onednn_path = on_onednn(g, autocast_precision());
+  if (onednn_path) {
+    dev.fence("kdp::conv2d operands");
+    onednn::conv_forward(dims_of(g), autocast_precision() == Precision::bf16, relu, x.data(),
+                         w.data(), b.defined() ? b.data() : nullptr, out.data());
+  }
+  const int64_t chunk = onednn_path ? g.n : images_per_chunk(g), og = g.group_out(),
+                rg = g.group_rows();
+  for (int64_t n0 = onednn_path ? g.n : 0; n0 < g.n; n0 += chunk) {
     const ConvGeometry c = chunk_of(g, std::min(chunk, g.n - n0));
     const int64_t ncols = c.columns();
     Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);

@@ -74,7 +74,7 @@ void gemm_bf16(const Device& device, bool trans_a, bool trans_b, float alpha, co
   if constexpr (compat::gpu_backend()) {
     compat::gemm_bf16(device.blas(), trans_a, trans_b, m, n, k, alpha, a.data(), a.cols, b.data(),
                       b.cols, beta, c.data(), ldc);
-  } else if (onednn::available()) {
+  } else if (onednn::supports_bf16()) {
     device.fence("kdp::gemm_bf16 operands");  // oneDNN runs on its own threads
     onednn::matmul_bf16(trans_a, trans_b, m, n, k, alpha, a.data(), a.cols, b.data(), b.cols, beta,
                         c.data(), ldc);

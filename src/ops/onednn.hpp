@@ -12,6 +12,9 @@ namespace kdp::ops_detail::onednn {
 
 /// Whether this build has oneDNN.
 bool available();
+/// Whether oneDNN computes in bf16 on this CPU within cpu_isa(): from AVX-512
+/// (natively from AVX512_BF16 and AMX).
+bool supports_bf16();
 
 /// C (fp32, row-major, row length ldc) = alpha op(A) op(B) + beta C, with A
 /// and B bf16 (row-major, row lengths lda and ldb) and fp32 accumulation;
@@ -19,5 +22,27 @@ bool available();
 void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
                  float* c, int64_t ldc);
+
+/// A 2-D convolution's sizes: input [n, c, h, w], weight [o, c, kh, kw],
+/// output [n, o, oh, ow]; strides, padding and dilation as PyTorch has them
+/// (dilation 1: none).
+struct ConvDims {
+  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
+};
+
+/// Whether oneDNN takes this convolution: one group, and padding on the far
+/// side that the output size leaves non-negative.
+bool conv_supported(const ConvDims& d);
+
+/// y = x * w + bias (then max(y, 0) with `relu`), every tensor fp32 in
+/// PyTorch's layouts (NCHW, OIHW; bias may be null); in `bf16`, x and w are
+/// rounded to bf16 and the products accumulate in fp32.
+void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
+                  const float* bias, float* y);
+/// gx = the input gradient from gy and w.
+void conv_backward_data(const ConvDims& d, bool bf16, const float* gy, const float* w, float* gx);
+/// gw = the weight gradient from x and gy (kdp sums the bias gradient in fp32).
+void conv_backward_weights(const ConvDims& d, bool bf16, const float* x, const float* gy,
+                           float* gw);
 
 }  // namespace kdp::ops_detail::onednn

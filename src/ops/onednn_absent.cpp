@@ -9,8 +9,28 @@ bool available() {
   return false;
 }
 
+bool supports_bf16() {
+  return false;
+}
+
 void matmul_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
                  const uint16_t*, int64_t, float, float*, int64_t) {
+  throw std::logic_error("kdp: this build has no oneDNN");
+}
+
+bool conv_supported(const ConvDims&) {
+  return false;
+}
+
+void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const float*, float*) {
+  throw std::logic_error("kdp: this build has no oneDNN");
+}
+
+void conv_backward_data(const ConvDims&, bool, const float*, const float*, float*) {
+  throw std::logic_error("kdp: this build has no oneDNN");
+}
+
+void conv_backward_weights(const ConvDims&, bool, const float*, const float*, float*) {
   throw std::logic_error("kdp: this build has no oneDNN");
 }
 

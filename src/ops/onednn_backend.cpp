@@ -3,14 +3,17 @@
 // own engine and stream; every call runs with kdp's thread count and within
 // the instruction sets cpu_isa() allows.
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 
 #include "core/cpu_isa.hpp"
+#include "kdp/core/error.hpp"
 #include "kdp/core/threads.hpp"
 #include "onednn.hpp"
 
@@ -78,38 +81,275 @@ uint32_t bits_of(float v) {
   return u;
 }
 
+// Runs a call into oneDNN; its errors become kdp's, naming the call and the
+// shape (`shape()` is asked only then).
+template <class Shape, class F>
+void guarded(const char* what, const Shape& shape, F&& call) {
+  try {
+    call();
+  } catch (const dnnl::error& e) {
+    throw StateError("kdp::onednn", fmt::format("{} {} failed: {} (status {})", what, shape(),
+                                                e.what(), static_cast<int>(e.status)));
+  }
+}
+
+// "input [n, c, h, w], weight [o, c, kh, kw]" for messages.
+std::string shape_of(const ConvDims& d) {
+  return fmt::format("of input [{}, {}, {}, {}] and weight [{}, {}, {}, {}]", d.n, d.c, d.h, d.w,
+                     d.o, d.c, d.kh, d.kw);
+}
+
 }  // namespace
 
 bool available() {
   return true;
 }
 
+bool supports_bf16() {
+  return detail::cpu_isa() >= detail::CpuIsa::Avx512;
+}
+
 void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
                  float* c, int64_t ldc) {
-  Context& ctx = context();
-  const dnnl::memory::desc a_md({m, k}, dt::bf16, strides(trans_a, lda));
-  const dnnl::memory::desc b_md({k, n}, dt::bf16, strides(trans_b, ldb));
-  const dnnl::memory::desc c_md({m, n}, dt::f32, dims{ldc, 1});
-  thread_local std::map<MatmulKey, dnnl::matmul> made;
-  const MatmulKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, bits_of(alpha), bits_of(beta)};
+  guarded(
+      "bf16 matmul", [&] { return fmt::format("{}x{}x{}", m, n, k); },
+      [&] {
+        Context& ctx = context();
+        const dnnl::memory::desc a_md({m, k}, dt::bf16, strides(trans_a, lda));
+        const dnnl::memory::desc b_md({k, n}, dt::bf16, strides(trans_b, ldb));
+        const dnnl::memory::desc c_md({m, n}, dt::f32, dims{ldc, 1});
+        thread_local std::map<MatmulKey, dnnl::matmul> made;
+        const MatmulKey key{trans_a,        trans_b,      m, n, k, lda, ldb, ldc,
+                            bits_of(alpha), bits_of(beta)};
+        auto it = made.find(key);
+        if (it == made.end()) {
+          dnnl::primitive_attr attr;
+          if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+          if (beta != 0.0f) {
+            dnnl::post_ops sum;
+            sum.append_sum(beta);
+            attr.set_post_ops(sum);
+          }
+          const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr,
+                                                ctx.engine);
+          it = made.emplace(key, dnnl::matmul(pd)).first;
+        }
+        dnnl::memory am(a_md, ctx.engine, const_cast<uint16_t*>(a));
+        dnnl::memory bm(b_md, ctx.engine, const_cast<uint16_t*>(b));
+        dnnl::memory cm(c_md, ctx.engine, c);
+        it->second.execute(ctx.stream,
+                           {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+        ctx.stream.wait();
+      });
+}
+
+namespace {
+
+using tag = dnnl::memory::format_tag;
+
+// The padding on the far side of each spatial dimension that gives PyTorch's
+// output size (floor division may leave less than the near side's).
+int64_t far_padding(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dilation,
+                    int64_t out) {
+  return (out - 1) * stride + (k - 1) * dilation + 1 - in - pad;
+}
+
+// The descriptors of one convolution shape in one precision: PyTorch's
+// layouts (NCHW, OIHW) for the user's tensors, "any" for oneDNN's choice.
+struct ConvDescs {
+  dnnl::memory::desc x_user, w_user, y_user, bias_user;
+  dnnl::memory::desc x_any, w_any, y_any, gy_any, gx_any, gw_any;
+  dims strides, dilation, pad_l, pad_r;
+};
+
+ConvDescs descs_of(const ConvDims& d, bool bf16) {
+  const dt in = bf16 ? dt::bf16 : dt::f32;
+  const dims x{d.n, d.c, d.h, d.w}, w{d.o, d.c, d.kh, d.kw}, y{d.n, d.o, d.oh, d.ow};
+  return {dnnl::memory::desc(x, dt::f32, tag::nchw),
+          dnnl::memory::desc(w, dt::f32, tag::oihw),
+          dnnl::memory::desc(y, dt::f32, tag::nchw),
+          dnnl::memory::desc({d.o}, dt::f32, tag::x),
+          dnnl::memory::desc(x, in, tag::any),
+          dnnl::memory::desc(w, in, tag::any),
+          dnnl::memory::desc(y, dt::f32, tag::any),
+          dnnl::memory::desc(y, in, tag::any),
+          dnnl::memory::desc(x, dt::f32, tag::any),
+          dnnl::memory::desc(w, dt::f32, tag::any),
+          {d.sh, d.sw},
+          {d.dh - 1, d.dw - 1},
+          {d.ph, d.pw},
+          {far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh),
+           far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow)}};
+}
+
+constexpr auto kDirect = dnnl::algorithm::convolution_direct;
+
+dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& c, bool relu, bool bias,
+                                                     const dnnl::engine& engine) {
+  dnnl::primitive_attr attr;
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(ops);
+  }
+  const auto training = dnnl::prop_kind::forward_training;
+  const auto desc =
+      bias ? dnnl::convolution_forward::desc(training, kDirect, c.x_any, c.w_any, c.bias_user,
+                                             c.y_any, c.strides, c.dilation, c.pad_l, c.pad_r)
+           : dnnl::convolution_forward::desc(training, kDirect, c.x_any, c.w_any, c.y_any,
+                                             c.strides, c.dilation, c.pad_l, c.pad_r);
+  return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
+}
+
+// The forward of one shape, precision, activation and bias.
+struct ConvForward {
+  ConvDescs descs;
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+};
+
+// The backward of one shape and precision (the bias gradient is kdp's).
+struct ConvBackward {
+  ConvDescs descs;
+  dnnl::convolution_backward_data::primitive_desc data_pd;
+  dnnl::convolution_backward_weights::primitive_desc weights_pd;
+  dnnl::convolution_backward_data data;
+  dnnl::convolution_backward_weights weights;
+};
+
+using ConvKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+
+ConvKey key_of(const ConvDims& d, bool bf16, bool relu, bool bias) {
+  return {d.n,  d.c,  d.h,  d.w,  d.o,  d.kh, d.kw, d.sh,
+          d.sw, d.ph, d.pw, d.dh, d.dw, bf16, relu, bias};
+}
+
+ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Context& ctx) {
+  thread_local std::map<ConvKey, ConvForward> made;
+  const ConvKey key = key_of(d, bf16, relu, bias);
   auto it = made.find(key);
   if (it == made.end()) {
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-      dnnl::post_ops sum;
-      sum.append_sum(beta);
-      attr.set_post_ops(sum);
-    }
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), attr, ctx.engine);
-    it = made.emplace(key, dnnl::matmul(pd)).first;
+    ConvDescs descs = descs_of(d, bf16);
+    auto pd = forward_pd(descs, relu, bias, ctx.engine);
+    it = made.emplace(key, ConvForward{descs, pd, dnnl::convolution_forward(pd)}).first;
   }
-  dnnl::memory am(a_md, ctx.engine, const_cast<uint16_t*>(a));
-  dnnl::memory bm(b_md, ctx.engine, const_cast<uint16_t*>(b));
-  dnnl::memory cm(c_md, ctx.engine, c);
-  it->second.execute(ctx.stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-  ctx.stream.wait();
+  return it->second;
+}
+
+ConvBackward& backward_for(const ConvDims& d, bool bf16, Context& ctx) {
+  thread_local std::map<ConvKey, ConvBackward> made;
+  const ConvKey key = key_of(d, bf16, false, false);
+  auto it = made.find(key);
+  if (it == made.end()) {
+    const ConvDescs c = descs_of(d, bf16);
+    const auto hint = forward_pd(c, false, false, ctx.engine);
+    const dnnl::convolution_backward_data::primitive_desc data_pd(
+        dnnl::convolution_backward_data::desc(kDirect, c.gx_any, c.w_any, c.gy_any, c.strides,
+                                              c.dilation, c.pad_l, c.pad_r),
+        ctx.engine, hint);
+    const dnnl::convolution_backward_weights::primitive_desc weights_pd(
+        dnnl::convolution_backward_weights::desc(kDirect, c.x_any, c.gw_any, c.gy_any, c.strides,
+                                                 c.dilation, c.pad_l, c.pad_r),
+        ctx.engine, hint);
+    it = made.emplace(key,
+                      ConvBackward{c, data_pd, weights_pd, dnnl::convolution_backward_data(data_pd),
+                                   dnnl::convolution_backward_weights(weights_pd)})
+             .first;
+  }
+  return it->second;
+}
+
+// The user's memory in the layout `wanted`: itself when the layouts agree,
+// else a reordered copy (what oneDNN's kernels read, or will write).
+dnnl::memory in_layout(const dnnl::memory& user, const dnnl::memory::desc& wanted, Context& ctx) {
+  if (user.get_desc() == wanted) return user;
+  dnnl::memory out(wanted, ctx.engine);
+  dnnl::reorder(user, out).execute(ctx.stream, const_cast<dnnl::memory&>(user), out);
+  return out;
+}
+
+dnnl::memory user_memory(const dnnl::memory::desc& md, const float* p, Context& ctx) {
+  return dnnl::memory(md, ctx.engine, const_cast<float*>(p));
+}
+
+// Writes `result` (in oneDNN's layout) into the user's memory, when they differ.
+void to_user(dnnl::memory& result, dnnl::memory& user, Context& ctx) {
+  if (result.get_desc() != user.get_desc())
+    dnnl::reorder(result, user).execute(ctx.stream, result, user);
+}
+
+dnnl::memory for_output(const dnnl::memory& user, const dnnl::memory::desc& wanted, Context& ctx) {
+  return user.get_desc() == wanted ? user : dnnl::memory(wanted, ctx.engine);
+}
+
+}  // namespace
+
+bool conv_supported(const ConvDims& d) {
+  return far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh) >= 0 &&
+         far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow) >= 0 && d.n > 0;
+}
+
+void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
+                  const float* bias, float* y) {
+  guarded(
+      "convolution forward", [&] { return shape_of(d); },
+      [&] {
+        Context& ctx = context();
+        ConvForward& c = forward_for(d, bf16, relu, bias != nullptr, ctx);
+        dnnl::memory xm = in_layout(user_memory(c.descs.x_user, x, ctx), c.pd.src_desc(), ctx);
+        dnnl::memory wm = in_layout(user_memory(c.descs.w_user, w, ctx), c.pd.weights_desc(), ctx);
+        dnnl::memory y_user = user_memory(c.descs.y_user, y, ctx);
+        dnnl::memory ym = for_output(y_user, c.pd.dst_desc(), ctx);
+        std::unordered_map<int, dnnl::memory> args{
+            {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
+        if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, user_memory(c.descs.bias_user, bias, ctx));
+        c.prim.execute(ctx.stream, args);
+        to_user(ym, y_user, ctx);
+        ctx.stream.wait();
+      });
+}
+
+void conv_backward_data(const ConvDims& d, bool bf16, const float* gy, const float* w, float* gx) {
+  guarded(
+      "convolution backward (data)", [&] { return shape_of(d); },
+      [&] {
+        Context& ctx = context();
+        ConvBackward& c = backward_for(d, bf16, ctx);
+        dnnl::memory gym =
+            in_layout(user_memory(c.descs.y_user, gy, ctx), c.data_pd.diff_dst_desc(), ctx);
+        dnnl::memory wm =
+            in_layout(user_memory(c.descs.w_user, w, ctx), c.data_pd.weights_desc(), ctx);
+        dnnl::memory gx_user = user_memory(c.descs.x_user, gx, ctx);
+        dnnl::memory gxm = for_output(gx_user, c.data_pd.diff_src_desc(), ctx);
+        c.data.execute(
+            ctx.stream,
+            {{DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm}});
+        to_user(gxm, gx_user, ctx);
+        ctx.stream.wait();
+      });
+}
+
+void conv_backward_weights(const ConvDims& d, bool bf16, const float* x, const float* gy,
+                           float* gw) {
+  guarded(
+      "convolution backward (weights)", [&] { return shape_of(d); },
+      [&] {
+        Context& ctx = context();
+        ConvBackward& c = backward_for(d, bf16, ctx);
+        dnnl::memory xm =
+            in_layout(user_memory(c.descs.x_user, x, ctx), c.weights_pd.src_desc(), ctx);
+        dnnl::memory gym =
+            in_layout(user_memory(c.descs.y_user, gy, ctx), c.weights_pd.diff_dst_desc(), ctx);
+        dnnl::memory gw_user = user_memory(c.descs.w_user, gw, ctx);
+        dnnl::memory gwm = for_output(gw_user, c.weights_pd.diff_weights_desc(), ctx);
+        c.weights.execute(
+            ctx.stream,
+            {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm}});
+        to_user(gwm, gw_user, ctx);
+        ctx.stream.wait();
+      });
 }
 
 }  // namespace kdp::ops_detail::onednn
