@@ -18,6 +18,10 @@ endif()
 # Code generation of kdp's own sources (not its users'): no kdp kernel reads
 # floating-point exception flags or traps on them, so GCC may evaluate both
 # sides of a select on a comparison and vectorize the loop (clang does so by
-# default). Rounding, NaN and infinity handling stay IEEE.
+# default). Rounding, NaN and infinity handling stay IEEE. a * b + c is not
+# contracted into a fused multiply-add: kdp's host kernels are compiled for
+# several instruction sets (core/host_kernels.hpp), and every variant must
+# round as the others do.
 add_library(kdp_codegen INTERFACE)
-target_compile_options(kdp_codegen INTERFACE $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math>)
+target_compile_options(kdp_codegen INTERFACE
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math -ffp-contract=off>)

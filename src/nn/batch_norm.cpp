@@ -9,6 +9,7 @@
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/ops/activation.hpp"
 #include "kdp/ops/normalization.hpp"
 
 namespace kdp::nn {
@@ -64,7 +65,15 @@ double BatchNorm::step_momentum(const Tensor& count) const {
   return 1.0 / static_cast<double>(count.item());  // the count was just incremented: >= 1
 }
 
-Tensor BatchNorm::forward(const Tensor& input_in) {
+Tensor BatchNorm::forward(const Tensor& input) {
+  return normalize(input, false);
+}
+
+Tensor BatchNorm::forward_relu(const Tensor& input) {
+  return normalize(input, true);
+}
+
+Tensor BatchNorm::normalize(const Tensor& input_in, bool relu) {
   const Tensor& input = resolve(input_in);
   check_input(input);
   const bool track = options_.track_running_stats;
@@ -77,9 +86,13 @@ Tensor BatchNorm::forward(const Tensor& input_in) {
     momentum = step_momentum(count);
   }
   const bool batch_statistics = is_training() || !track;
-  if (synchronizer_ && batch_statistics) return synchronizer_->forward(*this, input, momentum);
-  return batch_norm(input, track ? running_mean_ : Tensor(), track ? running_var_ : Tensor(),
-                    weight_, bias_, batch_statistics, momentum, options_.eps);
+  if (synchronizer_ && batch_statistics) {
+    const Tensor y = synchronizer_->forward(*this, input, momentum);
+    return relu ? kdp::relu(y) : y;
+  }
+  return (relu ? batch_norm_relu : batch_norm)(input, track ? running_mean_ : Tensor(),
+                                               track ? running_var_ : Tensor(), weight_, bias_,
+                                               batch_statistics, momentum, options_.eps);
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -8,6 +8,7 @@
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
+#include "kdp/nn/batch_norm.hpp"
 #include "kdp/nn/conv.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/parameter_memory.hpp"
@@ -29,8 +30,9 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    // A Linear or a Conv2d followed by a ReLU (exactly those, not subclasses
-    // that might change forward) runs as one fused op; the modules and names stay.
+    // A Linear, a Conv2d or a BatchNorm followed by a ReLU (exactly those, not
+    // subclasses that might change forward) runs as one fused op; the modules
+    // and names stay.
     const Module& m = *modules_[i];
     const bool relu_next =
         i + 1 < modules_.size() && typeid(*modules_[i + 1].get()) == typeid(ReLU);
@@ -43,6 +45,11 @@ Tensor Sequential::forward(const Tensor& input) {
     if (relu_next && typeid(m) == typeid(Conv2d)) {
       const auto& c = static_cast<const Conv2d&>(m);
       x = conv2d_relu(x, c.weight(), c.bias(), c.stride(), c.padding(), c.dilation(), c.groups());
+      ++i;
+      continue;
+    }
+    if (relu_next && (typeid(m) == typeid(BatchNorm2d) || typeid(m) == typeid(BatchNorm1d))) {
+      x = static_cast<BatchNorm&>(*modules_[i]).forward_relu(x);
       ++i;
       continue;
     }

@@ -15,15 +15,18 @@ namespace {
 class BatchNormNode : public autograd::Node {
  public:
   BatchNormNode(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                const bn::Layout& layout, bool batch_statistics)
+                const bn::Layout& layout, bool batch_statistics, const Tensor& relu_output)
       : Node(x.device()),
         x_(x),
         mean_(mean),
         invstd_(invstd),
         weight_(weight),
+        y_(relu_output),
         layout_(layout),
         batch_statistics_(batch_statistics) {}
-  const char* name() const override { return "kdp::batch_norm"; }
+  const char* name() const override {
+    return y_.defined() ? "kdp::batch_norm_relu" : "kdp::batch_norm";
+  }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Device& dev = device();
@@ -32,15 +35,18 @@ class BatchNormNode : public autograd::Node {
     const Tensor& invstd = invstd_.get(*this);
     const bool affine = weight_.defined();
     const Tensor& dy = grads[0];
+    // With a fused ReLU, dy counts where its output was positive.
+    const ConstView1 relu_out = y_.defined() ? y_.get(*this).cflat() : ConstView1();
     bn::DoubleBuffer gsums(2 * layout_.c, dev);
-    bn::gradient_sums(dev, gsums.view, dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(),
-                      layout_);
+    bn::gradient_sums(dev, gsums.view, dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(), layout_,
+                      relu_out);
     Tensor dx, dw, db;
     if (next_edges()[0].valid()) {
       dx = Tensor::empty(x.shape(), dev);
       bn::input_gradient(dev, dx.flat(), dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(),
                          affine ? weight_.get(*this).cflat() : ConstView1(), affine, gsums.view,
-                         static_cast<double>(layout_.count()), batch_statistics_, layout_);
+                         static_cast<double>(layout_.count()), batch_statistics_, layout_,
+                         relu_out);
     }
     if (affine && (next_edges()[1].valid() || next_edges()[2].valid())) {
       dw = Tensor::empty(Shape{layout_.c}, dev);
@@ -54,10 +60,11 @@ class BatchNormNode : public autograd::Node {
     mean_.reset();
     invstd_.reset();
     weight_.reset();
+    y_.reset();
   }
 
  private:
-  autograd::SavedTensor x_, mean_, invstd_, weight_;
+  autograd::SavedTensor x_, mean_, invstd_, weight_, y_;
   bn::Layout layout_;
   bool batch_statistics_;
 };
@@ -76,10 +83,12 @@ void check_channel_vector(const char* op, const Tensor& t, const char* what, con
 
 using namespace ops_detail;
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean_in, const Tensor& running_var_in,
-                  const Tensor& weight_in, const Tensor& bias_in, bool training, double momentum,
-                  double eps) {
-  const char* op = "kdp::batch_norm";
+namespace ops_detail {
+namespace {
+
+Tensor normalization(const char* op, bool relu, const Tensor& input, const Tensor& running_mean_in,
+                     const Tensor& running_var_in, const Tensor& weight_in, const Tensor& bias_in,
+                     bool training, double momentum, double eps) {
   const Tensor& x = resolve(input);
   const Tensor& rm = resolve(running_mean_in);
   const Tensor& rv = resolve(running_var_in);
@@ -118,13 +127,31 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean_in, const Tens
   Tensor y = Tensor::empty(x.shape(), dev);
   bn::normalize(dev, y.flat(), x.cflat(), mean.cflat(), invstd.cflat(),
                 w.defined() ? w.cflat() : ConstView1(), b.defined() ? b.cflat() : ConstView1(),
-                w.defined(), l);
+                w.defined(), l, relu);
   if (autograd::needs_grad({&x, &w, &b})) {
-    auto node = std::make_shared<BatchNormNode>(x, mean, invstd, w, l, training);
+    auto node =
+        std::make_shared<BatchNormNode>(x, mean, invstd, w, l, training, relu ? y : Tensor());
     node->set_next_edges({&x, &w, &b});
     autograd::set_history(y, node);
   }
   return y;
+}
+
+}  // namespace
+}  // namespace ops_detail
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return normalization("kdp::batch_norm", false, input, running_mean, running_var, weight, bias,
+                       training, momentum, eps);
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  return normalization("kdp::batch_norm_relu", true, input, running_mean, running_var, weight, bias,
+                       training, momentum, eps);
 }
 
 }  // namespace kdp

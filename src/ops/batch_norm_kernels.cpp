@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/check.hpp"
+#include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
 
@@ -44,15 +47,17 @@ void DoubleBuffer::from_host(const std::vector<double>& values) const {
 
 namespace {
 
-// Sums of a block of a plane in float, eight lanes at a time (a loop the
-// compiler vectorizes; one accumulator would wait on every addition). Blocks
-// are short enough for float; the planes' sums add up in double.
-constexpr int64_t kLanes = 8, kBlock = 1024;
+// Sums in float lanes per block of a plane (a loop each instruction set
+// vectorizes at its width; one accumulator would wait on every addition),
+// the blocks' sums added in double: short blocks keep float's rounding small.
+// Every variant adds in the same order, so all give the same bits.
+constexpr int64_t kLanes = 16, kBlock = 1024;
 
-KOKKOS_INLINE_FUNCTION void block_sums(const float* __restrict p, int64_t len, double& s,
-                                       double& s2) {
+// s += Σ p, s2 += Σ p² over len values.
+KDP_ALWAYS_INLINE void plane_sums_body(const float* __restrict p, int64_t len, double* s,
+                                       double* s2) {
   for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
-    const int64_t b1 = b0 + kBlock < len ? b0 + kBlock : len;
+    const int64_t b1 = std::min(len, b0 + kBlock);
     float a[kLanes] = {}, q[kLanes] = {};
     int64_t i = b0;
     for (; i + kLanes <= b1; i += kLanes) {
@@ -66,22 +71,118 @@ KOKKOS_INLINE_FUNCTION void block_sums(const float* __restrict p, int64_t len, d
       q[0] += p[i] * p[i];
     }
     for (int64_t k = 0; k < kLanes; ++k) {
-      s += a[k];
-      s2 += q[k];
+      *s += a[k];
+      *s2 += q[k];
     }
   }
 }
+KDP_HOST_KERNEL(plane_sums, plane_sums_body,
+                (const float* __restrict p, int64_t len, double* s, double* s2), (p, len, s, s2))
+
+// y = (x - mean) scale + shift, and max(y, 0) with relu.
+KDP_ALWAYS_INLINE void scale_shift_body(const float* __restrict x, float* __restrict y, int64_t len,
+                                        float mean, float scale, float shift, bool relu) {
+  if (relu) {
+    for (int64_t i = 0; i < len; ++i) {
+      const float v = (x[i] - mean) * scale + shift;
+      y[i] = v <= 0.0f ? 0.0f : v;  // NaN stays NaN, as relu()
+    }
+  } else {
+    for (int64_t i = 0; i < len; ++i) y[i] = (x[i] - mean) * scale + shift;
+  }
+}
+KDP_HOST_KERNEL(scale_shift, scale_shift_body,
+                (const float* __restrict x, float* __restrict y, int64_t len, float mean,
+                 float scale, float shift, bool relu),
+                (x, y, len, mean, scale, shift, relu))
+
+// The output gradient after a fused ReLU: dy where the ReLU's output is
+// positive (read before selecting, so that the loop vectorizes).
+KDP_ALWAYS_INLINE float kept(const float* __restrict g, const float* __restrict r, int64_t i) {
+  const float v = g[i];
+  return r == nullptr || r[i] > 0.0f ? v : 0.0f;
+}
+
+// s += Σ g, sx += Σ g (x - mean), g masked by r (null: no mask).
+KDP_ALWAYS_INLINE void gradient_plane_sums_body(const float* __restrict g,
+                                                const float* __restrict x,
+                                                const float* __restrict r, int64_t len, float mean,
+                                                double* s, double* sx) {
+  for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
+    const int64_t b1 = std::min(len, b0 + kBlock);
+    float a[kLanes] = {}, q[kLanes] = {};
+    int64_t i = b0;
+    for (; i + kLanes <= b1; i += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) {
+        const float d = kept(g, r, i + k);
+        a[k] += d;
+        q[k] += d * (x[i + k] - mean);
+      }
+    }
+    for (; i < b1; ++i) {
+      const float d = kept(g, r, i);
+      a[0] += d;
+      q[0] += d * (x[i] - mean);
+    }
+    for (int64_t k = 0; k < kLanes; ++k) {
+      *s += a[k];
+      *sx += q[k];
+    }
+  }
+}
+KDP_HOST_KERNEL(gradient_plane_sums, gradient_plane_sums_body,
+                (const float* __restrict g, const float* __restrict x, const float* __restrict r,
+                 int64_t len, float mean, double* s, double* sx),
+                (g, x, r, len, mean, s, sx))
+
+// The input gradient of one plane; see input_gradient().
+struct PlaneGradient {
+  float mean, invstd, scale, mean_dy, mean_dy_xhat;
+  bool batch_statistics;
+};
+KDP_ALWAYS_INLINE void input_plane_gradient_body(float* __restrict dx, const float* __restrict g,
+                                                 const float* __restrict x,
+                                                 const float* __restrict r, int64_t len,
+                                                 const PlaneGradient& p) {
+  if (!p.batch_statistics) {
+    for (int64_t i = 0; i < len; ++i) dx[i] = kept(g, r, i) * p.scale;
+    return;
+  }
+  for (int64_t i = 0; i < len; ++i) {
+    const float xhat = (x[i] - p.mean) * p.invstd;
+    dx[i] = p.scale * (kept(g, r, i) - p.mean_dy - xhat * p.mean_dy_xhat);
+  }
+}
+KDP_HOST_KERNEL(input_plane_gradient, input_plane_gradient_body,
+                (float* __restrict dx, const float* __restrict g, const float* __restrict x,
+                 const float* __restrict r, int64_t len, const PlaneGradient& p),
+                (dx, g, x, r, len, p))
 
 }  // namespace
 
 void channel_sums(const Device& device, DoubleView sums, ConstView1 x, const Layout& l) {
-  Kokkos::parallel_for(
-      "kdp::batch_norm sums", kdp::detail::range(device, l.c), KOKKOS_LAMBDA(const int64_t c) {
-        double s = 0.0, s2 = 0.0;
-        for (int64_t n = 0; n < l.n; ++n) block_sums(&x((n * l.c + c) * l.inner), l.inner, s, s2);
-        sums(c) = s;
-        sums(l.c + c) = s2;
-      });
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::host_chunks("kdp::batch_norm sums", device, l.c, 1, [=](int64_t c, int64_t) {
+      double s = 0.0, s2 = 0.0;
+      for (int64_t n = 0; n < l.n; ++n) plane_sums(&x((n * l.c + c) * l.inner), l.inner, &s, &s2);
+      sums(c) = s;
+      sums(l.c + c) = s2;
+    });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::batch_norm sums", kdp::detail::range(device, l.c), KOKKOS_LAMBDA(const int64_t c) {
+          double s = 0.0, s2 = 0.0;
+          for (int64_t n = 0; n < l.n; ++n) {
+            const float* p = &x((n * l.c + c) * l.inner);
+            for (int64_t i = 0; i < l.inner; ++i) {
+              s += p[i];
+              s2 += static_cast<double>(p[i]) * p[i];
+            }
+          }
+          sums(c) = s;
+          sums(l.c + c) = s2;
+        });
+  }
 }
 
 void statistics(const Device& device, View1 mean, View1 invstd, DoubleView sums, double count,
@@ -115,71 +216,98 @@ void running_statistics(const Device& device, View1 mean, View1 invstd, ConstVie
 }
 
 void normalize(const Device& device, View1 y, ConstView1 x, ConstView1 mean, ConstView1 invstd,
-               ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l) {
-  kdp::detail::for_each_2d(
-      "kdp::batch_norm normalize", device, l.n * l.c, l.inner,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
-        const int64_t c = row % l.c;
-        const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
-        const float shift = affine ? beta(c) : 0.0f;
-        y(row * l.inner + i) = (x(row * l.inner + i) - mean(c)) * scale + shift;
-      });
+               ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l, bool relu) {
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::host_chunks("kdp::batch_norm normalize", device, l.n * l.c, 1,
+                             [=](int64_t row, int64_t) {
+                               const int64_t c = row % l.c;
+                               const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+                               scale_shift(&x(row * l.inner), &y(row * l.inner), l.inner, mean(c),
+                                           scale, affine ? beta(c) : 0.0f, relu);
+                             });
+  } else {
+    kdp::detail::for_each_2d(
+        "kdp::batch_norm normalize", device, l.n * l.c, l.inner,
+        KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
+          const int64_t c = row % l.c;
+          const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+          const float shift = affine ? beta(c) : 0.0f;
+          const float v = (x(row * l.inner + i) - mean(c)) * scale + shift;
+          y(row * l.inner + i) = relu && v <= 0.0f ? 0.0f : v;
+        });
+  }
 }
 
 void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstView1 x,
-                   ConstView1 mean, ConstView1 invstd, const Layout& l) {
-  Kokkos::parallel_for(
-      "kdp::batch_norm gradient sums", kdp::detail::range(device, l.c),
-      KOKKOS_LAMBDA(const int64_t c) {
-        // Σ dy and Σ dy (x - mean), in float lanes per block as block_sums.
-        double s = 0.0, sx = 0.0;
-        const float m = mean(c);
-        for (int64_t n = 0; n < l.n; ++n) {
-          const float* __restrict g = &dy((n * l.c + c) * l.inner);
-          const float* __restrict v = &x((n * l.c + c) * l.inner);
-          for (int64_t b0 = 0; b0 < l.inner; b0 += kBlock) {
-            const int64_t b1 = b0 + kBlock < l.inner ? b0 + kBlock : l.inner;
-            float a[kLanes] = {}, q[kLanes] = {};
-            int64_t i = b0;
-            for (; i + kLanes <= b1; i += kLanes) {
-              for (int64_t k = 0; k < kLanes; ++k) {
-                a[k] += g[i + k];
-                q[k] += g[i + k] * (v[i + k] - m);
-              }
-            }
-            for (; i < b1; ++i) {
-              a[0] += g[i];
-              q[0] += g[i] * (v[i] - m);
-            }
-            for (int64_t k = 0; k < kLanes; ++k) {
-              s += a[k];
-              sx += q[k];
+                   ConstView1 mean, ConstView1 invstd, const Layout& l, ConstView1 relu_out) {
+  const bool relu = relu_out.data() != nullptr;
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::host_chunks(
+        "kdp::batch_norm gradient sums", device, l.c, 1, [=](int64_t c, int64_t) {
+          double s = 0.0, sx = 0.0;
+          for (int64_t n = 0; n < l.n; ++n) {
+            const int64_t at = (n * l.c + c) * l.inner;
+            gradient_plane_sums(&dy(at), &x(at), relu ? &relu_out(at) : nullptr, l.inner, mean(c),
+                                &s, &sx);
+          }
+          gsums(c) = s;
+          gsums(l.c + c) = sx * static_cast<double>(invstd(c));
+        });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::batch_norm gradient sums", kdp::detail::range(device, l.c),
+        KOKKOS_LAMBDA(const int64_t c) {
+          double s = 0.0, sx = 0.0;
+          const float m = mean(c);
+          for (int64_t n = 0; n < l.n; ++n) {
+            const int64_t at = (n * l.c + c) * l.inner;
+            for (int64_t i = 0; i < l.inner; ++i) {
+              const float d = !relu || relu_out(at + i) > 0.0f ? dy(at + i) : 0.0f;
+              s += d;
+              sx += static_cast<double>(d) * (x(at + i) - m);
             }
           }
-        }
-        gsums(c) = s;
-        gsums(l.c + c) = sx * static_cast<double>(invstd(c));
-      });
+          gsums(c) = s;
+          gsums(l.c + c) = sx * static_cast<double>(invstd(c));
+        });
+  }
 }
 
 void input_gradient(const Device& device, View1 dx, ConstView1 dy, ConstView1 x, ConstView1 mean,
                     ConstView1 invstd, ConstView1 gamma, bool affine, DoubleView gsums,
-                    double count, bool batch_statistics, const Layout& l) {
-  kdp::detail::for_each_2d(
-      "kdp::batch_norm input gradient", device, l.n * l.c, l.inner,
-      KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
-        const int64_t c = row % l.c;
-        const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
-        const int64_t k = row * l.inner + i;
-        if (!batch_statistics) {
-          dx(k) = dy(k) * scale;
-          return;
-        }
-        const float mean_dy = static_cast<float>(gsums(c) / count);
-        const float mean_dy_xhat = static_cast<float>(gsums(l.c + c) / count);
-        const float xhat = (x(k) - mean(c)) * invstd(c);
-        dx(k) = scale * (dy(k) - mean_dy - xhat * mean_dy_xhat);
-      });
+                    double count, bool batch_statistics, const Layout& l, ConstView1 relu_out) {
+  const bool relu = relu_out.data() != nullptr;
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::host_chunks("kdp::batch_norm input gradient", device, l.n * l.c, 1,
+                             [=](int64_t row, int64_t) {
+                               const int64_t c = row % l.c, at = row * l.inner;
+                               const PlaneGradient p{mean(c),
+                                                     invstd(c),
+                                                     affine ? invstd(c) * gamma(c) : invstd(c),
+                                                     static_cast<float>(gsums(c) / count),
+                                                     static_cast<float>(gsums(l.c + c) / count),
+                                                     batch_statistics};
+                               input_plane_gradient(&dx(at), &dy(at), &x(at),
+                                                    relu ? &relu_out(at) : nullptr, l.inner, p);
+                             });
+  } else {
+    kdp::detail::for_each_2d(
+        "kdp::batch_norm input gradient", device, l.n * l.c, l.inner,
+        KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
+          const int64_t c = row % l.c;
+          const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+          const int64_t k = row * l.inner + i;
+          const float d = !relu || relu_out(k) > 0.0f ? dy(k) : 0.0f;
+          if (!batch_statistics) {
+            dx(k) = d * scale;
+            return;
+          }
+          const float mean_dy = static_cast<float>(gsums(c) / count);
+          const float mean_dy_xhat = static_cast<float>(gsums(l.c + c) / count);
+          const float xhat = (x(k) - mean(c)) * invstd(c);
+          dx(k) = scale * (d - mean_dy - xhat * mean_dy_xhat);
+        });
+  }
 }
 
 void parameter_gradients(const Device& device, View1 dgamma, View1 dbeta, DoubleView gsums,

@@ -47,20 +47,25 @@ void statistics(const Device& device, View1 mean, View1 invstd, DoubleView sums,
 void running_statistics(const Device& device, View1 mean, View1 invstd, ConstView1 running_mean,
                         ConstView1 running_var, double eps, int64_t channels);
 
-/// y = (x - mean) invstd gamma + beta (gamma 1 and beta 0 without `affine`).
+/// y = (x - mean) invstd gamma + beta (gamma 1 and beta 0 without `affine`);
+/// with `relu`, max(y, 0) as well (NaN stays NaN), in the same pass.
 void normalize(const Device& device, View1 y, ConstView1 x, ConstView1 mean, ConstView1 invstd,
-               ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l);
+               ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l, bool relu = false);
 
-/// gsums[c] = Σ dy, gsums[C + c] = Σ dy (x - mean) invstd.
+/// gsums[c] = Σ dy, gsums[C + c] = Σ dy (x - mean) invstd. With `relu_out`
+/// (the output of a fused ReLU), dy counts only where relu_out > 0.
 void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstView1 x,
-                   ConstView1 mean, ConstView1 invstd, const Layout& l);
+                   ConstView1 mean, ConstView1 invstd, const Layout& l,
+                   ConstView1 relu_out = ConstView1());
 
 /// dx = gamma invstd (dy - Σdy / count - x̂ Σdy x̂ / count) when the
 /// statistics came from the batch (`count` values in all, across every
-/// device), else dx = gamma invstd dy.
+/// device), else dx = gamma invstd dy; dy masked by `relu_out` as in
+/// gradient_sums.
 void input_gradient(const Device& device, View1 dx, ConstView1 dy, ConstView1 x, ConstView1 mean,
                     ConstView1 invstd, ConstView1 gamma, bool affine, DoubleView gsums,
-                    double count, bool batch_statistics, const Layout& l);
+                    double count, bool batch_statistics, const Layout& l,
+                    ConstView1 relu_out = ConstView1());
 
 /// dgamma = Σ dy x̂, dbeta = Σ dy, from gradient_sums.
 void parameter_gradients(const Device& device, View1 dgamma, View1 dbeta, DoubleView gsums,

@@ -107,3 +107,42 @@ TEST(BatchNorm, BadArgumentsAreNamed) {
   EXPECT_THROW(batch_norm(Tensor::zeros({4}), Tensor(), Tensor(), Tensor(), Tensor(), true),
                ShapeError);
 }
+
+TEST(BatchNorm, TheFusedReluIsReluOfBatchNormForwardAndBackward) {
+  // The fused op runs the same arithmetic as the two ops one after the other:
+  // the same bits, in training and evaluation, affine or not; both pieces are
+  // checked against finite differences above (and relu elsewhere).
+  uint64_t seed = 40;
+  for (const Shape& shape : {Shape{6, 3}, Shape{4, 3, 5, 7}}) {
+    const int64_t c = shape[1];
+    for (bool affine : {true, false}) {
+      for (bool training : {true, false}) {
+        const Tensor x0 = random_tensor(shape, seed++, -1.0f, 2.0f);
+        const Tensor w0 = random_tensor({c}, seed++, 0.5f, 1.5f), b0 = random_tensor({c}, seed++);
+        const Tensor rm = random_tensor({c}, seed++), rv = random_tensor({c}, seed++, 0.5f, 2.0f);
+        const Tensor gy = random_tensor(shape, seed++);
+        Tensor grads[2][3];
+        Tensor outs[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          const Tensor x = leaf(x0.clone()), w = leaf(w0.clone()), b = leaf(b0.clone());
+          const Tensor m = training ? Tensor() : rm, v = training ? Tensor() : rv;
+          const Tensor aw = affine ? w : Tensor(), ab = affine ? b : Tensor();
+          outs[fused] = fused ? batch_norm_relu(x, m, v, aw, ab, training)
+                              : relu(batch_norm(x, m, v, aw, ab, training));
+          outs[fused].backward(gy);
+          grads[fused][0] = x.grad();
+          if (affine) {
+            grads[fused][1] = w.grad();
+            grads[fused][2] = b.grad();
+          }
+        }
+        const std::string what =
+            shape.str() + (affine ? " affine" : "") + (training ? " training" : " evaluation");
+        EXPECT_EQ(outs[1].to_vector(), outs[0].to_vector()) << what;
+        for (int k = 0; k < (affine ? 3 : 1); ++k) {
+          EXPECT_EQ(grads[1][k].to_vector(), grads[0][k].to_vector()) << what << " gradient " << k;
+        }
+      }
+    }
+  }
+}

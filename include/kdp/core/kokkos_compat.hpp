@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace kdp {
@@ -136,6 +137,18 @@ int gpu_compute_capability(int gpu);
 /// A new instance on GPU `gpu` with a stream of its own (only where
 /// several_gpus_per_process()).
 ExecSpace instance_on_gpu(int gpu);
+
+/// The host instance that runs kdp's own host kernels for `space`: the
+/// instance itself on host backends (an OpenMP partition stays one), the
+/// default host instance where kernels run on a GPU (kdp sends none there).
+inline Kokkos::DefaultHostExecutionSpace host_instance(const ExecSpace& space) {
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::DefaultHostExecutionSpace>) {
+    return space;
+  } else {
+    (void)space;
+    return Kokkos::DefaultHostExecutionSpace();
+  }
+}
 
 /// Whether two instances are the same (Kokkos 3.4 has no operator== on
 /// execution spaces; its Serial backend has one instance).

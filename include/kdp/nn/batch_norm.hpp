@@ -71,6 +71,9 @@ class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& input) override;
   using Module::forward;
+  /// relu(forward(input)), in one pass each way where the layer normalises on
+  /// its own (batch_norm_relu); a synchronised layer applies the ReLU after.
+  Tensor forward_relu(const Tensor& input);
   std::string extra_repr() const override;
   bool synchronizes_replicas() const override { return synchronizer_ != nullptr; }
 
@@ -100,6 +103,9 @@ class BatchNorm : public Module {
   double step_momentum(const Tensor& count) const;
 
  private:
+  // forward() (relu false) and forward_relu().
+  Tensor normalize(const Tensor& input, bool relu);
+
   int64_t num_features_;
   BatchNormOptions options_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;

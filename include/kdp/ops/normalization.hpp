@@ -18,4 +18,11 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
 
+/// relu(batch_norm(...)) in one pass forward and one backward: the ReLU's
+/// mask is applied where the normalisation's gradient sums are taken.
+/// nn::Sequential runs a BatchNorm followed by a ReLU this way.
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                       bool training = false, double momentum = 0.1, double eps = 1e-5);
+
 }  // namespace kdp
