@@ -22,6 +22,7 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
     !defined(KDP_PORTABLE_KERNELS) && !defined(__CUDACC__) && !defined(__HIPCC__)
 #define KDP_HOST_KERNELS_X86 1
+#include <immintrin.h>
 #endif
 
 #if defined(KDP_HOST_KERNELS_X86)
@@ -52,6 +53,60 @@
 #endif
 
 namespace kdp::detail {
+
+/// Sixteen floats as one value, for kernels that keep lane-wise partial sums:
+/// one 512-bit register in the AVX-512 variant, two or four narrower ones in
+/// the others, the same additions in the same order in each (so the same
+/// bits). The compiler's vector type where it has one, else an array.
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__)
+// Its helpers are always inlined: the ABI of passing it, which GCC warns
+// about (-Wpsabi) in the variants without AVX-512, never applies; files that
+// use it say so with KDP_LANES_ABI_IS_INTERNAL.
+#define KDP_LANES_ABI_IS_INTERNAL _Pragma("GCC diagnostic ignored \"-Wpsabi\"")
+#pragma GCC diagnostic push
+KDP_LANES_ABI_IS_INTERNAL
+typedef float Lanes16 __attribute__((vector_size(16 * sizeof(float))));
+KDP_ALWAYS_INLINE Lanes16 load_lanes(const float* p) {
+  Lanes16 v;
+  __builtin_memcpy(&v, p, sizeof(v));
+  return v;
+}
+/// v where `by` is positive, else 0 (NaN in `by`: 0).
+KDP_ALWAYS_INLINE Lanes16 where_positive(const Lanes16& by, const Lanes16& v) {
+  const Lanes16 zero = {};
+  return by > zero ? v : zero;
+}
+#pragma GCC diagnostic pop
+#else
+#define KDP_LANES_ABI_IS_INTERNAL
+struct Lanes16 {
+  float v[16] = {};
+  float operator[](int k) const { return v[k]; }
+  float& operator[](int k) { return v[k]; }
+  friend Lanes16 operator+(Lanes16 a, const Lanes16& b) {
+    for (int k = 0; k < 16; ++k) a.v[k] += b.v[k];
+    return a;
+  }
+  friend Lanes16 operator-(Lanes16 a, float b) {
+    for (int k = 0; k < 16; ++k) a.v[k] -= b;
+    return a;
+  }
+  friend Lanes16 operator*(Lanes16 a, const Lanes16& b) {
+    for (int k = 0; k < 16; ++k) a.v[k] *= b.v[k];
+    return a;
+  }
+  Lanes16& operator+=(const Lanes16& b) { return *this = *this + b; }
+};
+inline Lanes16 load_lanes(const float* p) {
+  Lanes16 v;
+  for (int k = 0; k < 16; ++k) v.v[k] = p[k];
+  return v;
+}
+inline Lanes16 where_positive(const Lanes16& by, Lanes16 v) {
+  for (int k = 0; k < 16; ++k) v.v[k] = by.v[k] > 0.0f ? v.v[k] : 0.0f;
+  return v;
+}
+#endif
 
 /// f(begin, end) for [0, n) in chunks of `chunk` (the last one shorter), the
 /// chunks spread over the threads of the device's host instance. For host

@@ -15,18 +15,17 @@ namespace {
 class BatchNormNode : public autograd::Node {
  public:
   BatchNormNode(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                const bn::Layout& layout, bool batch_statistics, const Tensor& relu_output)
+                const Tensor& bias, const bn::Layout& layout, bool batch_statistics, bool relu)
       : Node(x.device()),
         x_(x),
         mean_(mean),
         invstd_(invstd),
         weight_(weight),
-        y_(relu_output),
+        bias_(bias),
         layout_(layout),
-        batch_statistics_(batch_statistics) {}
-  const char* name() const override {
-    return y_.defined() ? "kdp::batch_norm_relu" : "kdp::batch_norm";
-  }
+        batch_statistics_(batch_statistics),
+        relu_(relu) {}
+  const char* name() const override { return relu_ ? "kdp::batch_norm_relu" : "kdp::batch_norm"; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Device& dev = device();
@@ -35,18 +34,22 @@ class BatchNormNode : public autograd::Node {
     const Tensor& invstd = invstd_.get(*this);
     const bool affine = weight_.defined();
     const Tensor& dy = grads[0];
+    const ConstView1 gamma = affine ? weight_.get(*this).cflat() : ConstView1();
     // With a fused ReLU, dy counts where its output was positive.
-    const ConstView1 relu_out = y_.defined() ? y_.get(*this).cflat() : ConstView1();
+    bn::FusedRelu relu;
+    relu.on = relu_;
+    relu.affine = affine;
+    relu.gamma = gamma;
+    if (relu_ && affine) relu.beta = bias_.get(*this).cflat();
     bn::DoubleBuffer gsums(2 * layout_.c, dev);
     bn::gradient_sums(dev, gsums.view, dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(), layout_,
-                      relu_out);
+                      relu);
     Tensor dx, dw, db;
     if (next_edges()[0].valid()) {
       dx = Tensor::empty(x.shape(), dev);
-      bn::input_gradient(dev, dx.flat(), dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(),
-                         affine ? weight_.get(*this).cflat() : ConstView1(), affine, gsums.view,
-                         static_cast<double>(layout_.count()), batch_statistics_, layout_,
-                         relu_out);
+      bn::input_gradient(dev, dx.flat(), dy.cflat(), x.cflat(), mean.cflat(), invstd.cflat(), gamma,
+                         affine, gsums.view, static_cast<double>(layout_.count()),
+                         batch_statistics_, layout_, relu);
     }
     if (affine && (next_edges()[1].valid() || next_edges()[2].valid())) {
       dw = Tensor::empty(Shape{layout_.c}, dev);
@@ -60,13 +63,14 @@ class BatchNormNode : public autograd::Node {
     mean_.reset();
     invstd_.reset();
     weight_.reset();
-    y_.reset();
+    bias_.reset();
   }
 
  private:
-  autograd::SavedTensor x_, mean_, invstd_, weight_, y_;
+  autograd::SavedTensor x_, mean_, invstd_, weight_, bias_;
   bn::Layout layout_;
   bool batch_statistics_;
+  bool relu_;
 };
 
 void check_channel_vector(const char* op, const Tensor& t, const char* what, const Tensor& x,
@@ -130,7 +134,7 @@ Tensor normalization(const char* op, bool relu, const Tensor& input, const Tenso
                 w.defined(), l, relu);
   if (autograd::needs_grad({&x, &w, &b})) {
     auto node =
-        std::make_shared<BatchNormNode>(x, mean, invstd, w, l, training, relu ? y : Tensor());
+        std::make_shared<BatchNormNode>(x, mean, invstd, w, relu ? b : Tensor(), l, training, relu);
     node->set_next_edges({&x, &w, &b});
     autograd::set_history(y, node);
   }

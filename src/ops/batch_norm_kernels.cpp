@@ -9,6 +9,8 @@
 #include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
 
+KDP_LANES_ABI_IS_INTERNAL
+
 namespace kdp::ops_detail::bn {
 
 namespace math = compat::math;
@@ -56,21 +58,24 @@ constexpr int64_t kLanes = 16, kBlock = 1024;
 // s += Σ p, s2 += Σ p² over len values.
 KDP_ALWAYS_INLINE void plane_sums_body(const float* __restrict p, int64_t len, double* s,
                                        double* s2) {
+  using kdp::detail::Lanes16;
   for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
     const int64_t b1 = std::min(len, b0 + kBlock);
-    float a[kLanes] = {}, q[kLanes] = {};
+    Lanes16 a = {}, q = {};
     int64_t i = b0;
     for (; i + kLanes <= b1; i += kLanes) {
-      for (int64_t k = 0; k < kLanes; ++k) {
-        a[k] += p[i + k];
-        q[k] += p[i + k] * p[i + k];
-      }
+      const Lanes16 v = kdp::detail::load_lanes(p + i);
+      a += v;
+      q += v * v;
     }
+    float a0 = a[0], q0 = q[0];
     for (; i < b1; ++i) {
-      a[0] += p[i];
-      q[0] += p[i] * p[i];
+      a0 += p[i];
+      q0 += p[i] * p[i];
     }
-    for (int64_t k = 0; k < kLanes; ++k) {
+    *s += a0;
+    *s2 += q0;
+    for (int k = 1; k < kLanes; ++k) {
       *s += a[k];
       *s2 += q[k];
     }
@@ -96,44 +101,62 @@ KDP_HOST_KERNEL(scale_shift, scale_shift_body,
                  float scale, float shift, bool relu),
                 (x, y, len, mean, scale, shift, relu))
 
-// The output gradient after a fused ReLU: dy where the ReLU's output is
-// positive (read before selecting, so that the loop vectorizes).
-KDP_ALWAYS_INLINE float kept(const float* __restrict g, const float* __restrict r, int64_t i) {
-  const float v = g[i];
-  return r == nullptr || r[i] > 0.0f ? v : 0.0f;
+// A fused ReLU's mask, recomputed from x rather than read from its output:
+// the forward's y = (x - mean) scale + shift in the same float operations, so
+// "y > 0" is the forward's to the bit, and backward reads one stream less.
+struct ReluOf {
+  bool on;
+  float scale, shift;
+};
+
+// g where the fused ReLU's output was positive (all of g without one).
+KDP_ALWAYS_INLINE float kept(float g, float xm, const ReluOf& r) {
+  return !r.on || xm * r.scale + r.shift > 0.0f ? g : 0.0f;
 }
 
-// s += Σ g, sx += Σ g (x - mean), g masked by r (null: no mask).
+// s += Σ g, sx += Σ g (x - mean), g masked by the fused ReLU.
 KDP_ALWAYS_INLINE void gradient_plane_sums_body(const float* __restrict g,
-                                                const float* __restrict x,
-                                                const float* __restrict r, int64_t len, float mean,
-                                                double* s, double* sx) {
+                                                const float* __restrict x, int64_t len, float mean,
+                                                const ReluOf& r, double* s, double* sx) {
+  using kdp::detail::Lanes16;
+  using kdp::detail::load_lanes;
   for (int64_t b0 = 0; b0 < len; b0 += kBlock) {
     const int64_t b1 = std::min(len, b0 + kBlock);
-    float a[kLanes] = {}, q[kLanes] = {};
+    Lanes16 a = {}, q = {};
     int64_t i = b0;
-    for (; i + kLanes <= b1; i += kLanes) {
-      for (int64_t k = 0; k < kLanes; ++k) {
-        const float d = kept(g, r, i + k);
-        a[k] += d;
-        q[k] += d * (x[i + k] - mean);
+    if (!r.on) {
+      for (; i + kLanes <= b1; i += kLanes) {
+        const Lanes16 d = load_lanes(g + i);
+        a += d;
+        q += d * (load_lanes(x + i) - mean);
+      }
+    } else {
+      for (; i + kLanes <= b1; i += kLanes) {
+        const Lanes16 xm = load_lanes(x + i) - mean;
+        const Lanes16 d = kdp::detail::where_positive(xm * r.scale + r.shift, load_lanes(g + i));
+        a += d;
+        q += d * xm;
       }
     }
+    float a0 = a[0], q0 = q[0];
     for (; i < b1; ++i) {
-      const float d = kept(g, r, i);
-      a[0] += d;
-      q[0] += d * (x[i] - mean);
+      const float xm = x[i] - mean;
+      const float d = kept(g[i], xm, r);
+      a0 += d;
+      q0 += d * xm;
     }
-    for (int64_t k = 0; k < kLanes; ++k) {
+    *s += a0;
+    *sx += q0;
+    for (int k = 1; k < kLanes; ++k) {
       *s += a[k];
       *sx += q[k];
     }
   }
 }
 KDP_HOST_KERNEL(gradient_plane_sums, gradient_plane_sums_body,
-                (const float* __restrict g, const float* __restrict x, const float* __restrict r,
-                 int64_t len, float mean, double* s, double* sx),
-                (g, x, r, len, mean, s, sx))
+                (const float* __restrict g, const float* __restrict x, int64_t len, float mean,
+                 const ReluOf& r, double* s, double* sx),
+                (g, x, len, mean, r, s, sx))
 
 // The input gradient of one plane; see input_gradient().
 struct PlaneGradient {
@@ -141,22 +164,28 @@ struct PlaneGradient {
   bool batch_statistics;
 };
 KDP_ALWAYS_INLINE void input_plane_gradient_body(float* __restrict dx, const float* __restrict g,
-                                                 const float* __restrict x,
-                                                 const float* __restrict r, int64_t len,
-                                                 const PlaneGradient& p) {
+                                                 const float* __restrict x, int64_t len,
+                                                 const PlaneGradient& p, const ReluOf& r) {
   if (!p.batch_statistics) {
-    for (int64_t i = 0; i < len; ++i) dx[i] = kept(g, r, i) * p.scale;
+    for (int64_t i = 0; i < len; ++i) dx[i] = kept(g[i], x[i] - p.mean, r) * p.scale;
     return;
   }
   for (int64_t i = 0; i < len; ++i) {
-    const float xhat = (x[i] - p.mean) * p.invstd;
-    dx[i] = p.scale * (kept(g, r, i) - p.mean_dy - xhat * p.mean_dy_xhat);
+    const float xm = x[i] - p.mean;
+    const float xhat = xm * p.invstd;
+    dx[i] = p.scale * (kept(g[i], xm, r) - p.mean_dy - xhat * p.mean_dy_xhat);
   }
 }
 KDP_HOST_KERNEL(input_plane_gradient, input_plane_gradient_body,
                 (float* __restrict dx, const float* __restrict g, const float* __restrict x,
-                 const float* __restrict r, int64_t len, const PlaneGradient& p),
-                (dx, g, x, r, len, p))
+                 int64_t len, const PlaneGradient& p, const ReluOf& r),
+                (dx, g, x, len, p, r))
+
+// The fused ReLU of channel c, as normalize() applied it.
+KOKKOS_INLINE_FUNCTION ReluOf relu_of(const FusedRelu& f, ConstView1 invstd, int64_t c) {
+  if (!f.on) return ReluOf{false, 0.0f, 0.0f};
+  return ReluOf{true, f.affine ? invstd(c) * f.gamma(c) : invstd(c), f.affine ? f.beta(c) : 0.0f};
+}
 
 }  // namespace
 
@@ -239,32 +268,33 @@ void normalize(const Device& device, View1 y, ConstView1 x, ConstView1 mean, Con
 }
 
 void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstView1 x,
-                   ConstView1 mean, ConstView1 invstd, const Layout& l, ConstView1 relu_out) {
-  const bool relu = relu_out.data() != nullptr;
+                   ConstView1 mean, ConstView1 invstd, const Layout& l, const FusedRelu& relu) {
   if constexpr (compat::launches_are_synchronous()) {
-    kdp::detail::host_chunks(
-        "kdp::batch_norm gradient sums", device, l.c, 1, [=](int64_t c, int64_t) {
-          double s = 0.0, sx = 0.0;
-          for (int64_t n = 0; n < l.n; ++n) {
-            const int64_t at = (n * l.c + c) * l.inner;
-            gradient_plane_sums(&dy(at), &x(at), relu ? &relu_out(at) : nullptr, l.inner, mean(c),
-                                &s, &sx);
-          }
-          gsums(c) = s;
-          gsums(l.c + c) = sx * static_cast<double>(invstd(c));
-        });
+    kdp::detail::host_chunks("kdp::batch_norm gradient sums", device, l.c, 1,
+                             [=](int64_t c, int64_t) {
+                               const ReluOf r = relu_of(relu, invstd, c);
+                               double s = 0.0, sx = 0.0;
+                               for (int64_t n = 0; n < l.n; ++n) {
+                                 const int64_t at = (n * l.c + c) * l.inner;
+                                 gradient_plane_sums(&dy(at), &x(at), l.inner, mean(c), r, &s, &sx);
+                               }
+                               gsums(c) = s;
+                               gsums(l.c + c) = sx * static_cast<double>(invstd(c));
+                             });
   } else {
     Kokkos::parallel_for(
         "kdp::batch_norm gradient sums", kdp::detail::range(device, l.c),
         KOKKOS_LAMBDA(const int64_t c) {
+          const ReluOf r = relu_of(relu, invstd, c);
           double s = 0.0, sx = 0.0;
           const float m = mean(c);
           for (int64_t n = 0; n < l.n; ++n) {
             const int64_t at = (n * l.c + c) * l.inner;
             for (int64_t i = 0; i < l.inner; ++i) {
-              const float d = !relu || relu_out(at + i) > 0.0f ? dy(at + i) : 0.0f;
+              const float xm = x(at + i) - m;
+              const float d = !r.on || xm * r.scale + r.shift > 0.0f ? dy(at + i) : 0.0f;
               s += d;
-              sx += static_cast<double>(d) * (x(at + i) - m);
+              sx += static_cast<double>(d) * xm;
             }
           }
           gsums(c) = s;
@@ -275,36 +305,36 @@ void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstV
 
 void input_gradient(const Device& device, View1 dx, ConstView1 dy, ConstView1 x, ConstView1 mean,
                     ConstView1 invstd, ConstView1 gamma, bool affine, DoubleView gsums,
-                    double count, bool batch_statistics, const Layout& l, ConstView1 relu_out) {
-  const bool relu = relu_out.data() != nullptr;
+                    double count, bool batch_statistics, const Layout& l, const FusedRelu& relu) {
   if constexpr (compat::launches_are_synchronous()) {
-    kdp::detail::host_chunks("kdp::batch_norm input gradient", device, l.n * l.c, 1,
-                             [=](int64_t row, int64_t) {
-                               const int64_t c = row % l.c, at = row * l.inner;
-                               const PlaneGradient p{mean(c),
-                                                     invstd(c),
-                                                     affine ? invstd(c) * gamma(c) : invstd(c),
-                                                     static_cast<float>(gsums(c) / count),
-                                                     static_cast<float>(gsums(l.c + c) / count),
-                                                     batch_statistics};
-                               input_plane_gradient(&dx(at), &dy(at), &x(at),
-                                                    relu ? &relu_out(at) : nullptr, l.inner, p);
-                             });
+    kdp::detail::host_chunks(
+        "kdp::batch_norm input gradient", device, l.n * l.c, 1, [=](int64_t row, int64_t) {
+          const int64_t c = row % l.c, at = row * l.inner;
+          const PlaneGradient p{mean(c),
+                                invstd(c),
+                                affine ? invstd(c) * gamma(c) : invstd(c),
+                                static_cast<float>(gsums(c) / count),
+                                static_cast<float>(gsums(l.c + c) / count),
+                                batch_statistics};
+          input_plane_gradient(&dx(at), &dy(at), &x(at), l.inner, p, relu_of(relu, invstd, c));
+        });
   } else {
     kdp::detail::for_each_2d(
         "kdp::batch_norm input gradient", device, l.n * l.c, l.inner,
         KOKKOS_LAMBDA(const int64_t row, const int64_t i) {
           const int64_t c = row % l.c;
           const float scale = affine ? invstd(c) * gamma(c) : invstd(c);
+          const ReluOf r = relu_of(relu, invstd, c);
           const int64_t k = row * l.inner + i;
-          const float d = !relu || relu_out(k) > 0.0f ? dy(k) : 0.0f;
+          const float xm = x(k) - mean(c);
+          const float d = !r.on || xm * r.scale + r.shift > 0.0f ? dy(k) : 0.0f;
           if (!batch_statistics) {
             dx(k) = d * scale;
             return;
           }
           const float mean_dy = static_cast<float>(gsums(c) / count);
           const float mean_dy_xhat = static_cast<float>(gsums(l.c + c) / count);
-          const float xhat = (x(k) - mean(c)) * invstd(c);
+          const float xhat = xm * invstd(c);
           dx(k) = scale * (d - mean_dy - xhat * mean_dy_xhat);
         });
   }

@@ -52,20 +52,29 @@ void running_statistics(const Device& device, View1 mean, View1 invstd, ConstVie
 void normalize(const Device& device, View1 y, ConstView1 x, ConstView1 mean, ConstView1 invstd,
                ConstView1 gamma, ConstView1 beta, bool affine, const Layout& l, bool relu = false);
 
-/// gsums[c] = Σ dy, gsums[C + c] = Σ dy (x - mean) invstd. With `relu_out`
-/// (the output of a fused ReLU), dy counts only where relu_out > 0.
+/// A ReLU fused after the normalization (batch_norm_relu): its backward
+/// counts dy only where (x - mean) invstd gamma + beta > 0, recomputed from x
+/// in normalize()'s float operations (gamma, beta as normalize() had them).
+struct FusedRelu {
+  bool on = false;
+  ConstView1 gamma, beta;
+  bool affine = false;
+};
+
+/// gsums[c] = Σ dy, gsums[C + c] = Σ dy (x - mean) invstd, dy masked by a
+/// fused ReLU.
 void gradient_sums(const Device& device, DoubleView gsums, ConstView1 dy, ConstView1 x,
                    ConstView1 mean, ConstView1 invstd, const Layout& l,
-                   ConstView1 relu_out = ConstView1());
+                   const FusedRelu& relu = FusedRelu());
 
 /// dx = gamma invstd (dy - Σdy / count - x̂ Σdy x̂ / count) when the
 /// statistics came from the batch (`count` values in all, across every
-/// device), else dx = gamma invstd dy; dy masked by `relu_out` as in
+/// device), else dx = gamma invstd dy; dy masked by a fused ReLU as in
 /// gradient_sums.
 void input_gradient(const Device& device, View1 dx, ConstView1 dy, ConstView1 x, ConstView1 mean,
                     ConstView1 invstd, ConstView1 gamma, bool affine, DoubleView gsums,
                     double count, bool batch_statistics, const Layout& l,
-                    ConstView1 relu_out = ConstView1());
+                    const FusedRelu& relu = FusedRelu());
 
 /// dgamma = Σ dy x̂, dbeta = Σ dy, from gradient_sums.
 void parameter_gradients(const Device& device, View1 dgamma, View1 dbeta, DoubleView gsums,

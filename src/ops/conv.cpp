@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/check.hpp"
+#include "core/host_kernels.hpp"
 #include "gemm.hpp"
 #include "onednn.hpp"
 #include "op_util.hpp"
@@ -173,51 +174,79 @@ void from_nchw(const Device& device, View1 res, ConstView1 gy, ConstView1 y, boo
       });
 }
 
+// One plane of the output gradient: out = g where the ReLU after the
+// convolution kept its output (y > 0), else 0, with `y` (otherwise nothing is
+// written); *sum = the sum of what out holds, in sixteen float lanes.
+KDP_ALWAYS_INLINE void gradient_plane_body(const float* __restrict g, const float* __restrict y,
+                                           float* __restrict out, int64_t len, float* sum) {
+  constexpr int64_t kLanes = 16;
+  float lane[kLanes] = {};
+  int64_t p = 0;
+  if (y != nullptr) {
+    for (; p + kLanes <= len; p += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) {
+        const float v = g[p + k];  // read whatever the mask says: a select, no branch
+        const float m = y[p + k] > 0.0f ? v : 0.0f;
+        out[p + k] = m;
+        lane[k] += m;
+      }
+    }
+    for (; p < len; ++p) {
+      const float v = g[p];
+      out[p] = y[p] > 0.0f ? v : 0.0f;
+      lane[0] += out[p];
+    }
+  } else {
+    for (; p + kLanes <= len; p += kLanes) {
+      for (int64_t k = 0; k < kLanes; ++k) lane[k] += g[p + k];
+    }
+    for (; p < len; ++p) lane[0] += g[p];
+  }
+  float total = 0.0f;
+  for (int64_t k = 0; k < kLanes; ++k) total += lane[k];
+  *sum = total;
+}
+KDP_HOST_KERNEL(gradient_plane, gradient_plane_body,
+                (const float* __restrict g, const float* __restrict y, float* __restrict out,
+                 int64_t len, float* sum),
+                (g, y, out, len, sum))
+
 // out = gy where the ReLU after the convolution kept its output (y > 0),
 // else 0, with `relu` (otherwise out is gy itself and is not written); with
-// `want_bias`, bias_sum[o] = the sum of out over every (n, p), in eight float
-// lanes per plane and double across planes (as from_nchw sums).
+// `want_bias`, bias_sum[o] = the sum of out over every (n, p): planes in
+// float lanes, their sums in double.
 void output_gradient(const Device& device, View1 out, ConstView1 gy, ConstView1 y, bool relu,
                      View1 bias_sum, bool want_bias, const ConvGeometry& g) {
   const int64_t plane = g.out_plane();
-  Kokkos::parallel_for(
-      "kdp::conv2d output gradient", kdp::detail::range(device, g.o),
-      KOKKOS_LAMBDA(const int64_t o) {
-        constexpr int64_t kLanes = 8;
-        double sum = 0.0;
-        for (int64_t n = 0; n < g.n; ++n) {
-          const int64_t at = (n * g.o + o) * plane;
-          const float* __restrict src = &gy(at);
-          float lane[kLanes] = {};
-          int64_t p = 0;
-          if (relu) {
-            const float* __restrict kept = &y(at);
-            float* __restrict dst = &out(at);
-            for (; p + kLanes <= plane; p += kLanes) {
-              for (int64_t k = 0; k < kLanes; ++k) {
-                const float v = src[p + k];
-                const float m = kept[p + k] > 0.0f ? v : 0.0f;
-                dst[p + k] = m;
-                lane[k] += m;
-              }
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::host_chunks("kdp::conv2d output gradient", device, g.o, 1,
+                             [=](int64_t o, int64_t) {
+                               double sum = 0.0;
+                               for (int64_t n = 0; n < g.n; ++n) {
+                                 const int64_t at = (n * g.o + o) * plane;
+                                 float part = 0.0f;
+                                 gradient_plane(&gy(at), relu ? &y(at) : nullptr,
+                                                relu ? &out(at) : nullptr, plane, &part);
+                                 sum += part;
+                               }
+                               if (want_bias) bias_sum(o) = static_cast<float>(sum);
+                             });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::conv2d output gradient", kdp::detail::range(device, g.o),
+        KOKKOS_LAMBDA(const int64_t o) {
+          double sum = 0.0;
+          for (int64_t n = 0; n < g.n; ++n) {
+            const int64_t at = (n * g.o + o) * plane;
+            for (int64_t p = 0; p < plane; ++p) {
+              const float v = relu && !(y(at + p) > 0.0f) ? 0.0f : gy(at + p);
+              if (relu) out(at + p) = v;
+              sum += v;
             }
-            for (; p < plane; ++p) {
-              const float v = src[p];
-              dst[p] = kept[p] > 0.0f ? v : 0.0f;
-              lane[0] += dst[p];
-            }
-          } else {
-            for (; p + kLanes <= plane; p += kLanes) {
-              for (int64_t k = 0; k < kLanes; ++k) lane[k] += src[p + k];
-            }
-            for (; p < plane; ++p) lane[0] += src[p];
           }
-          float rest = 0.0f;
-          for (int64_t k = 0; k < kLanes; ++k) rest += lane[k];
-          sum += rest;
-        }
-        if (want_bias) bias_sum(o) = static_cast<float>(sum);
-      });
+          if (want_bias) bias_sum(o) = static_cast<float>(sum);
+        });
+  }
 }
 
 // Group `k`'s block of a row-major matrix of `rows` x `cols` per group.
@@ -360,8 +389,8 @@ class Conv2dNode : public autograd::Node {
     }
     dev.fence("kdp::conv2d backward operands");
     const onednn::ConvDims d = dims_of(g);
-    if (gx.defined()) onednn::conv_backward_data(d, bf16, masked.data(), w, gx.data());
-    if (gw.defined()) onednn::conv_backward_weights(d, bf16, x, masked.data(), gw.data());
+    onednn::conv_backward(d, bf16, masked.data(), w, x, gx.defined() ? gx.data() : nullptr,
+                          gw.defined() ? gw.data() : nullptr);
   }
 
  private:

@@ -39,10 +39,10 @@ bool conv_supported(const ConvDims& d);
 /// rounded to bf16 and the products accumulate in fp32.
 void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
                   const float* bias, float* y);
-/// gx = the input gradient from gy and w.
-void conv_backward_data(const ConvDims& d, bool bf16, const float* gy, const float* w, float* gx);
-/// gw = the weight gradient from x and gy (kdp sums the bias gradient in fp32).
-void conv_backward_weights(const ConvDims& d, bool bf16, const float* x, const float* gy,
-                           float* gw);
+/// The input gradient gx (from gy and w) and the weight gradient gw (from x
+/// and gy; kdp sums the bias gradient in fp32), either null when not wanted;
+/// gy is reordered once for both where their kernels read the same layout.
+void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
+                   float* gx, float* gw);
 
 }  // namespace kdp::ops_detail::onednn

@@ -26,11 +26,8 @@ void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const
   throw std::logic_error("kdp: this build has no oneDNN");
 }
 
-void conv_backward_data(const ConvDims&, bool, const float*, const float*, float*) {
-  throw std::logic_error("kdp: this build has no oneDNN");
-}
-
-void conv_backward_weights(const ConvDims&, bool, const float*, const float*, float*) {
+void conv_backward(const ConvDims&, bool, const float*, const float*, const float*, float*,
+                   float*) {
   throw std::logic_error("kdp: this build has no oneDNN");
 }
 

@@ -202,11 +202,27 @@ dnnl::convolution_forward::primitive_desc forward_pd(const ConvDescs& c, bool re
   return dnnl::convolution_forward::primitive_desc(desc, attr, engine);
 }
 
+// Memory in oneDNN's layouts for one role of one cached primitive (its
+// reordered input, or its output before the reorder to the user's layout):
+// allocated on first use and kept, so a steady training step allocates none.
+// Calls finish before they return, so one per role and thread is enough.
+class Scratch {
+ public:
+  dnnl::memory& operator()(const dnnl::memory::desc& md, const dnnl::engine& engine) {
+    if (!memory_ || memory_.get_desc() != md) memory_ = dnnl::memory(md, engine);
+    return memory_;
+  }
+
+ private:
+  dnnl::memory memory_;
+};
+
 // The forward of one shape, precision, activation and bias.
 struct ConvForward {
   ConvDescs descs;
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward prim;
+  Scratch x, w, y;
 };
 
 // The backward of one shape and precision (the bias gradient is kdp's).
@@ -216,6 +232,7 @@ struct ConvBackward {
   dnnl::convolution_backward_weights::primitive_desc weights_pd;
   dnnl::convolution_backward_data data;
   dnnl::convolution_backward_weights weights;
+  Scratch gy_data, w, gx, x, gy_weights, gw;
 };
 
 using ConvKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -233,7 +250,7 @@ ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Con
   if (it == made.end()) {
     ConvDescs descs = descs_of(d, bf16);
     auto pd = forward_pd(descs, relu, bias, ctx.engine);
-    it = made.emplace(key, ConvForward{descs, pd, dnnl::convolution_forward(pd)}).first;
+    it = made.emplace(key, ConvForward{descs, pd, dnnl::convolution_forward(pd), {}, {}, {}}).first;
   }
   return it->second;
 }
@@ -253,19 +270,28 @@ ConvBackward& backward_for(const ConvDims& d, bool bf16, Context& ctx) {
         dnnl::convolution_backward_weights::desc(kDirect, c.x_any, c.gw_any, c.gy_any, c.strides,
                                                  c.dilation, c.pad_l, c.pad_r),
         ctx.engine, hint);
-    it = made.emplace(key,
-                      ConvBackward{c, data_pd, weights_pd, dnnl::convolution_backward_data(data_pd),
-                                   dnnl::convolution_backward_weights(weights_pd)})
+    it = made.emplace(key, ConvBackward{c,
+                                        data_pd,
+                                        weights_pd,
+                                        dnnl::convolution_backward_data(data_pd),
+                                        dnnl::convolution_backward_weights(weights_pd),
+                                        {},
+                                        {},
+                                        {},
+                                        {},
+                                        {},
+                                        {}})
              .first;
   }
   return it->second;
 }
 
 // The user's memory in the layout `wanted`: itself when the layouts agree,
-// else a reordered copy (what oneDNN's kernels read, or will write).
-dnnl::memory in_layout(const dnnl::memory& user, const dnnl::memory::desc& wanted, Context& ctx) {
+// else its copy reordered into `scratch` (what oneDNN's kernels read).
+dnnl::memory in_layout(const dnnl::memory& user, const dnnl::memory::desc& wanted, Scratch& scratch,
+                       Context& ctx) {
   if (user.get_desc() == wanted) return user;
-  dnnl::memory out(wanted, ctx.engine);
+  dnnl::memory& out = scratch(wanted, ctx.engine);
   dnnl::reorder(user, out).execute(ctx.stream, const_cast<dnnl::memory&>(user), out);
   return out;
 }
@@ -280,8 +306,10 @@ void to_user(dnnl::memory& result, dnnl::memory& user, Context& ctx) {
     dnnl::reorder(result, user).execute(ctx.stream, result, user);
 }
 
-dnnl::memory for_output(const dnnl::memory& user, const dnnl::memory::desc& wanted, Context& ctx) {
-  return user.get_desc() == wanted ? user : dnnl::memory(wanted, ctx.engine);
+// Where a primitive writes: the user's memory in its layout, else `scratch`.
+dnnl::memory for_output(const dnnl::memory& user, const dnnl::memory::desc& wanted,
+                        Scratch& scratch, Context& ctx) {
+  return user.get_desc() == wanted ? user : scratch(wanted, ctx.engine);
 }
 
 }  // namespace
@@ -298,10 +326,11 @@ void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const
       [&] {
         Context& ctx = context();
         ConvForward& c = forward_for(d, bf16, relu, bias != nullptr, ctx);
-        dnnl::memory xm = in_layout(user_memory(c.descs.x_user, x, ctx), c.pd.src_desc(), ctx);
-        dnnl::memory wm = in_layout(user_memory(c.descs.w_user, w, ctx), c.pd.weights_desc(), ctx);
+        dnnl::memory xm = in_layout(user_memory(c.descs.x_user, x, ctx), c.pd.src_desc(), c.x, ctx);
+        dnnl::memory wm =
+            in_layout(user_memory(c.descs.w_user, w, ctx), c.pd.weights_desc(), c.w, ctx);
         dnnl::memory y_user = user_memory(c.descs.y_user, y, ctx);
-        dnnl::memory ym = for_output(y_user, c.pd.dst_desc(), ctx);
+        dnnl::memory ym = for_output(y_user, c.pd.dst_desc(), c.y, ctx);
         std::unordered_map<int, dnnl::memory> args{
             {DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
         if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, user_memory(c.descs.bias_user, bias, ctx));
@@ -311,43 +340,40 @@ void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const
       });
 }
 
-void conv_backward_data(const ConvDims& d, bool bf16, const float* gy, const float* w, float* gx) {
+void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
+                   float* gx, float* gw) {
   guarded(
-      "convolution backward (data)", [&] { return shape_of(d); },
+      "convolution backward", [&] { return shape_of(d); },
       [&] {
         Context& ctx = context();
         ConvBackward& c = backward_for(d, bf16, ctx);
-        dnnl::memory gym =
-            in_layout(user_memory(c.descs.y_user, gy, ctx), c.data_pd.diff_dst_desc(), ctx);
-        dnnl::memory wm =
-            in_layout(user_memory(c.descs.w_user, w, ctx), c.data_pd.weights_desc(), ctx);
-        dnnl::memory gx_user = user_memory(c.descs.x_user, gx, ctx);
-        dnnl::memory gxm = for_output(gx_user, c.data_pd.diff_src_desc(), ctx);
-        c.data.execute(
-            ctx.stream,
-            {{DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm}});
-        to_user(gxm, gx_user, ctx);
-        ctx.stream.wait();
-      });
-}
-
-void conv_backward_weights(const ConvDims& d, bool bf16, const float* x, const float* gy,
-                           float* gw) {
-  guarded(
-      "convolution backward (weights)", [&] { return shape_of(d); },
-      [&] {
-        Context& ctx = context();
-        ConvBackward& c = backward_for(d, bf16, ctx);
-        dnnl::memory xm =
-            in_layout(user_memory(c.descs.x_user, x, ctx), c.weights_pd.src_desc(), ctx);
-        dnnl::memory gym =
-            in_layout(user_memory(c.descs.y_user, gy, ctx), c.weights_pd.diff_dst_desc(), ctx);
-        dnnl::memory gw_user = user_memory(c.descs.w_user, gw, ctx);
-        dnnl::memory gwm = for_output(gw_user, c.weights_pd.diff_weights_desc(), ctx);
-        c.weights.execute(
-            ctx.stream,
-            {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm}});
-        to_user(gwm, gw_user, ctx);
+        const dnnl::memory gy_user = user_memory(c.descs.y_user, gy, ctx);
+        dnnl::memory gy_data;  // gy as the data gradient reads it, reordered once for both
+        if (gx != nullptr) {
+          gy_data = in_layout(gy_user, c.data_pd.diff_dst_desc(), c.gy_data, ctx);
+          dnnl::memory wm =
+              in_layout(user_memory(c.descs.w_user, w, ctx), c.data_pd.weights_desc(), c.w, ctx);
+          dnnl::memory gx_user = user_memory(c.descs.x_user, gx, ctx);
+          dnnl::memory gxm = for_output(gx_user, c.data_pd.diff_src_desc(), c.gx, ctx);
+          c.data.execute(
+              ctx.stream,
+              {{DNNL_ARG_DIFF_DST, gy_data}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, gxm}});
+          to_user(gxm, gx_user, ctx);
+        }
+        if (gw != nullptr) {
+          const dnnl::memory::desc& wanted = c.weights_pd.diff_dst_desc();
+          dnnl::memory gym = gy_data && gy_data.get_desc() == wanted
+                                 ? gy_data
+                                 : in_layout(gy_user, wanted, c.gy_weights, ctx);
+          dnnl::memory xm =
+              in_layout(user_memory(c.descs.x_user, x, ctx), c.weights_pd.src_desc(), c.x, ctx);
+          dnnl::memory gw_user = user_memory(c.descs.w_user, gw, ctx);
+          dnnl::memory gwm = for_output(gw_user, c.weights_pd.diff_weights_desc(), c.gw, ctx);
+          c.weights.execute(
+              ctx.stream,
+              {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_DST, gym}, {DNNL_ARG_DIFF_WEIGHTS, gwm}});
+          to_user(gwm, gw_user, ctx);
+        }
         ctx.stream.wait();
       });
 }

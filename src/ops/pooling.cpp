@@ -1,8 +1,10 @@
 #include "kdp/ops/pooling.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/check.hpp"
+#include "core/host_kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -61,7 +63,7 @@ bool disjoint_windows(const PoolGeometry& g) {
 
 // The 2x2, stride-2 windows of CNNs, without padding: every window inside,
 // four candidates compared by selects in scan order, by the rule of window_max.
-KOKKOS_INLINE_FUNCTION void pool_pairs(const float* __restrict plane, const PoolGeometry& g,
+KDP_ALWAYS_INLINE void pool_pairs_body(const float* __restrict plane, const PoolGeometry& g,
                                        float* __restrict out, int32_t* __restrict at) {
   for (int64_t y = 0; y < g.oh; ++y) {
     const float* r0 = plane + 2 * y * g.w;
@@ -83,28 +85,89 @@ KOKKOS_INLINE_FUNCTION void pool_pairs(const float* __restrict plane, const Pool
     }
   }
 }
+KDP_HOST_KERNEL(pool_pairs, pool_pairs_body,
+                (const float* __restrict plane, const PoolGeometry& g, float* __restrict out,
+                 int32_t* __restrict at),
+                (plane, g, out, at))
+
+#if defined(KDP_HOST_KERNELS_X86)
+// pool_pairs with AVX-512: sixteen windows at a time, their four candidates
+// taken apart from two rows of 32 floats, compared and selected by the same
+// rule (a larger value or a NaN replaces the best so far).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void pool_pairs_avx512_lanes(
+    const float* __restrict plane, const PoolGeometry& g, float* __restrict out,
+    int32_t* __restrict at) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i lane2 =
+      _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
+  const auto w = static_cast<int32_t>(g.w);
+  for (int64_t y = 0; y < g.oh; ++y) {
+    const float* r0 = plane + 2 * y * g.w;
+    const float* r1 = r0 + g.w;
+    for (int64_t x0 = 0; x0 < g.ow; x0 += 16) {
+      const int64_t left = std::min<int64_t>(16, g.ow - x0);
+      const __mmask16 outs = static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 lo = static_cast<__mmask16>(left >= 8 ? 0xffffu : (1u << (2 * left)) - 1u);
+      const __mmask16 hi = static_cast<__mmask16>(left <= 8 ? 0u : (1u << (2 * (left - 8))) - 1u);
+      const float* p0 = r0 + 2 * x0;
+      const float* p1 = r1 + 2 * x0;
+      const __m512 u0 = _mm512_maskz_loadu_ps(lo, p0), u1 = _mm512_maskz_loadu_ps(hi, p0 + 16);
+      const __m512 v0 = _mm512_maskz_loadu_ps(lo, p1), v1 = _mm512_maskz_loadu_ps(hi, p1 + 16);
+      const __m512 cand[3] = {_mm512_permutex2var_ps(u0, odd, u1),
+                              _mm512_permutex2var_ps(v0, even, v1),
+                              _mm512_permutex2var_ps(v0, odd, v1)};
+      const __m512i base =
+          _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * y * g.w + 2 * x0)), lane2);
+      const __m512i where[3] = {_mm512_add_epi32(base, _mm512_set1_epi32(1)),
+                                _mm512_add_epi32(base, _mm512_set1_epi32(w)),
+                                _mm512_add_epi32(base, _mm512_set1_epi32(w + 1))};
+      __m512 best = _mm512_permutex2var_ps(u0, even, u1);
+      __m512i pos = base;
+      for (int k = 0; k < 3; ++k) {
+        const __mmask16 take = _mm512_cmp_ps_mask(cand[k], best, _CMP_GT_OQ) |
+                               _mm512_cmp_ps_mask(cand[k], cand[k], _CMP_UNORD_Q);
+        best = _mm512_mask_mov_ps(best, take, cand[k]);
+        pos = _mm512_mask_mov_epi32(pos, take, where[k]);
+      }
+      _mm512_mask_storeu_ps(out + y * g.ow + x0, outs, best);
+      _mm512_mask_storeu_epi32(at + y * g.ow + x0, outs, pos);
+    }
+  }
+}
+#endif
+
+// pool_pairs at the widest width the CPU allows.
+void pool_pairs_dispatched(const float* plane, const PoolGeometry& g, float* out, int32_t* at) {
+#if defined(KDP_HOST_KERNELS_X86)
+  if (kdp::detail::cpu_isa() >= kdp::detail::CpuIsa::Avx512) {
+    return pool_pairs_avx512_lanes(plane, g, out, at);
+  }
+#endif
+  pool_pairs(plane, g, out, at);
+}
+
+// Whether max pooling has the 2x2, stride-2 windows of pool_pairs.
+bool pairs_of(const PoolGeometry& g) {
+  return g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 &&
+         g.dw == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
+}
 
 void max_forward(const Device& device, View1 out, IndexView index, ConstView1 in,
                  const PoolGeometry& g) {
   const float lowest = -std::numeric_limits<float>::infinity();
-  const bool pairs = g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 &&
-                     g.dh == 1 && g.dw == 1 && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
   if constexpr (compat::launches_are_synchronous()) {
     // Host backends: a plane per work item.
-    Kokkos::parallel_for(
-        "kdp::max_pool2d", kdp::detail::range(device, g.planes), KOKKOS_LAMBDA(const int64_t p) {
-          const float* plane = &in(p * g.h * g.w);
-          float* o = &out(p * g.oh * g.ow);
-          int32_t* at = &index(p * g.oh * g.ow);
-          if (pairs) {
-            pool_pairs(plane, g, o, at);
-            return;
-          }
-          for (int64_t y = 0; y < g.oh; ++y) {
-            for (int64_t x = 0; x < g.ow; ++x, ++o, ++at)
-              window_max(plane, g, y, x, lowest, *o, *at);
-          }
-        });
+    const bool pairs = pairs_of(g);
+    kdp::detail::host_chunks("kdp::max_pool2d", device, g.planes, 1, [=](int64_t p, int64_t) {
+      const float* plane = &in(p * g.h * g.w);
+      float* o = &out(p * g.oh * g.ow);
+      int32_t* at = &index(p * g.oh * g.ow);
+      if (pairs) return pool_pairs_dispatched(plane, g, o, at);
+      for (int64_t y = 0; y < g.oh; ++y) {
+        for (int64_t x = 0; x < g.ow; ++x, ++o, ++at) window_max(plane, g, y, x, lowest, *o, *at);
+      }
+    });
   } else {
     kdp::detail::for_each_2d(
         "kdp::max_pool2d", device, g.planes * g.oh, g.ow,
@@ -121,18 +184,21 @@ void max_forward(const Device& device, View1 out, IndexView index, ConstView1 in
 // goes straight to its maximum instead.
 void max_backward(const Device& device, View1 gx, IndexView index, ConstView1 gy,
                   const PoolGeometry& g) {
-  if (compat::launches_are_synchronous() && disjoint_windows(g)) {
-    Kokkos::parallel_for(
-        "kdp::max_pool2d backward", kdp::detail::range(device, g.planes),
-        KOKKOS_LAMBDA(const int64_t p) {
-          float* plane = &gx(p * g.h * g.w);
-          for (int64_t k = 0; k < g.h * g.w; ++k) plane[k] = 0.0f;
-          const int64_t base = p * g.oh * g.ow;
-          for (int64_t k = 0; k < g.oh * g.ow; ++k) {
-            if (index(base + k) >= 0) plane[index(base + k)] += gy(base + k);
-          }
-        });
-    return;
+  if constexpr (compat::launches_are_synchronous()) {
+    if (disjoint_windows(g)) {
+      // Zeros, then each window's gradient to its maximum (a write per
+      // window: cheaper than a select per input element).
+      kdp::detail::host_chunks("kdp::max_pool2d backward", device, g.planes, 1,
+                               [=](int64_t p, int64_t) {
+                                 float* plane = &gx(p * g.h * g.w);
+                                 const int64_t base = p * g.oh * g.ow;
+                                 std::fill(plane, plane + g.h * g.w, 0.0f);
+                                 for (int64_t k = 0; k < g.oh * g.ow; ++k) {
+                                   if (index(base + k) >= 0) plane[index(base + k)] += gy(base + k);
+                                 }
+                               });
+      return;
+    }
   }
   kdp::detail::for_each_2d(
       "kdp::max_pool2d backward", device, g.planes * g.h, g.w,

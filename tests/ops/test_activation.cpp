@@ -94,13 +94,24 @@ TEST(Activation, DropoutMasksAreTheDevicesDrawsFromAnyOffset) {
   // pair of counters straddles the ends), then the draws' statistics.
   Generator& gen = get_default_device().generator();
   const float p = 0.3f;
-  gen.set_state(11, 7);
-  const auto y = dropout(Tensor::ones({101}), p, true).to_vector();
-  EXPECT_EQ(gen.offset(), 7u + 101u);
   const random::Stream stream(11);
   const uint32_t threshold = random::uniform_threshold(p);
-  for (size_t i = 0; i < y.size(); ++i) {
-    EXPECT_EQ(y[i] != 0.0f, stream.draw24(7 + i) >= threshold) << "element " << i;
+  // Odd and even offsets and lengths, a single element at each parity, and a
+  // length that spans several of the host threads' blocks.
+  for (const auto& [offset, length] : {std::pair<uint64_t, int64_t>{7, 101},
+                                       {8, 100},
+                                       {8, 101},
+                                       {7, 100},
+                                       {3, 1},
+                                       {4, 1},
+                                       {5, 20001}}) {
+    gen.set_state(11, offset);
+    const auto y = dropout(Tensor::ones({length}), p, true).to_vector();
+    EXPECT_EQ(gen.offset(), offset + static_cast<uint64_t>(length));
+    for (size_t i = 0; i < y.size(); ++i) {
+      ASSERT_EQ(y[i] != 0.0f, stream.draw24(offset + i) >= threshold)
+          << "element " << i << " of " << length << " at offset " << offset;
+    }
   }
   uint32_t even = 0, odd = 0;
   stream.draw24_pair(4, even, odd);

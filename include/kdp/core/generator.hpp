@@ -47,9 +47,12 @@ KOKKOS_INLINE_FUNCTION uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/// Added to a counter before it is mixed (keeps counter 0 away from the seed's mix).
+constexpr uint64_t kCounterShift = 0x632BE59BD9B4E019ull;
+
 /// 64 random bits for counter `counter` of the stream `seed`.
 KOKKOS_INLINE_FUNCTION uint64_t bits(uint64_t seed, uint64_t counter) {
-  return mix64(mix64(seed) ^ mix64(counter + 0x632BE59BD9B4E019ull));
+  return mix64(mix64(seed) ^ mix64(counter + kCounterShift));
 }
 
 /// A float uniform in [0, 1) with 24 random bits.
@@ -63,7 +66,7 @@ struct Stream {
   uint64_t key;
   KOKKOS_INLINE_FUNCTION explicit Stream(uint64_t seed) : key(mix64(seed)) {}
   KOKKOS_INLINE_FUNCTION uint64_t bits(uint64_t counter) const {
-    return mix64(key ^ mix64(counter + 0x632BE59BD9B4E019ull));
+    return mix64(key ^ mix64(counter + kCounterShift));
   }
   /// A 24-bit draw for `counter`, two counters to a 64-bit hash (the even
   /// one takes the high bits): half the hashing of one draw per counter, for
