@@ -5,7 +5,9 @@
 #
 #   KDP_DEMO_RANKS (2), KDP_DEMO_EPOCHS (10, or 3 for the CNN) change the run;
 #   KDP_DEMO_MODEL=cnn trains the pytorch/examples MNIST CNN instead, with its
-#   recipe (Adadelta, lr 1.0, the lr times 0.7 every epoch, batch 64).
+#   recipe (Adadelta, lr 1.0, the lr times 0.7 every epoch, batch 64);
+#   KDP_DEMO_PRECISION=bf16 (or auto) trains with bf16 products and fp32
+#   weights, in runs/demo[-cnn]-bf16.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
@@ -34,13 +36,23 @@ cnn)
   exit 2
   ;;
 esac
+precision=${KDP_DEMO_PRECISION:-fp32}
+case $precision in
+fp32) ;;
+bf16 | auto) run=$run-$precision ;;
+*)
+  echo "demo.sh: KDP_DEMO_PRECISION is fp32, bf16 or auto, not '$precision'" >&2
+  exit 2
+  ;;
+esac
 rm -rf "$run"
 mkdir -p "$run"
 mpi_flags=(--oversubscribe)
 [[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
 mpirun "${mpi_flags[@]}" -np "${KDP_DEMO_RANKS:-2}" "$build_dir/tools/kdp-train" \
   --data data/fashion-mnist.h5 "${model[@]}" \
-  --checkpoint-dir "$run/checkpoints" --metrics "$run/metrics.csv" --progress lines
+  --checkpoint-dir "$run/checkpoints" --metrics "$run/metrics.csv" --progress lines \
+  --precision "$precision"
 
 plot=$(scripts/plot_metrics "$run/metrics.csv" "$run/metrics.png")
 echo "plot: $plot"

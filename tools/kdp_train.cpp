@@ -62,6 +62,7 @@ struct Options {
   double stop_at_accuracy = 0.0;  // 0: train every epoch
   std::string trace;
   std::string comm_hook = "allreduce";
+  std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };
 
@@ -293,6 +294,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.log_every_steps = o.log_every;
   t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
   t.detect_anomaly = !o.no_anomaly_check;
+  t.precision = parse_precision(o.precision);
   t.require_locks = !o.without_locks;
   t.devices = devs;
   t.sampler_seed = o.seed;
@@ -377,6 +379,15 @@ void report_traffic(const Options& o, dist::Communicator& comm) {
       bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
 }
 
+// The precision a run computes in, and why where --precision auto chose it.
+std::string precision_line(const Options& o, const train::Trainer& trainer) {
+  const std::string ran = precision_name(trainer.precision());
+  if (trainer.options().precision != Precision::Auto) return ran;
+  return ran + (trainer.precision() == Precision::bf16
+                    ? " (auto: the device has bf16 matrix units)"
+                    : " (auto: the device has no bf16 matrix units)");
+}
+
 int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
@@ -412,10 +423,10 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   if (rank0) {
     std::printf(
         "kdp-train: %d rank(s) x %d device(s), %d thread(s) per rank, model %s (%lld "
-        "parameters), %s lr %g, global batch %lld\n",
+        "parameters), %s lr %g, global batch %lld, precision %s\n",
         ranks, o.devices, runtime.threads(), m.recorded.c_str(),
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
-        static_cast<long long>(o.batch_size));
+        static_cast<long long>(o.batch_size), precision_line(o, trainer).c_str());
     std::fflush(stdout);
   }
   if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;
@@ -437,10 +448,10 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   if (rank0) {
     std::printf(
         "kdp-train: test_accuracy=%.4f test_loss=%.4f samples_per_s=%.0f wall_time_s=%.1f "
-        "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d\n",
+        "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d precision=%s\n",
         test.accuracy, test.loss, r.samples_per_s, r.wall_seconds,
         static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
-        o.devices);
+        o.devices, precision_name(r.precision));
     if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
     if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
     if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
@@ -603,6 +614,11 @@ void add_training_options(CLI::App& app, Options& o) {
   app.add_option("--devices", o.devices,
                  "Device instances per rank (DataParallel inside each rank)")
       ->check(cli::whole_number(1, 1 << 16));
+  app.add_option("--precision", o.precision,
+                 "Products and convolutions in fp32, in bf16 with fp32 accumulation (weights, "
+                 "optimizer and checkpoints stay fp32), or auto (bf16 where the CPU has AMX or "
+                 "the GPU tensor cores)")
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
   app.add_option("--seed", o.seed, "Seed of initialisation, shuffling and dropout")
       ->check(cli::unsigned_number());
 }

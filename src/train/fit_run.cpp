@@ -166,6 +166,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
 }
 
 FitResult FitRun::run() {
+  agree_on_precision();
   resume_or_start();
   start_trace();
   StopSignal stop;
@@ -184,6 +185,18 @@ FitResult FitRun::run() {
   FitResult r = finish();
   write_trace();
   return r;
+}
+
+// Auto is bf16 only where every rank has bf16 matrix units: the ranks of one
+// run compute in one precision.
+void FitRun::agree_on_precision() {
+  Precision& p = trainer_.precision_;
+  if (o_.precision == Precision::Auto && comm_.size() > 1) {
+    int64_t bf16 = p == Precision::bf16 ? 1 : 0;
+    comm_.allreduce(&bf16, 1, dist::ReduceOp::Min);
+    p = bf16 == 1 ? Precision::bf16 : Precision::fp32;
+  }
+  result_.precision = p;
 }
 
 // ---- the timeline ------------------------------------------------------------------
@@ -404,6 +417,7 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
     trace::Span span("forward");
     if (test_delay_s_ > 0.0)
       std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
+    autocast mixed(result_.precision);
     out = in_.model.forward(b.features);
     loss = in_.loss(out, b.labels);
   }

@@ -124,6 +124,7 @@ class FitRun {
   std::string save(int64_t epoch, int64_t batch);
   void stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> save_at);
   FitResult finish();
+  void agree_on_precision();
   void start_trace();
   void write_trace();
 

@@ -36,6 +36,7 @@ Trainer::Trainer(TrainerOptions options, dist::Communicator comm)
             "(resume = \"never\"), not with resume = \"{}\"",
             options_.resume);
   if (options_.devices.empty()) options_.devices.push_back(get_default_device());
+  precision_ = resolve_precision(options_.precision, options_.devices.front());
 }
 
 EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
@@ -51,6 +52,7 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
   detail::EpochSums running(options_.devices.front());
   int64_t samples = 0;
   for (data::Batch& b : loader) {
+    autocast mixed(precision_);
     const Tensor out = local.forward(b.features);
     const auto n = b.features.size(0);
     running.add(loss(out, b.labels), static_cast<float>(n), classes ? out : Tensor(), b.labels);

@@ -85,6 +85,31 @@ TEST(DataParallel, MatchesTheModelOnTheWholeBatch) {
   }
 }
 
+// The replicas run on their own threads in the caller's autocast precision:
+// the bf16 forward and backward of the split batch are those of the whole
+// batch (bf16 rounds each operand alike; only fp32 sums change order), and
+// not those of fp32.
+TEST(DataParallel, CarriesAutocastIntoTheReplicas) {
+  for (int n : {2, 4}) {
+    const auto devs = devices(n);
+    manual_seed(1);
+    auto model = std::make_shared<MyModel>();
+    model->to(devs[0]);
+    Tensor x = test::random_tensor({64, 10}, 5, -1.0f, 1.0f, devs[0]);
+    const Result fp32 = run(model, [&] { return model->forward(x); });
+    autocast bf16(Precision::bf16);
+    const Result plain = run(model, [&] { return model->forward(x); });
+    auto dp = std::make_shared<DataParallel>(model, devs);
+    const Result parallel = run(model, [&] { return dp->forward(x); });
+    expect_same(parallel, plain, "bf16 n=" + std::to_string(n));
+    float largest = 0.0f;
+    for (size_t i = 0; i < fp32.output.size(); ++i) {
+      largest = std::max(largest, std::abs(fp32.output[i] - parallel.output[i]));
+    }
+    EXPECT_GT(largest, 1e-4f) << "the replicas computed in fp32";
+  }
+}
+
 TEST(DataParallel, CustomModuleWithTwoInputs) {
   for (int n : {2, 3, 4}) {
     const auto devs = devices(n);

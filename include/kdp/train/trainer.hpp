@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdp/core/precision.hpp"
 #include "kdp/data/data_loader.hpp"
 #include "kdp/dist/communicator.hpp"
 #include "kdp/io/run_config.hpp"
@@ -107,6 +108,12 @@ struct TrainerOptions {
   int progress = -1;
   /// Check the loss and the gradients for NaN and Inf every step.
   bool detect_anomaly = true;
+  /// The precision of the products and convolutions of forward and loss, in
+  /// training and evaluation (kdp::autocast around them): fp32, bf16, or Auto
+  /// (bf16 where every rank's first device has bf16 matrix units). Master
+  /// weights, optimizer state and checkpoints stay fp32 in every precision,
+  /// so a run may resume in another one.
+  Precision precision = Precision::fp32;
   /// Chrome-trace JSON of every rank's step phases (data wait, forward,
   /// backward, buckets and their reductions, optimizer), merged by rank 0 at
   /// the end of fit(), which names the slowest rank (empty: none). An existing
@@ -216,6 +223,10 @@ struct TrainerOptions {
     detect_anomaly = value;
     return *this;
   }
+  TrainerOptions& with_precision(Precision value) {
+    precision = value;
+    return *this;
+  }
   TrainerOptions& with_devices(std::vector<Device> value) {
     devices = std::move(value);
     return *this;
@@ -259,11 +270,14 @@ struct FitResult {
   std::vector<EpochRecord> history;
   double wall_seconds = 0.0;
   double samples_per_s = 0.0;  // over all ranks
+  /// The precision that ran (Auto resolved).
+  Precision precision = Precision::fp32;
 };
 
 namespace detail {
 enum class Monitor;  // TrainerOptions::monitor and ::resume, parsed
 enum class Resume;
+class FitRun;
 }  // namespace detail
 
 /// The training loop with checkpoints, resume, signals and evaluation.
@@ -283,11 +297,17 @@ class Trainer {
 
   const TrainerOptions& options() const { return options_; }
 
+  /// options().precision as this rank runs it (Auto resolved for its first
+  /// device; fit() makes every rank agree on it).
+  Precision precision() const { return precision_; }
+
  private:
   TrainerOptions options_;
   detail::Monitor monitor_;
   detail::Resume resume_;
   dist::Communicator comm_;
+  Precision precision_ = Precision::fp32;
+  friend class detail::FitRun;
 };
 
 /// The module inside DistributedDataParallel and DataParallel wrappers: the one
