@@ -19,6 +19,9 @@ def main():
     ast.parse(source, package)  # a SyntaxError fails the test with its line
     with open(os.path.join(root, "CMakeLists.txt")) as f:
         options = re.findall(r"option\(KDP_ENABLE_(\w+)", f.read())
+    # The AUTO/ON/OFF choices of cmake/ (Spack passes ON or OFF).
+    with open(os.path.join(root, "cmake", "kdpDependencies.cmake")) as f:
+        options += re.findall(r"set\(KDP_ENABLE_(\w+) AUTO CACHE STRING", f.read())
     if not options:
         sys.exit("no KDP_ENABLE_* options found in CMakeLists.txt")
     variants = set(re.findall(r'variant\(\s*"(\w+)"', source))

@@ -37,6 +37,11 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
         default=True,
         description="kdp's own x86-64 kernels, chosen at run time (off: the portable code)",
     )
+    variant(
+        "onednn",
+        default=False,
+        description="Convolutions and bf16 products through oneDNN 2.x on CPUs (AMX, AVX-512)",
+    )
     variant("tests", default=False, description="Build the GoogleTest suites")
     variant("perf", default=False, description="Build the benchmarks of perf/")
     variant("sanitizers", default=False, description="Build with AddressSanitizer and UBSan")
@@ -64,6 +69,8 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
     depends_on("zlib-api", when="+hdf5")
     depends_on("cli11", when="+tools")
     depends_on("nlohmann-json", when="+hdf5")
+    # kdp calls oneDNN's 2.x API (Debian 12 packages 2.6).
+    depends_on("onednn@2.6:2", when="+onednn")
     depends_on("googletest", type="test", when="+tests")
     depends_on("benchmark", type=("build", "test"), when="+perf")
 
@@ -77,6 +84,8 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
         depends_on("kokkos {0}".format(_dep), when=_dep)
         depends_on("kokkos-kernels {0}".format(_dep), when=_dep)
 
+    conflicts("+onednn", when="+cuda", msg="oneDNN serves host backends; CUDA builds use cuBLAS")
+    conflicts("+onednn", when="+rocm", msg="oneDNN serves host backends")
     conflicts("+cuda", when="+rocm", msg="kdp builds for one GPU backend at a time")
     conflicts("+tests", when="~hdf5", msg="the test suites need HDF5")
     conflicts("+tools", when="~hdf5", msg="kdp-train and kdp-data read and write HDF5")
@@ -91,6 +100,7 @@ class Kdp(CMakePackage, CudaPackage, ROCmPackage):
             self.define_from_variant("KDP_ENABLE_EXAMPLES", "examples"),
             self.define_from_variant("KDP_ENABLE_TOOLS", "tools"),
             self.define_from_variant("KDP_ENABLE_X86_KERNELS", "x86_kernels"),
+            self.define_from_variant("KDP_ENABLE_ONEDNN", "onednn"),
             self.define_from_variant("KDP_ENABLE_TESTS", "tests"),
             self.define_from_variant("KDP_ENABLE_PERF", "perf"),
             self.define_from_variant("KDP_ENABLE_SANITIZERS", "sanitizers"),
