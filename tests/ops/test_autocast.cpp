@@ -3,8 +3,8 @@
 // whichever path the build and KDP_CONV_PATH choose. The fp32 products are
 // checked against their definitions and finite differences elsewhere; what is
 // left between the two is the order of fp32 additions, a few ulps of the sums
-// (tolerance 2e-5 of the largest magnitude, well below bf16's 2^-9 relative
-// rounding, which a product in fp32 of unrounded inputs would show).
+// (tolerance 2e-5 of the largest magnitude, well below bf16's relative rounding
+// of up to 2^-8, which a product in fp32 of unrounded inputs would show).
 #include <gtest/gtest.h>
 
 #include <cmath>
