@@ -5,19 +5,25 @@
 //    raw Kokkos kernel that reads and writes the same bytes, ratio >= 0.8;
 //  - a convolution's forward and backward (input and weight gradients) on the
 //    shape of the pytorch/examples CNN's second layer, in GFLOP/s against the
-//    raw 1024^3 GEMM's, ratio >= 0.85;
-//  - conv2d's forward (im2col and GEMM) against a direct convolution (loops
-//    over channels and kernel taps, no BLAS, the vectorized inner loop over
-//    output columns) on the layers of the H and E CNNs: what kdp keeps.
+//    raw 1024^3 GEMM's, ratio >= 0.85; in bf16 against the bf16 GEMM's rate
+//    (bf16 operands, fp32 accumulation: the bf16 roofline), reported;
+//  - conv2d's forward and backward on the layers of the H and E CNNs in fp32
+//    and bf16, on the path this build takes (oneDNN, or kdp's im2col and GEMM
+//    with KDP_CONV_PATH=im2col: the suite runs both), and the forward against
+//    a direct convolution (loops over channels and kernel taps, no BLAS).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "core/parallel_for.hpp"
 #include "kdp/kdp.hpp"
+#include "ops/gemm.hpp"
+#include "ops/onednn.hpp"
 #include "perf_reporter.hpp"
 
 using namespace kdp;
@@ -44,6 +50,23 @@ void RawGemm(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * s.m * s.k * s.n * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The bf16 roofline: 1024^3 with operands already in bf16, fp32 accumulation.
+void RawGemmBf16(benchmark::State& state) {
+  const int64_t n = 1024;
+  const Device device = get_default_device();
+  Matrix a("a", n, n), b("b", n, n), c("c", n, n);
+  Kokkos::deep_copy(a, 0.5f);
+  Kokkos::deep_copy(b, 0.25f);
+  const ops_detail::Bf16Matrix a16 = ops_detail::to_bf16(device, a);
+  const ops_detail::Bf16Matrix b16 = ops_detail::to_bf16(device, b);
+  for (auto _ : state) {
+    ops_detail::gemm_bf16(device, false, false, 1.0f, a16, b16, 0.0f, c);
+    device.fence("RawGemmBf16");
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void KdpMatmul(benchmark::State& state) {
@@ -115,6 +138,7 @@ struct ConvShape {
 
 void ConvForwardBackward(benchmark::State& state) {
   const ConvShape s;
+  autocast mixed(state.range(0) == 1 ? Precision::bf16 : Precision::fp32);
   Tensor x = Tensor::randn({s.batch, s.in, s.size, s.size}).requires_grad_();
   Tensor w = (Tensor::randn({s.out, s.in, s.kernel, s.kernel}) * 0.1f).detach().requires_grad_();
   Tensor b = Tensor::zeros({s.out}).requires_grad_();
@@ -158,6 +182,25 @@ void ConvForward(benchmark::State& state) {
       benchmark::Counter(forward_flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Forward and backward (input, weight and bias gradients) of a layer of the
+// suite's CNNs, in fp32 (range 1 = 0) or bf16 (1).
+void ConvLayerForwardBackward(benchmark::State& state) {
+  const LayerShape& l = kLayers[state.range(0)];
+  autocast mixed(state.range(1) == 1 ? Precision::bf16 : Precision::fp32);
+  const int64_t o = l.size - l.kernel + 1;
+  Tensor x = Tensor::randn({kConvBatch, l.in, l.size, l.size}).requires_grad_();
+  Tensor w = (Tensor::randn({l.out, l.in, l.kernel, l.kernel}) * 0.1f).detach().requires_grad_();
+  Tensor b = Tensor::zeros({l.out}).requires_grad_();
+  const Tensor g = Tensor::ones({kConvBatch, l.out, o, o});
+  for (auto _ : state) {
+    for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+    conv2d(x, w, b).backward(g);
+    get_default_device().fence("ConvLayerForwardBackward");
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(3.0 * forward_flops(l) * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // out[n, o, y, x] = b[o] + sum over c, i, j of w[o, c, i, j] in[n, c, y + i, x + j].
 void DirectConvForward(benchmark::State& state) {
   const LayerShape& l = kLayers[state.range(0)];
@@ -192,6 +235,13 @@ void DirectConvForward(benchmark::State& state) {
       benchmark::Counter(forward_flops(l) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// The convolution path this process takes on host backends.
+std::string conv_path() {
+  const char* asked = std::getenv("KDP_CONV_PATH");
+  if (asked != nullptr && std::string(asked) == "im2col") return "im2col";
+  return ops_detail::onednn::available() ? "oneDNN" : "im2col";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -209,12 +259,21 @@ int main(int argc, char** argv) {
   for (int op = 0; op < 4; ++op) {
     benchmark::RegisterBenchmark("elementwise/kdp", Elementwise)->Arg(op)->UseRealTime();
   }
-  benchmark::RegisterBenchmark("conv/forward_backward_E_conv2", ConvForwardBackward)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("gemm/raw_bf16", RawGemmBf16)->UseRealTime();
+  for (int64_t p = 0; p < 2; ++p) {
+    benchmark::RegisterBenchmark("conv/forward_backward_E_conv2", ConvForwardBackward)
+        ->Arg(p)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(std::size(kLayers)); ++i) {
-    benchmark::RegisterBenchmark("conv/forward_im2col", ConvForward)->Arg(i)->UseRealTime();
+    benchmark::RegisterBenchmark("conv/forward", ConvForward)->Arg(i)->UseRealTime();
     benchmark::RegisterBenchmark("conv/forward_direct", DirectConvForward)->Arg(i)->UseRealTime();
+    for (int64_t p = 0; p < 2; ++p) {
+      benchmark::RegisterBenchmark("conv/layer_forward_backward", ConvLayerForwardBackward)
+          ->Args({i, p})
+          ->UseRealTime();
+    }
   }
   perf::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -236,20 +295,38 @@ int main(int argc, char** argv) {
                 (std::string(names[op]) + " vs raw stream, per byte").c_str(), ratio,
                 ratio >= 0.8 ? "met" : "MISSED");
   }
+  const std::string path = conv_path();
   for (size_t i = 0; i < std::size(kLayers); ++i) {
-    const std::string a = "conv/forward_im2col/" + std::to_string(i);
-    const std::string d = "conv/forward_direct/" + std::to_string(i);
-    if (!reporter.has(a) || !reporter.has(d)) continue;
-    std::printf("INFO  conv forward %s: im2col+GEMM %.1f GFLOP/s, direct %.1f GFLOP/s\n",
-                kLayers[i].name, reporter.counter(a, "GFLOP/s"), reporter.counter(d, "GFLOP/s"));
+    const std::string at = "/" + std::to_string(i);
+    const std::string a = "conv/forward" + at, d = "conv/forward_direct" + at;
+    if (reporter.has(a) && reporter.has(d)) {
+      std::printf("INFO  conv forward %s: %s %.1f GFLOP/s, direct %.1f GFLOP/s\n", kLayers[i].name,
+                  path.c_str(), reporter.counter(a, "GFLOP/s"), reporter.counter(d, "GFLOP/s"));
+    }
+    const std::string f = "conv/layer_forward_backward" + at + "/0";
+    const std::string h = "conv/layer_forward_backward" + at + "/1";
+    if (reporter.has(f) && reporter.has(h)) {
+      std::printf("CONV %s fwd+bwd on %s: fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s\n", kLayers[i].name,
+                  path.c_str(), reporter.counter(f, "GFLOP/s"), reporter.counter(h, "GFLOP/s"));
+    }
   }
   const std::string conv = "conv/forward_backward_E_conv2", roof = "gemm/raw/2";
-  if (reporter.has(conv) && reporter.has(roof)) {
-    const double ratio = reporter.counter(conv, "GFLOP/s") / reporter.counter(roof, "GFLOP/s");
+  if (reporter.has(conv + "/0") && reporter.has(roof)) {
+    const double ratio =
+        reporter.counter(conv + "/0", "GFLOP/s") / reporter.counter(roof, "GFLOP/s");
     std::printf("INFO  conv 64x32x26x26 * 64x32x3x3 forward+backward %.1f GFLOP/s, raw GEMM %.1f\n",
-                reporter.counter(conv, "GFLOP/s"), reporter.counter(roof, "GFLOP/s"));
+                reporter.counter(conv + "/0", "GFLOP/s"), reporter.counter(roof, "GFLOP/s"));
     std::printf("RATIO %-48s %6.3f  (target >= 0.85: %s)\n",
-                "conv fwd+bwd (E conv2) vs GEMM roofline", ratio, ratio >= 0.85 ? "met" : "MISSED");
+                ("conv fwd+bwd (E conv2, " + path + ") vs GEMM roofline").c_str(), ratio,
+                ratio >= 0.85 ? "met" : "MISSED");
+  }
+  if (reporter.has(conv + "/1") && reporter.has("gemm/raw_bf16")) {
+    const double bf16 = reporter.counter("gemm/raw_bf16", "GFLOP/s");
+    const double ratio = reporter.counter(conv + "/1", "GFLOP/s") / bf16;
+    std::printf("INFO  bf16 GEMM 1024^3 (the bf16 roofline) %.1f GFLOP/s, %.2fx the fp32 GEMM\n",
+                bf16, reporter.has(roof) ? bf16 / reporter.counter(roof, "GFLOP/s") : 0.0);
+    std::printf("SHARE %-48s %6.3f\n",
+                ("conv fwd+bwd bf16 (E conv2, " + path + ") vs bf16 GEMM roofline").c_str(), ratio);
   }
   benchmark::Shutdown();
   return 0;

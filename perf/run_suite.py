@@ -80,8 +80,11 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
         ("linear", [p("kdp_bench_linear"), *short, *mixed], {}),
         ("ops", [p("kdp_bench_ops"), *short, *mixed], {}),
         # The convolution against one core's GEMM, as PyTorch's figures are given.
-        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw/2", *short, *mixed],
+        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed],
          one_thread),
+        # The same on kdp's own im2col and GEMM path: the two paths per shape.
+        ("ops_im2col_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed],
+         {**one_thread, "KDP_CONV_PATH": "im2col"}),
         ("data_parallel", [p("kdp_bench_data_parallel"), *short, *mixed], {}),
         # Logical devices run one after another: on one thread DataParallel's own
         # cost shows without two BLAS threads' sensitivity to a shared machine.
@@ -119,6 +122,10 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                 runs.append((f"peer_torch_{layout}_{rnd}_{script[6:9]}",
                              [python, peer(script), "--layout", layout, *(["--quick"] if quick else [])],
                              {}))
+            if layout == "1x1":  # PyTorch's best on one core may be its bf16 autocast
+                runs.append((f"peer_torch_{layout}_{rnd}_cnn_bf16",
+                             [python, peer("torch_cnn.py"), "--layout", layout, "--precision", "bf16",
+                              *(["--quick"] if quick else [])], {}))
     # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
     # same model, data, batch, optimizer, learning rate and epochs.
     if not quick:
@@ -147,6 +154,14 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                                        "--target", str(CNN_TTA_TARGET), "--stop-at-target"], {}))
         runs.append(("tta_cnn_lightning", [python, peer("lightning_fmnist.py"), *recipe, *two,
                                            "--target", str(CNN_TTA_TARGET)], {}))
+        # The same three with bf16 products: kdp-train --precision bf16, the loop
+        # under torch.autocast, Lightning's precision="bf16-mixed".
+        runs.append(("tta_cnn_kdp_bf16", [*kdp_train, "--precision", "bf16"], {"KDP_NUM_THREADS": "1"}))
+        runs.append(("tta_cnn_torch_bf16", [python, peer("torch_fmnist.py"), "--model", "cnn", *recipe, *two,
+                                            "--target", str(CNN_TTA_TARGET), "--stop-at-target",
+                                            "--precision", "bf16"], {}))
+        runs.append(("tta_cnn_lightning_bf16", [python, peer("lightning_fmnist.py"), *recipe, *two,
+                                                "--target", str(CNN_TTA_TARGET), "--precision", "bf16"], {}))
     return runs
 
 
@@ -211,27 +226,33 @@ CNN_TTA_TARGET = 0.91
 CNN_TTA_EPOCHS = 8
 # The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model
 # (and layout where only one has a target).
-PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E", "1x1"): 1.0,
-                ("B", "1x1"): 1.0}
+PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E", "1x1"): 1.2,
+                ("B", "1x1"): 1.2}
+# kdp at its better precision against PyTorch at its better one (fp32 or bf16
+# autocast), one process of one thread.
+BEST_TARGETS = {"H": 1.5, "E": 1.3, "B": 1.3}
 MLPS, CNNS = ("T", "M", "L"), ("H", "E", "B")
 
 
 def parse_peer(run, text, peers):
     """Samples/s of kdp's or PyTorch's models in a peer run (the best round counts)."""
     side, layout = run.split("_")[1], run.split("_")[2]
-    found = {}
+    found = {}  # (side, model): samples/s; side "kdp_bf16" / "torch_bf16" for bf16 steps
     if side == "kdp":
         for m in re.finditer(r"MODEL (\w) step ([\d.]+) [um]s, ([\d.]+) samples/s", text):
-            found[m[1]] = float(m[3])
+            found[("kdp", m[1])] = float(m[3])
+        for m in re.finditer(r"MODEL_BF16 (\w) step ([\d.]+) [um]s, ([\d.]+) samples/s", text):
+            found[("kdp_bf16", m[1])] = float(m[3])
     else:
         for line in text.splitlines():
             if line.startswith("{"):
                 report = json.loads(line)
                 peers.setdefault("versions", {})["torch"] = report.get("torch")
+                precision = "_bf16" if report.get("precision") == "bf16" else ""
                 for name, v in report.get("models", {}).items():
-                    found[name] = v["samples_per_s"]
-    for name, sps in found.items():
-        slot = peers.setdefault(side, {}).setdefault(layout, {})
+                    found[("torch" + precision, name)] = v["samples_per_s"]
+    for (who, name), sps in found.items():
+        slot = peers.setdefault(who, {}).setdefault(layout, {})
         slot[name] = max(sps, slot.get(name, 0.0))
 
 
@@ -254,9 +275,9 @@ def parse_tta(run, text, tta):
 def parse_cnn_tta(run, text, wall_s, tta, versions):
     """Wall seconds from launch to CNN_TTA_TARGET (None: not reached) and the
     epochs it took."""
-    side = run.split("_")[2]
+    side = "_".join(run.split("_")[2:])  # kdp, torch, lightning; _bf16 with bf16 products
     accuracies = []
-    if side == "kdp":
+    if side.startswith("kdp"):
         accuracies = [float(a) for a in re.findall(r"val_acc ([\d.]+) \(", text)]
     else:
         for line in text.splitlines():
@@ -308,6 +329,10 @@ PATTERNS = [
      lambda m, run: (f"ddp_samples_per_s_{run}", float(m[1]), None, "info")),
     (re.compile(r"WAIT\s+share of .*?: ([\d.]+) %"),
      lambda m, run: (f"loader_wait_share{suffix(run)}", float(m[1]) / 100.0, 0.02, "lower")),
+    (re.compile(r"SHARE (.+?)\s+(-?[\d.]+)\s*$", re.M),
+     lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), None, "info")),
+    (re.compile(r"INFO  (\w) bf16 vs fp32 step at (\w+): ([\d.]+)x"),
+     lambda m, run: (f"model_{m[1]}_bf16_vs_fp32_{m[2]}", float(m[3]), None, "info")),
     (re.compile(r"MODEL (\w) step ([\d.]+) ([um]s), ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
      None),  # handled below: several figures per line
 ]
@@ -461,6 +486,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few iterations of each (checks the suite runs)")
     ap.add_argument("--peer-python", default="/usr/bin/python3",
                     help="the interpreter with PyTorch (and Lightning) the peers run with")
+    ap.add_argument("--only", metavar="REGEX", default=None,
+                    help="run only the runs whose name matches (e.g. 'peer_|ops_'); no baseline is recorded")
     ap.add_argument("--baseline-from", nargs="+", metavar="RESULTS",
                     help="write the baseline of these results.json files' machine from them")
     args = ap.parse_args()
@@ -475,6 +502,8 @@ def main():
     metrics, models, logs, failures, skipped = {}, {}, {}, [], []
     peers, tta, cnn_tta, versions = {}, {}, {}, {}
     for name, cmd, env in benchmarks(args.build, args.quick, args.peer_python):
+        if args.only and not re.search(args.only, name):
+            continue
         why = runnable(cmd, args.build)
         if why:
             print(f"== {name}: skipped: {why}", flush=True)
@@ -521,6 +550,15 @@ def main():
             target = PEER_TARGETS.get((model, layout), PEER_TARGETS.get(model))
             metrics[f"kdp_vs_torch_{model}_{layout}"] = {
                 "value": sps / theirs, "target": target, "better": "higher" if target else "info"}
+    # Each side at its better precision, where PyTorch's bf16 autocast ran.
+    for layout, theirs_bf16 in sorted(peers.get("torch_bf16", {}).items()):
+        for model, t16 in sorted(theirs_bf16.items()):
+            t32 = peers.get("torch", {}).get(layout, {}).get(model, 0.0)
+            mine = max(peers.get(side, {}).get(layout, {}).get(model, 0.0) for side in ("kdp", "kdp_bf16"))
+            if mine > 0:
+                target = BEST_TARGETS.get(model) if layout == "1x1" else None
+                metrics[f"kdp_vs_torch_best_{model}_{layout}"] = {
+                    "value": mine / max(t16, t32), "target": target, "better": "higher" if target else "info"}
     for side in ("kdp", "torch"):
         if side in tta:
             metrics[f"time_to_88_{side}_s"] = {
@@ -537,6 +575,30 @@ def main():
         if mine and theirs:
             metrics[f"kdp_vs_{peer}_time_to_91_cnn"] = {
                 "value": mine / theirs, "target": target, "better": "lower" if target else "info"}
+    # With bf16 products on each side (kdp's better precision counts).
+    mine = min((v for v in (cnn_tta.get(s, {}).get("wall_s") for s in ("kdp", "kdp_bf16")) if v),
+               default=None)
+    for peer in ("torch_bf16", "lightning_bf16"):
+        theirs = cnn_tta.get(peer, {}).get("wall_s")
+        if mine and theirs:
+            metrics[f"kdp_vs_{peer}_time_to_91_cnn"] = {"value": mine / theirs, "target": 0.7, "better": "lower"}
+    acc = {s: (cnn_tta.get(s, {}).get("accuracies") or [None])[:3] for s in ("kdp", "kdp_bf16")}
+    if len(acc["kdp"]) == 3 and len(acc["kdp_bf16"]) == 3 and None not in acc["kdp"] + acc["kdp_bf16"]:
+        metrics["cnn_bf16_accuracy_points_lost_epoch_3"] = {
+            "value": 100 * (acc["kdp"][2] - acc["kdp_bf16"][2]), "target": 0.3, "better": "lower"}
+    # The convolution paths per layer and precision (the faster one is what a
+    # build with oneDNN should take: docs/performance.md).
+    convs = {}
+    for run in ("ops_1thread", "ops_im2col_1thread"):
+        for m in re.finditer(r"CONV (.+?) fwd\+bwd on (\S+): fp32 ([\d.]+) GFLOP/s, bf16 ([\d.]+) GFLOP/s",
+                             logs.get(run, "")):
+            convs[(m[1], m[2])] = (float(m[3]), float(m[4]))
+    for (layer, path), (f32, b16) in sorted(convs.items()):
+        if path != "oneDNN" or (layer, "im2col") not in convs:
+            continue
+        for i, precision in enumerate(("fp32", "bf16")):
+            metrics[f"conv_{slug(layer)}_onednn_vs_im2col_{precision}"] = {
+                "value": (f32, b16)[i] / convs[(layer, "im2col")][i], "target": None, "better": "info"}
     versions.update({k: v for k, v in peers.pop("versions", {}).items() if v})
     s1 = metrics.get("ddp_samples_per_s_ddp_r1", {}).get("value")
     s2 = metrics.get("ddp_samples_per_s_ddp_r2", {}).get("value")
@@ -599,6 +661,15 @@ def main():
             mark = " (best)" if best.get(name, {}).get("layout") == layout else ""
             lines.append(f"| {name} | {layout}{mark} | {v['step_us']:.1f} | {v['samples_per_s']:.0f} | "
                          f"{v['gflops']:.1f} | {100 * v['roofline']:.1f} % |")
+    if peers.get("torch_bf16"):
+        lines += ["", "## Each at its best precision, one process of one thread (samples/s)", "",
+                  "| model | kdp fp32 | kdp bf16 | PyTorch fp32 | PyTorch bf16 autocast | best / best |",
+                  "|---|---|---|---|---|---|"]
+        for name in CNNS:
+            row = [peers.get(side, {}).get("1x1", {}).get(name) for side in ("kdp", "kdp_bf16", "torch", "torch_bf16")]
+            if all(row):
+                lines.append(f"| {name} | " + " | ".join(f"{v:.0f}" for v in row)
+                             + f" | {max(row[:2]) / max(row[2:]):.2f} |")
     if peers.get("torch"):
         lines += ["", "## Side by side with PyTorch (processes x threads)", "",
                   "| model | layout | kdp samples/s | PyTorch samples/s | kdp / PyTorch |",
@@ -619,7 +690,10 @@ def main():
                       f"Fashion-MNIST, wall time from launch, two data-parallel processes of one thread "
                       f"(Adadelta 1.0, StepLR 0.7, global batch 64, at most {CNN_TTA_EPOCHS} epochs):", "",
                   "| run | wall time | epochs | test accuracy per epoch |", "|---|---|---|---|"]
-        for side, label in (("kdp", "kdp-train"), ("torch", "PyTorch loop"), ("lightning", "Lightning Trainer")):
+        for side, label in (("kdp", "kdp-train"), ("torch", "PyTorch loop"), ("lightning", "Lightning Trainer"),
+                            ("kdp_bf16", "kdp-train --precision bf16"),
+                            ("torch_bf16", "PyTorch loop, bf16 autocast"),
+                            ("lightning_bf16", 'Lightning Trainer, precision="bf16-mixed"')):
             v = cnn_tta.get(side)
             if v:
                 wall = "not reached" if v["wall_s"] is None else f"{v['wall_s']:.1f} s"
@@ -639,7 +713,9 @@ def main():
     for name, b in best.items():
         print(f"best layout for {name}: {b['layout']} ({b['samples_per_s']:.0f} samples/s)")
     print(f"\nresults: {os.path.join(out, 'results.json')}\nreport:  {os.path.join(out, 'report.md')}")
-    if args.quick and (baseline is None or args.update_baseline):
+    if args.only and (baseline is None or args.update_baseline):
+        print("partial run (--only): not recorded as a baseline")
+    elif args.quick and (baseline is None or args.update_baseline):
         print("quick run: its figures are too rough to record as a baseline")
     elif baseline is None or args.update_baseline:
         if failures:

@@ -2,8 +2,11 @@
 # The GPU check, for a machine with an NVIDIA GPU and nothing prepared (nvcc,
 # CMake and python3; no network, no MPI, no HDF5 headers): builds Kokkos and
 # Kokkos Kernels for CUDA, builds kdp (MPI and HDF5 off), runs the whole CTest
-# suite but the Slurm test, runs the performance suite (--quick) and the T, M
-# and L models in full, and writes every log and results.json under --out.
+# suite but the Slurm test, checks mixed precision on its own (autocast's
+# products through cuBLAS's bf16 GEMM with fp32 compute, against the fp32
+# product of the rounded operands), runs the performance suite (--quick) and
+# the models in full in fp32 and bf16, and writes every log and results.json
+# under --out.
 #
 #   scripts/gpu-check.sh --out DIR [--kokkos-src D --kernels-src D] [--arch HOPPER90]
 #                        [--jobs N] [--work DIR] [--build-only]
@@ -114,6 +117,8 @@ fi
 
 step ctest ctest --test-dir "$build" --output-on-failure -j 8 -LE "slurm|cuda-build"
 tests_status=$?
+step bf16 "$build/tests/kdp_tests_ops" "--gtest_filter=Autocast.*"
+((tests_status == 0)) && tests_status=$?
 step perf-quick /usr/bin/python3 "$root/perf/run_suite.py" --build "$build" --quick \
   --out "$out/perf-quick" --baseline /nonexistent.json
 step models "$build/perf/kdp_bench_models" "--benchmark_filter=roofline|step/"
@@ -143,6 +148,12 @@ for run in ("models", "models-2devices"):
                          r"([\d.]+) %", text):
         models.setdefault(run, {})[m[1]] = {"step_us": float(m[2]), "samples_per_s": float(m[3]),
                                             "gflops": float(m[4]), "roofline": float(m[5]) / 100}
+    for m in re.finditer(r"MODEL_BF16 (\w) step ([\d.]+) (us|ms), ([\d.]+) samples/s", text):
+        fp32 = models.get(run, {}).get(m[1], {})
+        step_us = float(m[2]) * (1000.0 if m[3] == "ms" else 1.0)
+        models.setdefault(run, {})[m[1] + "_bf16"] = {
+            "step_us": step_us, "samples_per_s": float(m[4]),
+            "vs_fp32": fp32["step_us"] / step_us if fp32 else None}
     if roof:
         models.setdefault(run, {})["sgemm_1024_gflops"] = float(roof[1])
 quick = {}

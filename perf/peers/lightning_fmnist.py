@@ -75,6 +75,7 @@ def main():
                          patience=args.epochs)
     trainer = pl.Trainer(max_epochs=args.epochs, accelerator="cpu", devices=args.processes,
                          strategy="ddp" if args.processes > 1 else "auto", callbacks=[stop],
+                         precision="bf16-mixed" if args.precision == "bf16" else "32-true",
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, num_sanity_val_steps=0)
     trainer.fit(Classifier(), train, test)
@@ -88,7 +89,7 @@ def main():
         return 0
     reached = next((i + 1 for i, a in enumerate(accuracies) if a >= args.target), None)
     print(json.dumps({"model": "cnn", "processes": args.processes, "threads": args.threads, "batch_size": args.batch_size,
-                      "lr": args.lr, "target": args.target,
+                      "lr": args.lr, "target": args.target, "precision": args.precision,
                       "epochs": [{"epoch": i + 1, "test_accuracy": a} for i, a in enumerate(accuracies)],
                       "epoch_reaching_target": reached, "lightning": pl.__version__,
                       "torch": torch.__version__}))

@@ -102,7 +102,9 @@ def train(rank, args, queue):
         for b in range(0, len(order), per_rank):
             idx = order[b:b + per_rank]
             opt.zero_grad(set_to_none=True)
-            loss_fn(net(x_train[idx]), y_train[idx]).backward()
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+                loss = loss_fn(net(x_train[idx]), y_train[idx])
+            loss.backward()
             opt.step()
         trained += time.perf_counter() - start
         if scheduler is not None:
@@ -110,7 +112,8 @@ def train(rank, args, queue):
         stop = torch.zeros(1)
         if rank == 0:
             model.eval()
-            with torch.no_grad():
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16,
+                                                 enabled=args.precision == "bf16"):
                 predicted = torch.cat([model(x_test[b:b + 1000]).argmax(1)
                                        for b in range(0, len(x_test), 1000)])
                 accuracy = float((predicted == y_test).float().mean())
@@ -127,6 +130,7 @@ def train(rank, args, queue):
     if rank == 0:
         queue.put({"model": args.model, "processes": world, "threads": args.threads,
                    "batch_size": args.batch_size, "lr": args.lr, "target": args.target,
+                   "precision": args.precision,
                    "epochs": epochs, "seconds_to_target": reached, "torch": torch.__version__})
 
 
@@ -136,6 +140,8 @@ def parse_run_args(ap):
     ap.add_argument("--processes", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None, help="per process (default: cores / processes)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     ap.add_argument("--dir", default=os.environ.get("KDP_FASHION_MNIST_DIR",
                                                     "/usr/share/datasets/fashion-mnist"))
     args = ap.parse_args()

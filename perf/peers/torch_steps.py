@@ -1,6 +1,7 @@
 """The timing loop and the layouts the PyTorch peers share (torch_mlp.py,
 torch_cnn.py): full training steps (forward, cross-entropy, backward, SGD
-with momentum) of each model at one process on one thread (1x1), one process
+with momentum; with --precision bf16, forward and loss under
+torch.autocast("cpu", torch.bfloat16)) of each model at one process on one thread (1x1), one process
 on every core (1xN), or two DistributedDataParallel processes (gloo) of one
 thread each (2x1). Prints one JSON object: {"layout": ..., "threads": ...,
 "torch": version, "models": {name: {"samples_per_s": ..., "step_us": ...}}}
@@ -12,7 +13,7 @@ import os
 import time
 
 
-def time_model(torch, spec, rank, world, seconds, quick):
+def time_model(torch, spec, rank, world, seconds, quick, bf16):
     build, input_shape, classes, batch = spec
     torch.manual_seed(0)
     model = build(torch.nn)
@@ -25,7 +26,9 @@ def time_model(torch, spec, rank, world, seconds, quick):
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
 
     for _ in range(3):
@@ -69,7 +72,8 @@ def worker(rank, world, args, queue, models):
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
         dist.init_process_group("gloo", rank=rank, world_size=world)
-    out = {m: time_model(torch, models[m], rank, world, args.seconds, args.quick)
+    out = {m: time_model(torch, models[m], rank, world, args.seconds, args.quick,
+                         args.precision == "bf16")
            for m in args.models}
     if world > 1:
         import torch.distributed as dist
@@ -86,6 +90,8 @@ def main(description, models):
     ap.add_argument("--models", default=",".join(models))
     ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per model and round")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                    help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")
     args = ap.parse_args()
     args.models = [m for m in args.models.split(",") if m]
     cores = len(os.sched_getaffinity(0))
@@ -120,6 +126,7 @@ def main(description, models):
             return 1
     import torch
     print(json.dumps({"layout": args.layout, "processes": processes, "threads": args.threads,
+                      "precision": args.precision,
                       "torch": torch.__version__, "models": queue.get()}))
     return 0
 
