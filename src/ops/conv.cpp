@@ -307,11 +307,12 @@ bool on_onednn(const ConvGeometry& g, Precision precision) {
 class Conv2dNode : public autograd::Node {
  public:
   Conv2dNode(const Device& device, const Tensor& x, const Tensor& weight, const ConvGeometry& g,
-             bool has_bias, const Tensor& relu_output)
+             bool has_bias, const Tensor& relu_output, const Tensor& kept_x)
       : Node(device),
         x_(x),
         weight_(weight),
         y_(relu_output),
+        kept_x_(kept_x),
         g_(g),
         has_bias_(has_bias),
         relu_(relu_output.defined()),
@@ -331,7 +332,7 @@ class Conv2dNode : public autograd::Node {
                            : Tensor::empty(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev);
     Tensor gb = want_b ? Tensor::zeros(Shape{g.o}, dev) : Tensor();
     const float* w = want_x ? weight_.get(*this).data() : nullptr;
-    const float* x = want_w ? x_.get(*this).data() : nullptr;
+    const float* x = want_w && !kept_x_.defined() ? x_.get(*this).data() : nullptr;
     const float* y = relu_ ? y_.get(*this).data() : nullptr;
     if (on_onednn(g, precision_)) {
       onednn_backward(gy, x, w, y, gx, gw, gb);
@@ -371,6 +372,7 @@ class Conv2dNode : public autograd::Node {
     x_.reset();
     weight_.reset();
     y_.reset();
+    kept_x_ = Tensor();
   }
 
  private:
@@ -390,11 +392,15 @@ class Conv2dNode : public autograd::Node {
     dev.fence("kdp::conv2d backward operands");
     const onednn::ConvDims d = dims_of(g);
     onednn::conv_backward(d, bf16, masked.data(), w, x, gx.defined() ? gx.data() : nullptr,
-                          gw.defined() ? gw.data() : nullptr);
+                          gw.defined() ? gw.data() : nullptr,
+                          kept_x_.defined() ? kept_x_.data() : nullptr);
   }
 
  private:
   autograd::SavedTensor x_, weight_, y_;
+  // The input as oneDNN's kernels read it (bf16 in bf16), written by the
+  // forward: the weight gradient reads it instead of reordering x again.
+  Tensor kept_x_;
   ConvGeometry g_;
   bool has_bias_;
   bool relu_;
@@ -446,10 +452,18 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
 
   Tensor out = Tensor::empty(Shape{g.n, g.o, g.oh, g.ow}, dev);
   const bool onednn_path = on_onednn(g, autocast_precision());
+  const bool grad = autograd::needs_grad({&x, &w, &b});
+  Tensor kept_x;  // x as oneDNN reads it, for the weight gradient
   if (onednn_path) {
+    const onednn::ConvDims d = dims_of(g);
+    const bool bf16 = autocast_precision() == Precision::bf16;
+    if (grad && w.requires_grad()) {
+      const size_t bytes = onednn::conv_kept_input_bytes(d, bf16, relu, b.defined());
+      if (bytes > 0) kept_x = Tensor::empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, dev);
+    }
     dev.fence("kdp::conv2d operands");
-    onednn::conv_forward(dims_of(g), autocast_precision() == Precision::bf16, relu, x.data(),
-                         w.data(), b.defined() ? b.data() : nullptr, out.data());
+    onednn::conv_forward(d, bf16, relu, x.data(), w.data(), b.defined() ? b.data() : nullptr,
+                         out.data(), kept_x.defined() ? kept_x.data() : nullptr);
   }
   const int64_t chunk = onednn_path ? g.n : images_per_chunk(g), og = g.group_out(),
                 rg = g.group_rows();
@@ -467,12 +481,13 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
             b.defined() ? b.cflat() : ConstView1(), b.defined(), relu, c);
   }
 
-  if (autograd::needs_grad({&x, &w, &b})) {
-    // The input for the weight's gradient (its columns are made again there),
-    // the weight for the input's: only what a wanted gradient needs is kept.
-    auto node = std::make_shared<Conv2dNode>(dev, w.requires_grad() ? x : Tensor(),
-                                             x.requires_grad() ? w : Tensor(), g, b.defined(),
-                                             relu ? out : Tensor());
+  if (grad) {
+    // The input for the weight's gradient (its columns are made again there,
+    // or oneDNN's copy of it is kept), the weight for the input's: only what
+    // a wanted gradient needs is kept.
+    auto node = std::make_shared<Conv2dNode>(
+        dev, w.requires_grad() && !kept_x.defined() ? x : Tensor(),
+        x.requires_grad() ? w : Tensor(), g, b.defined(), relu ? out : Tensor(), kept_x);
     node->set_next_edges({&x, &w, &b});
     autograd::set_history(out, node);
   }

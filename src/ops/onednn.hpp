@@ -6,6 +6,7 @@
 // (docs/performance.md); onednn_absent.cpp answers for builds without it.
 // Calls run on the calling thread's oneDNN stream with kdp's thread count.
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kdp::ops_detail::onednn {
@@ -36,13 +37,21 @@ bool conv_supported(const ConvDims& d);
 
 /// y = x * w + bias (then max(y, 0) with `relu`), every tensor fp32 in
 /// PyTorch's layouts (NCHW, OIHW; bias may be null); in `bf16`, x and w are
-/// rounded to bf16 and the products accumulate in fp32.
+/// rounded to bf16 and the products accumulate in fp32. With `keep_x`, x in
+/// the layout and precision oneDNN's kernels read is written there, for
+/// conv_backward's weight gradient (conv_kept_input_bytes of memory).
 void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
-                  const float* bias, float* y);
+                  const float* bias, float* y, void* keep_x = nullptr);
+/// The bytes conv_forward(keep_x) writes: x as both the forward and the
+/// weight gradient read it; 0 where they read it differently, or read the
+/// user's x as it is (then there is nothing to keep).
+size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias);
+
 /// The input gradient gx (from gy and w) and the weight gradient gw (from x
 /// and gy; kdp sums the bias gradient in fp32), either null when not wanted;
 /// gy is reordered once for both where their kernels read the same layout.
+/// With `kept_x` (from conv_forward's keep_x), x is read from there.
 void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
-                   float* gx, float* gw);
+                   float* gx, float* gw, const void* kept_x = nullptr);
 
 }  // namespace kdp::ops_detail::onednn

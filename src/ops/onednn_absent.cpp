@@ -22,12 +22,17 @@ bool conv_supported(const ConvDims&) {
   return false;
 }
 
-void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const float*, float*) {
+void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const float*, float*,
+                  void*) {
   throw std::logic_error("kdp: this build has no oneDNN");
 }
 
-void conv_backward(const ConvDims&, bool, const float*, const float*, const float*, float*,
-                   float*) {
+size_t conv_kept_input_bytes(const ConvDims&, bool, bool, bool) {
+  return 0;
+}
+
+void conv_backward(const ConvDims&, bool, const float*, const float*, const float*, float*, float*,
+                   const void*) {
   throw std::logic_error("kdp: this build has no oneDNN");
 }
 

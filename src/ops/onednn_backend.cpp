@@ -319,14 +319,34 @@ bool conv_supported(const ConvDims& d) {
          far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow) >= 0 && d.n > 0;
 }
 
+size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias) {
+  size_t bytes = 0;
+  guarded(
+      "convolution forward", [&] { return shape_of(d); },
+      [&] {
+        Context& ctx = context();
+        const dnnl::memory::desc& fwd = forward_for(d, bf16, relu, bias, ctx).pd.src_desc();
+        const dnnl::memory::desc& bwd = backward_for(d, bf16, ctx).weights_pd.src_desc();
+        if (fwd != descs_of(d, bf16).x_user && fwd == bwd) bytes = fwd.get_size();
+      });
+  return bytes;
+}
+
 void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
-                  const float* bias, float* y) {
+                  const float* bias, float* y, void* keep_x) {
   guarded(
       "convolution forward", [&] { return shape_of(d); },
       [&] {
         Context& ctx = context();
         ConvForward& c = forward_for(d, bf16, relu, bias != nullptr, ctx);
-        dnnl::memory xm = in_layout(user_memory(c.descs.x_user, x, ctx), c.pd.src_desc(), c.x, ctx);
+        dnnl::memory x_user = user_memory(c.descs.x_user, x, ctx);
+        dnnl::memory xm;
+        if (keep_x != nullptr) {  // reordered where the backward will read it again
+          xm = dnnl::memory(c.pd.src_desc(), ctx.engine, keep_x);
+          dnnl::reorder(x_user, xm).execute(ctx.stream, x_user, xm);
+        } else {
+          xm = in_layout(x_user, c.pd.src_desc(), c.x, ctx);
+        }
         dnnl::memory wm =
             in_layout(user_memory(c.descs.w_user, w, ctx), c.pd.weights_desc(), c.w, ctx);
         dnnl::memory y_user = user_memory(c.descs.y_user, y, ctx);
@@ -341,7 +361,7 @@ void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const
 }
 
 void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
-                   float* gx, float* gw) {
+                   float* gx, float* gw, const void* kept_x) {
   guarded(
       "convolution backward", [&] { return shape_of(d); },
       [&] {
@@ -365,8 +385,10 @@ void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w
           dnnl::memory gym = gy_data && gy_data.get_desc() == wanted
                                  ? gy_data
                                  : in_layout(gy_user, wanted, c.gy_weights, ctx);
-          dnnl::memory xm =
-              in_layout(user_memory(c.descs.x_user, x, ctx), c.weights_pd.src_desc(), c.x, ctx);
+          dnnl::memory xm = kept_x != nullptr ? dnnl::memory(c.weights_pd.src_desc(), ctx.engine,
+                                                             const_cast<void*>(kept_x))
+                                              : in_layout(user_memory(c.descs.x_user, x, ctx),
+                                                          c.weights_pd.src_desc(), c.x, ctx);
           dnnl::memory gw_user = user_memory(c.descs.w_user, gw, ctx);
           dnnl::memory gwm = for_output(gw_user, c.weights_pd.diff_weights_desc(), c.gw, ctx);
           c.weights.execute(
