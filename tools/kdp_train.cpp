@@ -380,7 +380,7 @@ void report_traffic(const Options& o, dist::Communicator& comm) {
 }
 
 // The precision a run computes in, and why where --precision auto chose it.
-std::string precision_line(const Options& o, const train::Trainer& trainer) {
+std::string precision_line(const train::Trainer& trainer) {
   const std::string ran = precision_name(trainer.precision());
   if (trainer.options().precision != Precision::Auto) return ran;
   return ran + (trainer.precision() == Precision::bf16
@@ -426,7 +426,7 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
         "parameters), %s lr %g, global batch %lld, precision %s\n",
         ranks, o.devices, runtime.threads(), m.recorded.c_str(),
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
-        static_cast<long long>(o.batch_size), precision_line(o, trainer).c_str());
+        static_cast<long long>(o.batch_size), precision_line(trainer).c_str());
     std::fflush(stdout);
   }
   if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;

@@ -33,6 +33,11 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
+// Every element type is 4 or 8 bytes.
+uint64_t element_size(Element type) {
+  return type == Element::Float ? 4 : 8;
+}
+
 MPI_Datatype mpi_type(Element type) {
   switch (type) {
     case Element::Float:
@@ -134,6 +139,10 @@ class Mpi : public Backend {
     if (type == Element::Float && (route.bfloat16 || nodes_ > 1)) {
       routed(static_cast<float*>(data), count, op, route);
       return;
+    }
+    if (nodes_ == 1 && size_ > 1) {  // MPI's shared-memory algorithms: what a ring would send
+      within_node_ += 2 * static_cast<uint64_t>(size_ - 1) * count * element_size(type) /
+                      static_cast<uint64_t>(size_);
     }
     collective(
         [&](MPI_Request* req) {

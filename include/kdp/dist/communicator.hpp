@@ -45,10 +45,12 @@ struct AllreduceRoute {
   float* residual = nullptr;
 };
 
-/// Bytes a rank has sent in kdp's ring and hierarchical reductions, by where
-/// they went (to a rank on another node: the network; on its own node: shared
-/// memory). MPI's own collectives, which kdp uses inside one node, are not
-/// counted.
+/// Bytes a rank has sent in reductions, by where they went (to a rank on
+/// another node: the network; on its own node: shared memory): those of
+/// kdp's ring and hierarchical reductions as sent, and for MPI's own
+/// allreduce, which kdp uses when every rank shares one node, what a ring
+/// would send (2 (p - 1) / p of the data; MPI's algorithms move at least
+/// that).
 struct Traffic {
   uint64_t between_nodes = 0;
   uint64_t within_node = 0;
