@@ -10,7 +10,7 @@
 #   weights, in runs/demo[-cnn]-bf16.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/setup.sh"
+"$root/scripts/setup.sh" --demo
 build_dir=${KDP_BUILD_DIR:-$root/build}
 cd "$root"
 

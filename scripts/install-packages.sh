@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian packages listed in FILE (one per line, '#' comments) that
-# are not installed yet. Runs `apt-get update` once, and only when something is
-# missing.
+# Installs the Debian packages listed in the FILEs (one per line, '#'
+# comments) that are not installed yet. Runs `apt-get update` once, and only
+# when something is missing.
 set -euo pipefail
-list=${1:?usage: install-packages.sh FILE}
+(($# > 0)) || { echo "usage: install-packages.sh FILE..." >&2; exit 2; }
 missing=()
-while read -r pkg; do
-  pkg=${pkg%%#*}
-  pkg=${pkg//[[:space:]]/}
-  [[ -z "$pkg" ]] && continue
-  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$pkg")
-  fi
-done <"$list"
+for list in "$@"; do
+  while read -r pkg; do
+    pkg=${pkg%%#*}
+    pkg=${pkg//[[:space:]]/}
+    [[ -z "$pkg" ]] && continue
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done <"$list"
+done
 ((${#missing[@]} == 0)) && exit 0
 
 echo "Installing missing packages: ${missing[*]}"

@@ -8,7 +8,7 @@
 #     and MPI headers: objects only, nothing links or runs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/install-packages.sh" "$root/scripts/packages.txt"
+"$root/scripts/install-packages.sh" "$root/scripts/packages.txt" "$root/scripts/test-packages.txt"
 build=${KDP_PORTABLE_BUILD_DIR:-$root/build-portable}
 jobs=$(nproc)
 if [[ ! -f $build/CMakeCache.txt ]]; then

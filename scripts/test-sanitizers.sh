@@ -4,7 +4,7 @@
 # sanitizer report fails the run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/install-packages.sh" "$root/scripts/packages.txt"
+"$root/scripts/install-packages.sh" "$root/scripts/packages.txt" "$root/scripts/test-packages.txt"
 build=${KDP_SANITIZER_BUILD_DIR:-$root/build-sanitizers}
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKDP_ENABLE_SANITIZERS=ON \

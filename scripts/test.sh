@@ -4,6 +4,5 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/setup.sh"
-"$root/scripts/install-packages.sh" "$root/scripts/test-packages.txt"
 cd "${KDP_BUILD_DIR:-$root/build}"
 ctest --output-on-failure -j "$(nproc)" "$@"
