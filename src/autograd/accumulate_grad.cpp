@@ -72,7 +72,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
     } else {
       Tensor current(leaf_->grad);
       kdp::detail::axpy(device, current.flat(), 1.0f, g.cflat());
-      leaf_->grad->storage->bump_version();
+      current.mark_written();
     }
     final_grad = Tensor(leaf_->grad);
     hooks.reserve(leaf_->grad_ready_hooks.size());

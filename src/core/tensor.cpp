@@ -258,6 +258,11 @@ uint64_t Tensor::version() const {
   return impl_->storage->version();
 }
 
+void Tensor::mark_written() const {
+  check_defined("mark_written");
+  impl_->storage->bump_version();
+}
+
 // ---- autograd fields ----------------------------------------------------------
 
 bool Tensor::requires_grad() const {
@@ -330,7 +335,7 @@ void Tensor::remove_grad_ready_hook(uint64_t id) {
 Tensor& Tensor::fill_(float value) {
   check_defined("fill_");
   detail::fill(device(), flat(), value);
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
@@ -345,7 +350,7 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
             describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::copy_ (source)");
   if (data() != src.data()) detail::copy(device(), flat(), src.cflat());
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
@@ -358,10 +363,10 @@ Tensor& Tensor::set_data(const Tensor& src_in) {
             "{} on {} and {} on {} do not share memory", src.describe(), src.device().str(),
             describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::set_data (source)");
-  impl_->storage->bump_version();  // what autograd saved of the old memory is stale
+  mark_written();  // what autograd saved of the old memory is stale
   impl_->storage = src.impl()->storage;
   impl_->offset = src.impl()->offset;
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
@@ -373,14 +378,14 @@ Tensor& Tensor::add_(const Tensor& other_in, float alpha) {
   KDP_CHECK(other.device() == device(), DeviceError, "kdp::Tensor::add_", "{} is on {}, {} on {}",
             describe(), device().str(), other.describe(), other.device().str());
   detail::axpy(device(), flat(), alpha, other.cflat());
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 
 Tensor& Tensor::mul_(float value) {
   check_defined("mul_");
   detail::scale(device(), flat(), value);
-  impl_->storage->bump_version();
+  mark_written();
   return *this;
 }
 

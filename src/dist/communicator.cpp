@@ -206,7 +206,7 @@ Request Communicator::iallreduce(Tensor& t, ReduceOp op, const AllreduceRoute& r
   auto st = impl_->queue.submit(allreduce_op(
       *impl_->backend, v.data, static_cast<size_t>(t.numel()), op, t.name(),
       [target, v] { copy_back(target, v); }, route));
-  t.impl()->storage->bump_version();
+  t.mark_written();
   return Request(st);
 }
 
@@ -215,7 +215,7 @@ void Communicator::allreduce(Tensor& t, ReduceOp op) {
   HostView v = host_view(t, "kdp::dist::allreduce");
   impl_->queue.run_now(allreduce_op(*impl_->backend, v.data, static_cast<size_t>(t.numel()), op,
                                     t.name(), [&t, &v] { copy_back(t, v); }));
-  t.impl()->storage->bump_version();
+  t.mark_written();
 }
 
 Request Communicator::iallreduce(float* data, size_t count, ReduceOp op) {
@@ -240,7 +240,7 @@ Request Communicator::ibroadcast(Tensor& t, int root) {
   auto st = impl_->queue.submit(broadcast_op(*impl_->backend, v.data,
                                              static_cast<size_t>(t.numel()) * sizeof(float), root,
                                              t.name(), [target, v] { copy_back(target, v); }));
-  t.impl()->storage->bump_version();
+  t.mark_written();
   return Request(st);
 }
 
@@ -249,7 +249,7 @@ void Communicator::broadcast(Tensor& t, int root) {
   impl_->queue.run_now(broadcast_op(*impl_->backend, v.data,
                                     static_cast<size_t>(t.numel()) * sizeof(float), root, t.name(),
                                     [&t, &v] { copy_back(t, v); }));
-  t.impl()->storage->bump_version();
+  t.mark_written();
 }
 
 void Communicator::broadcast(void* data, size_t bytes, int root) {

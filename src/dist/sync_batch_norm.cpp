@@ -173,8 +173,8 @@ class Synchronizer : public nn::BatchNormSynchronizer {
     bn::statistics(dev, mean.flat(), invstd.flat(), sums.view, count, o.eps,
                    update ? rm.flat() : View1(), update ? rv.flat() : View1(), update, momentum, c);
     if (update) {
-      rm.impl()->storage->bump_version();
-      rv.impl()->storage->bump_version();
+      rm.mark_written();
+      rv.mark_written();
     }
     Tensor y = Tensor::empty(x.shape(), dev);
     const Tensor w = resolve(layer.weight()), b = resolve(layer.bias());

@@ -23,7 +23,7 @@ void uniform_(Tensor& t, float low, float high) {
   const uint64_t seed = gen.seed();
   const uint64_t base = gen.reserve(static_cast<uint64_t>(t.numel()));
   kdp::detail::fill_rand(t.device(), t.flat(), seed, base, low, high);
-  t.impl()->storage->bump_version();
+  t.mark_written();
 }
 
 void normal_(Tensor& t, float mean, float stddev) {

@@ -122,8 +122,8 @@ Tensor normalization(const char* op, bool relu, const Tensor& input, const Tenso
                    rm.defined() ? rm.flat() : View1(), rv.defined() ? rv.flat() : View1(),
                    rm.defined(), momentum, l.c);
     if (rm.defined()) {
-      rm.impl()->storage->bump_version();
-      rv.impl()->storage->bump_version();
+      rm.mark_written();
+      rv.mark_written();
     }
   } else {
     bn::running_statistics(dev, mean.flat(), invstd.flat(), rm.cflat(), rv.cflat(), eps, l.c);

@@ -63,7 +63,7 @@ void Optimizer::step() {
                                                            g.shape().str(), name, p.shape().str()));
     }
     update(name, p, g);
-    p.impl()->storage->bump_version();
+    p.mark_written();
   }
 }
 

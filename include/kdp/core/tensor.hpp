@@ -170,6 +170,10 @@ class Tensor {
   Tensor& mul_(float value);
   /// The storage's in-place write counter (see Storage::version).
   uint64_t version() const;
+  /// Records an in-place write to the storage made outside Tensor's own
+  /// in-place ops (a kernel, a collective, an optimizer writing through
+  /// data()), so that autograd refuses a backward that saved the old values.
+  void mark_written() const;
 
   // ---- identity ------------------------------------------------------------
   const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
