@@ -138,10 +138,6 @@ std::string first_non_finite_grad(const optim::Optimizer& optimizer) {
   return "";
 }
 
-dist::DistributedDataParallel* as_ddp(nn::Module& model) {
-  return dynamic_cast<dist::DistributedDataParallel*>(&model);
-}
-
 }  // namespace
 
 FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resume resume,
@@ -152,7 +148,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
       resume_(resume),
       comm_(comm),
       in_(in),
-      ddp_(as_ddp(in.model)),
+      exchange_(in.model.gradient_exchange()),
       bare_(unwrap(in.model)),
       rank0_(comm.rank() == 0),
       classes_(in.train_loader.dataset().num_classes() > 0),
@@ -385,7 +381,7 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   in_.model.train();
   progress_.start_epoch(epoch, o_.epochs, batches_);
   e.wait_before = loader.wait_seconds();
-  e.comm_before = ddp_ != nullptr ? ddp_->comm_wait_seconds() : 0.0;
+  e.comm_before = exchange_ != nullptr ? exchange_->comm_wait_seconds() : 0.0;
   e.start = Clock::now();
   const int64_t accum = o_.accumulate_grad_batches;
   auto waited_from = Clock::now();
@@ -410,8 +406,8 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
 void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
   const int64_t accum = o_.accumulate_grad_batches;
   const auto n = b.features.size(0);
-  std::optional<dist::DistributedDataParallel::NoSyncGuard> no_sync;
-  if (ddp_ != nullptr && !last_micro) no_sync.emplace(*ddp_);
+  std::optional<nn::GradientExchange::Pause> no_sync;
+  if (exchange_ != nullptr && !last_micro) no_sync.emplace(*exchange_);
   Tensor out, loss;
   {
     trace::Span span("forward");
@@ -442,7 +438,9 @@ FitRun::Next FitRun::train_step(Epoch& e) {
   {
     trace::Span span("optimizer");
     in_.optimizer.step();
-    in_.optimizer.zero_grad(/*set_to_none=*/ddp_ == nullptr);  // DDP keeps its bucket views
+    // An exchange may keep the gradients as views into its buffers.
+    in_.optimizer.zero_grad(
+        /*set_to_none=*/exchange_ == nullptr || !exchange_->keeps_gradient_storage());
   }
   ++global_step_;
   trace::set_step(global_step_ + 1);
@@ -504,16 +502,17 @@ void FitRun::log_step(const Epoch& e, const StepProbe& p) {
   const double acc_avg = classes_ ? p.values[3] / count : std::nan("");
   if (p.show) progress_.step(e.batch - 1, global_step_, loss_avg, acc_avg, rate);
   if (!p.log_row) return;
-  metrics_.write("step",
-                 {{"epoch", static_cast<double>(e.index + 1)},
-                  {"step", static_cast<double>(global_step_)},
-                  {"loss", loss_avg},
-                  {"accuracy", acc_avg},
-                  {"lr", in_.optimizer.lr()},
-                  {"samples_per_s", rate},
-                  {"data_wait_s", in_.train_loader.wait_seconds() - e.wait_before},
-                  {"comm_s", ddp_ != nullptr ? ddp_->comm_wait_seconds() - e.comm_before : 0.0},
-                  {"grad_norm", p.has_norm ? p.values[4] : std::nan("")}});
+  metrics_.write(
+      "step",
+      {{"epoch", static_cast<double>(e.index + 1)},
+       {"step", static_cast<double>(global_step_)},
+       {"loss", loss_avg},
+       {"accuracy", acc_avg},
+       {"lr", in_.optimizer.lr()},
+       {"samples_per_s", rate},
+       {"data_wait_s", in_.train_loader.wait_seconds() - e.wait_before},
+       {"comm_s", exchange_ != nullptr ? exchange_->comm_wait_seconds() - e.comm_before : 0.0},
+       {"grad_norm", p.has_norm ? p.values[4] : std::nan("")}});
 }
 
 // Every rank stops after the same step when any of them got a signal, or when
@@ -561,17 +560,18 @@ FitRun::Next FitRun::end_epoch(Epoch& e) {
   }
   checkpoint_policy(e.index, improved);
   if (metrics_.active()) {
-    metrics_.write("epoch",
-                   {{"epoch", static_cast<double>(e.index + 1)},
-                    {"step", static_cast<double>(global_step_)},
-                    {"loss", rec.loss},
-                    {"accuracy", rec.accuracy},
-                    {"lr", in_.optimizer.lr()},
-                    {"samples_per_s", rec.samples_per_s},
-                    {"data_wait_s", in_.train_loader.wait_seconds() - e.wait_before},
-                    {"comm_s", ddp_ != nullptr ? ddp_->comm_wait_seconds() - e.comm_before : 0.0},
-                    {"val_loss", rec.val_loss},
-                    {"val_accuracy", rec.val_accuracy}});
+    metrics_.write(
+        "epoch",
+        {{"epoch", static_cast<double>(e.index + 1)},
+         {"step", static_cast<double>(global_step_)},
+         {"loss", rec.loss},
+         {"accuracy", rec.accuracy},
+         {"lr", in_.optimizer.lr()},
+         {"samples_per_s", rec.samples_per_s},
+         {"data_wait_s", in_.train_loader.wait_seconds() - e.wait_before},
+         {"comm_s", exchange_ != nullptr ? exchange_->comm_wait_seconds() - e.comm_before : 0.0},
+         {"val_loss", rec.val_loss},
+         {"val_accuracy", rec.val_accuracy}});
     metrics_.sync();
   }
   stop_if_metrics_failed(std::nullopt);  // the epoch's checkpoint is written already

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "kdp/dist/distributed_data_parallel.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
+#include "kdp/nn/gradient_exchange.hpp"
 #include "kdp/train/metrics_writer.hpp"
 #include "kdp/train/progress.hpp"
 #include "kdp/train/trainer.hpp"
@@ -134,8 +134,8 @@ class FitRun {
   const Resume resume_;
   dist::Communicator& comm_;
   FitInputs in_;
-  dist::DistributedDataParallel* ddp_;  // its gradient exchange and counters
-  nn::Module& bare_;                    // what checkpoints hold
+  nn::GradientExchange* exchange_;  // the model's (DDP's), or null
+  nn::Module& bare_;                // what checkpoints hold
   const bool rank0_;
   const bool classes_;
   const int64_t batches_;

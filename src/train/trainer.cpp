@@ -43,8 +43,8 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
                              data::DataLoader& loader) {
   // Evaluation needs no gradient exchange: run the module inside DDP, so ranks
   // with one batch more or less than the others never wait for each other.
-  auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(&model);
-  nn::Module& local = ddp != nullptr ? *ddp->module() : model;
+  nn::GradientExchange* exchange = model.gradient_exchange();
+  nn::Module& local = exchange != nullptr ? exchange->local_module() : model;
   const bool was_training = local.is_training();
   local.eval();
   NoGradGuard no_grad;

@@ -226,6 +226,59 @@ TEST(Trainer, GradientAccumulationEqualsTheLargerBatch) {
   for (size_t i = 0; i < big.size(); ++i) test::expect_close(accumulated[i], big[i], 1e-6, 1e-5);
 }
 
+namespace {
+
+// A gradient exchange of a user's own: it exchanges nothing, and notes
+// whether exchanging was on at each forward (the Trainer pauses it for all
+// but the last micro-batch of a step) and how often it ran at all.
+class NotingExchange : public nn::Module, public nn::GradientExchange {
+ public:
+  explicit NotingExchange(std::shared_ptr<nn::Module> inner)
+      : Module("NotingExchange"), inner_(std::move(inner)) {
+    register_module("module", inner_);
+  }
+  Tensor forward(const Tensor& x) override {
+    states.push_back(on_);
+    return inner_->forward(x);
+  }
+  using Module::forward;
+  std::shared_ptr<nn::Module> wrapped() const override { return inner_; }
+  nn::GradientExchange* gradient_exchange() override { return this; }
+  bool exchanging() const override { return on_; }
+  void set_exchanging(bool on) override { on_ = on; }
+  void finish() override {}
+  double comm_wait_seconds() const override { return 0.0; }
+  nn::Module& local_module() override { return *inner_; }
+  bool keeps_gradient_storage() const override { return false; }
+
+  std::vector<bool> states;
+
+ private:
+  std::shared_ptr<nn::Module> inner_;
+  bool on_ = true;
+};
+
+}  // namespace
+
+TEST(Trainer, DrivesAnyGradientExchangeThroughItsInterface) {
+  TrainingRun run(8);
+  auto exchange = std::make_shared<NotingExchange>(run.model);
+  train::TrainerOptions t = quiet();
+  t.epochs = 1;
+  t.accumulate_grad_batches = 3;  // 12 micro-batches of 8: 4 steps
+  train::Trainer trainer(t, dist::Communicator::world());
+  nn::CrossEntropyLoss ce;
+  const train::FitResult r =
+      trainer.fit(*exchange, std::ref(ce), *run.opt, *run.train_loader, run.val_loader.get());
+  EXPECT_EQ(r.global_step, 4);
+  // Paused for the first two micro-batches of each step, on for the third;
+  // evaluation ran the local module, not the exchange.
+  std::vector<bool> want;
+  for (int step = 0; step < 4; ++step) want.insert(want.end(), {false, false, true});
+  EXPECT_EQ(exchange->states, want);
+  EXPECT_TRUE(exchange->exchanging());
+}
+
 TEST(Trainer, EarlyStoppingAndBestCheckpoint) {
   TempDir dir;
   TrainingRun run;

@@ -97,7 +97,7 @@ struct DDPOptions {
 };
 
 /// Averages gradients over MPI ranks in buckets overlapped with backward.
-class DistributedDataParallel : public nn::Module {
+class DistributedDataParallel : public nn::Module, public nn::GradientExchange {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module, Communicator comm,
                           DDPOptions options = {});
@@ -113,7 +113,7 @@ class DistributedDataParallel : public nn::Module {
 
   /// Waits for the reductions launched so far (backward calls it when the last
   /// bucket is launched; calling it again is harmless).
-  void finish();
+  void finish() override;
 
   /// While alive, backward accumulates gradients locally without communication.
   class NoSyncGuard {
@@ -141,7 +141,13 @@ class DistributedDataParallel : public nn::Module {
   int64_t reductions() const { return reductions_; }
   /// Seconds spent waiting for reductions that had not finished when backward
   /// did (communication not hidden behind computation), in total.
-  double comm_wait_seconds() const { return comm_wait_seconds_; }
+  double comm_wait_seconds() const override { return comm_wait_seconds_; }
+
+  // nn::GradientExchange: the Trainer's view of DDP.
+  nn::GradientExchange* gradient_exchange() override { return this; }
+  bool exchanging() const override { return sync_; }
+  void set_exchanging(bool on) override { sync_ = on; }
+  nn::Module& local_module() override { return *module_; }
 
  private:
   void check_same_model_on_all_ranks();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kdp/core/tensor.hpp"
+#include "kdp/nn/gradient_exchange.hpp"
 
 namespace kdp::nn {
 
@@ -62,6 +63,10 @@ class Module : public std::enable_shared_from_this<Module> {
   /// The module a wrapper runs (DataParallel, DistributedDataParallel: the
   /// model they were given); nullptr for every other module.
   virtual std::shared_ptr<Module> wrapped() const { return nullptr; }
+
+  /// The gradient exchange of a module that reduces gradients across ranks
+  /// in backward (DistributedDataParallel); nullptr for every other module.
+  virtual GradientExchange* gradient_exchange() { return nullptr; }
 
   /// Training mode for this module and its children (dropout is active in it).
   virtual void train(bool on = true);
