@@ -13,7 +13,7 @@ install(TARGETS kdp kdp_kokkos EXPORT kdpTargets
 set(_kdp_left_out)
 if(NOT KDP_ENABLE_HDF5)
   foreach(_h data/hdf5_dataset data/idx data/importer io/checkpoint io/checkpoint_directory
-             io/file_lock io/output_file io/run_config io/run_directory_error)
+             io/file_lock io/hdf5_listing io/output_file io/run_config io/run_directory_error)
     list(APPEND _kdp_left_out REGEX "/kdp/${_h}\\.hpp$" EXCLUDE)
   endforeach()
   list(APPEND _kdp_left_out PATTERN "train" EXCLUDE)

@@ -10,7 +10,6 @@
 // dataset: --add-split adds a split it lacks, --overwrite replaces the imported
 // splits. Any other file (a checkpoint, a user's own HDF5 file) is never
 // written into.
-#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,35 +17,9 @@
 #include <map>
 
 #include "cli_checks.hpp"
-#include "io/hdf5.hpp"
 #include "kdp/kdp.hpp"
 
-namespace {
-
 using namespace kdp;
-
-void print_group(const io::h5::Group& g, const std::string& path, int indent) {
-  const std::string pad(static_cast<size_t>(indent), ' ');
-  for (const auto& [name, value] : g.attributes()) {
-    std::printf("%s  @%s = %s\n", pad.c_str(), name.c_str(), value.c_str());
-  }
-  for (const std::string& name : g.members()) {
-    const std::string child = path == "/" ? "/" + name : path + "/" + name;
-    if (g.is_group(name)) {
-      std::printf("%s%s/ (group)\n", pad.c_str(), child.c_str());
-      print_group(g.open_group(name), child, indent + 2);
-    } else {
-      const io::h5::Dataset d = g.open_dataset(name);
-      std::printf("%s%s  %s [%s]\n", pad.c_str(), child.c_str(), io::h5::to_string(d.type()),
-                  fmt::format("{}", fmt::join(d.dims(), ", ")).c_str());
-      for (const auto& [aname, value] : d.attributes()) {
-        std::printf("%s    @%s = %s\n", pad.c_str(), aname.c_str(), value.c_str());
-      }
-    }
-  }
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kdp-data: import datasets into kdp's HDF5 layout and inspect HDF5 files"};
@@ -132,9 +105,7 @@ int main(int argc, char** argv) {
           {"dataset", io::OutputKind::dataset()}};
       io::claim_output(output, kinds.at(kind), overwrite, "");
     } else if (*info) {
-      io::h5::File f = io::h5::File::open(file);
-      std::printf("%s\n", file.c_str());
-      print_group(f, "/", 0);
+      std::fputs(io::hdf5_listing(file).c_str(), stdout);
     }
     return 0;
   } catch (const kdp::Error& e) {

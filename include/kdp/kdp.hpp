@@ -77,6 +77,7 @@
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/io/file_lock.hpp"
+#include "kdp/io/hdf5_listing.hpp"
 #include "kdp/io/output_file.hpp"
 #include "kdp/io/run_config.hpp"
 #include "kdp/io/run_directory_error.hpp"
