@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "core/bf16.hpp"
 #include "test_util.hpp"
@@ -128,5 +129,40 @@ TEST(Autocast, ConvolutionIsTheFp32ConvolutionOfRoundedOperands) {
                                      y.shape())
                                : Tensor::ones(y.shape());
     expect_matches(b.grad(), sum(sum(sum(gy * mask, 3), 2), 0), what + " bias gradient");
+  }
+}
+
+// PyTorch's fp32 list: reductions, softmax and log_softmax, losses,
+// BatchNorm (its statistics and normalization), pooling and elementwise ops
+// compute under autocast(bf16) exactly as outside it, forward and backward,
+// to the bit; so does an optimizer step on fp32 master weights.
+TEST(Autocast, TheFp32OpsAreUntouched) {
+  const Tensor labels = Tensor::from_host({0, 2, 1, 2, 0, 1}, {6});
+  const auto run = [&](bool inside) {
+    const Tensor x = leaf(random_tensor({6, 3, 4, 4}, 21));
+    const Tensor gamma = leaf(random_tensor({3}, 22, 0.5f, 1.5f));
+    const Tensor beta = leaf(random_tensor({3}, 23));
+    std::optional<autocast> mixed;
+    if (inside) mixed.emplace(Precision::bf16);
+    const Tensor h = max_pool2d(batch_norm_relu(x, {}, {}, gamma, beta, true), 2);
+    const Tensor flat = h.reshape({6, 12});
+    const Tensor logits = sum(flat.reshape({6, 3, 4}), 2);
+    const Tensor loss = cross_entropy(logits, labels) + mean(log_softmax(logits, 1)) * 0.1f +
+                        sum(softmax(logits, 1) * logits) * 0.01f +
+                        mse_loss(flat, Tensor::zeros(flat.shape())) +
+                        mean(square(flat) + exp(-flat));
+    mixed.reset();
+    loss.backward();
+    std::vector<std::vector<float>> out = {loss.detach().to_vector(), x.grad().to_vector(),
+                                           gamma.grad().to_vector(), beta.grad().to_vector()};
+    optim::SGD opt({{"gamma", gamma}}, optim::SGDOptions{0.1, 0.9});
+    opt.step();
+    out.push_back(gamma.to_vector());
+    return out;
+  };
+  const auto outside = run(false), inside = run(true);
+  ASSERT_EQ(outside.size(), inside.size());
+  for (size_t i = 0; i < outside.size(); ++i) {
+    EXPECT_EQ(inside[i], outside[i]) << "result " << i << " changed under autocast";
   }
 }
