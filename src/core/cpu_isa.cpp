@@ -26,7 +26,8 @@ constexpr const char* kNames[] = {"baseline", "avx2", "avx512", "avx512_bf16", "
 bool os_saves(unsigned mask) {
   unsigned eax = 0, edx = 0;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
-  return (eax & mask) == mask;
+  const unsigned long long xcr0 = (static_cast<unsigned long long>(edx) << 32) | eax;
+  return (xcr0 & mask) == mask;
 }
 
 // Linux hands out AMX tile data only to a process that asks (arch_prctl

@@ -87,8 +87,16 @@ struct Lanes16 {
     for (int k = 0; k < 16; ++k) a.v[k] += b.v[k];
     return a;
   }
+  friend Lanes16 operator+(Lanes16 a, float b) {
+    for (int k = 0; k < 16; ++k) a.v[k] += b;
+    return a;
+  }
   friend Lanes16 operator-(Lanes16 a, float b) {
     for (int k = 0; k < 16; ++k) a.v[k] -= b;
+    return a;
+  }
+  friend Lanes16 operator*(Lanes16 a, float b) {
+    for (int k = 0; k < 16; ++k) a.v[k] *= b;
     return a;
   }
   friend Lanes16 operator*(Lanes16 a, const Lanes16& b) {

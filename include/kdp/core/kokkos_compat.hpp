@@ -141,8 +141,10 @@ ExecSpace instance_on_gpu(int gpu);
 /// The host instance that runs kdp's own host kernels for `space`: the
 /// instance itself on host backends (an OpenMP partition stays one), the
 /// default host instance where kernels run on a GPU (kdp sends none there).
-inline Kokkos::DefaultHostExecutionSpace host_instance(const ExecSpace& space) {
-  if constexpr (std::is_same_v<ExecSpace, Kokkos::DefaultHostExecutionSpace>) {
+/// (A template, so that the branch a build does not take is not compiled.)
+template <class Space>
+Kokkos::DefaultHostExecutionSpace host_instance(const Space& space) {
+  if constexpr (std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>) {
     return space;
   } else {
     (void)space;
