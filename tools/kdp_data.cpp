@@ -21,54 +21,105 @@
 
 using namespace kdp;
 
-int main(int argc, char** argv) {
-  CLI::App app{"kdp-data: import datasets into kdp's HDF5 layout and inspect HDF5 files"};
-  kdp::cli::use_plain_messages(app, "kdp-data");
-  app.require_subcommand(1);
+namespace {
 
+// Every option of every subcommand.
+struct Options {
   std::string images, labels, out, split = "train";
   int64_t classes = 10;
+  bool add_split = false, overwrite = false;
+  std::string fm_dir;
+  std::string file;
+  std::string output, kind;
+};
+
+CLI::App* add_import_idx(CLI::App& app, Options& o) {
   auto* idx =
       app.add_subcommand("import-idx", "Import a pair of IDX files (gzip or plain) as one split");
-  idx->add_option("--images", images, "IDX file of images (uint8, [N, ...])")->required();
-  idx->add_option("--labels", labels, "IDX file of labels (uint8, [N])")->required();
-  bool add_split = false, overwrite = false;
-  idx->add_option("--out", out,
+  idx->add_option("--images", o.images, "IDX file of images (uint8, [N, ...])")->required();
+  idx->add_option("--labels", o.labels, "IDX file of labels (uint8, [N])")->required();
+  idx->add_option("--out", o.out,
                   "HDF5 file to write; an existing kdp dataset only with --add-split or "
                   "--overwrite (its other splits are kept)")
       ->required();
-  idx->add_option("--split", split, "Split name")->check(CLI::IsMember({"train", "test"}));
-  idx->add_option("--classes", classes, "Number of classes (labels must be below it)")
+  idx->add_option("--split", o.split, "Split name")->check(CLI::IsMember({"train", "test"}));
+  idx->add_option("--classes", o.classes, "Number of classes (labels must be below it)")
       ->check(kdp::cli::whole_number(1, 256));  // labels are bytes
-  idx->add_flag("--add-split", add_split, "Add the split to an existing --out that has none");
-  idx->add_flag("--overwrite", overwrite, "Replace the split in an existing --out");
+  idx->add_flag("--add-split", o.add_split, "Add the split to an existing --out that has none");
+  idx->add_flag("--overwrite", o.overwrite, "Replace the split in an existing --out");
+  return idx;
+}
 
-  std::string fm_dir;
+CLI::App* add_import_fashion_mnist(CLI::App& app, Options& o) {
   auto* fm =
       app.add_subcommand("import-fashion-mnist",
                          "Import both splits of Fashion-MNIST (Debian's dataset-fashion-mnist)");
-  fm->add_option("--out", out, "HDF5 file to write")->required();
-  fm->add_flag("--overwrite", overwrite, "Replace both splits of an existing --out");
-  fm->add_option("--dir", fm_dir,
+  fm->add_option("--out", o.out, "HDF5 file to write")->required();
+  fm->add_flag("--overwrite", o.overwrite, "Replace both splits of an existing --out");
+  fm->add_option("--dir", o.fm_dir,
                  "Directory of the IDX files (default: $KDP_FASHION_MNIST_DIR or "
                  "/usr/share/datasets/fashion-mnist)");
+  return fm;
+}
 
-  std::string file;
+CLI::App* add_info(CLI::App& app, Options& o) {
   auto* info = app.add_subcommand(
       "info", "Print the groups, datasets, shapes, types and attributes of an HDF5 file");
-  info->add_option("file", file, "HDF5 file")->required();
+  info->add_option("file", o.file, "HDF5 file")->required();
+  return info;
+}
 
-  std::string output, kind;
+CLI::App* add_check_output(CLI::App& app, Options& o) {
   auto* check = app.add_subcommand(
       "check-output",
       "Apply kdp's rule for the files it writes to PATH (for scripts that write them, such as "
       "plot_metrics): exit 0 when a file of --kind may be written there, 1 with the reason");
-  check->add_option("path", output, "The file to be written")->required();
-  check->add_option("--kind", kind, "What is to be written there")
+  check->add_option("path", o.output, "The file to be written")->required();
+  check->add_option("--kind", o.kind, "What is to be written there")
       ->required()
       ->check(CLI::IsMember({"plot", "trace", "status", "checkpoint", "dataset"}));
-  check->add_flag("--overwrite", overwrite, "The user asks to replace a file of that kind");
+  check->add_flag("--overwrite", o.overwrite, "The user asks to replace a file of that kind");
+  return check;
+}
 
+// The work of the subcommand given: what main() calls once the options parse.
+void run(const Options& o, const CLI::App& idx, const CLI::App& fm, const CLI::App& check) {
+  const data::ExistingOutput existing = o.overwrite   ? data::ExistingOutput::Overwrite
+                                        : o.add_split ? data::ExistingOutput::AddSplits
+                                                      : data::ExistingOutput::Refuse;
+  if (idx) {
+    data::ImportOptions options;
+    options.existing = existing;
+    options.num_classes = o.classes;
+    data::import_idx({{o.split, o.images, o.labels}}, o.out, options);
+    std::printf("imported %s split into %s\n", o.split.c_str(), o.out.c_str());
+  } else if (fm) {
+    data::import_fashion_mnist(o.out, o.fm_dir, existing);
+    std::printf("imported Fashion-MNIST (train and test) into %s\n", o.out.c_str());
+  } else if (check) {
+    const std::map<std::string, io::OutputKind> kinds = {
+        {"plot", io::OutputKind::plot()},
+        {"trace", io::OutputKind::trace()},
+        {"status", io::OutputKind::status()},
+        {"checkpoint", io::OutputKind::checkpoint()},
+        {"dataset", io::OutputKind::dataset()}};
+    io::claim_output(o.output, kinds.at(o.kind), o.overwrite, "");
+  } else {
+    std::fputs(io::hdf5_listing(o.file).c_str(), stdout);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kdp-data: import datasets into kdp's HDF5 layout and inspect HDF5 files"};
+  kdp::cli::use_plain_messages(app, "kdp-data");
+  app.require_subcommand(1);
+  Options o;
+  CLI::App* idx = add_import_idx(app, o);
+  CLI::App* fm = add_import_fashion_mnist(app, o);
+  CLI::App* info = add_info(app, o);
+  CLI::App* check = add_check_output(app, o);
   for (CLI::App* sub : {idx, fm, info, check}) sub->allow_extras();  // refused below
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
   for (CLI::App* sub : {idx, fm, info, check}) {
@@ -77,36 +128,14 @@ int main(int argc, char** argv) {
       return status;
     }
   }
-  if (add_split && overwrite) {
+  if (o.add_split && o.overwrite) {
     std::fprintf(stderr,
                  "kdp-data: --add-split adds a split only where there is none; --overwrite "
                  "replaces it: choose one\n");
     return 1;
   }
-  const data::ExistingOutput existing = overwrite   ? data::ExistingOutput::Overwrite
-                                        : add_split ? data::ExistingOutput::AddSplits
-                                                    : data::ExistingOutput::Refuse;
   try {
-    if (*idx) {
-      data::ImportOptions options;
-      options.existing = existing;
-      options.num_classes = classes;
-      data::import_idx({{split, images, labels}}, out, options);
-      std::printf("imported %s split into %s\n", split.c_str(), out.c_str());
-    } else if (*fm) {
-      data::import_fashion_mnist(out, fm_dir, existing);
-      std::printf("imported Fashion-MNIST (train and test) into %s\n", out.c_str());
-    } else if (*check) {
-      const std::map<std::string, io::OutputKind> kinds = {
-          {"plot", io::OutputKind::plot()},
-          {"trace", io::OutputKind::trace()},
-          {"status", io::OutputKind::status()},
-          {"checkpoint", io::OutputKind::checkpoint()},
-          {"dataset", io::OutputKind::dataset()}};
-      io::claim_output(output, kinds.at(kind), overwrite, "");
-    } else if (*info) {
-      std::fputs(io::hdf5_listing(file).c_str(), stdout);
-    }
+    run(o, *idx, *fm, *check);
     return 0;
   } catch (const kdp::Error& e) {
     std::fprintf(stderr, "kdp-data: %s\n", e.origin().empty() ? e.message().c_str() : e.what());
