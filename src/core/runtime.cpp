@@ -81,7 +81,20 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   bool flush = options.flush_denormals;
   if (const char* env = std::getenv("KDP_FLUSH_DENORMALS")) flush = std::strcmp(env, "0") != 0;
   set_flush_denormals(flush);
+  start_mpi(argc, argv, options);
+  cores_ = available_cores();
+  threads_ = choose_threads(options.threads, cores_, local_ranks_);
+  choose_gpus(options);
+  start_kokkos(argc, argv);
+  set_blas_threads(threads_);
+  make_default_device();
+  current_runtime.store(this);
+}
 
+// MPI (unless the caller started it, or asked for none), and this rank's
+// place in the world and on its node.
+void Runtime::start_mpi([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv,
+                        [[maybe_unused]] const RuntimeOptions& options) {
 #if KDP_ENABLE_MPI
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -103,9 +116,11 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
     MPI_Comm_free(&local);
   }
 #endif
+}
 
-  cores_ = available_cores();
-  threads_ = choose_threads(options.threads, cores_, local_ranks_);
+// The GPUs asked for (RuntimeOptions::gpus, else KDP_DEVICES), refused where
+// this build cannot give them.
+void Runtime::choose_gpus(const RuntimeOptions& options) {
   gpus_ = options.gpus;
   if (gpus_.empty()) {
     if (const char* env = std::getenv("KDP_DEVICES")) gpus_ = parse_gpu_list(env, "KDP_DEVICES");
@@ -118,36 +133,41 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
             "GPUs {} were asked for in one process; that needs CUDA with Kokkos 4.3 "
             "or newer (this is Kokkos {}): run one rank per GPU instead",
             fmt::join(gpus_, ","), compat::kokkos_version_string());
-  if (!Kokkos::is_initialized()) {
-    // Kokkos sees only its own --kokkos-* arguments: older versions also claim
-    // plain ones such as --threads, which belong to the program.
-    std::vector<char*> kokkos_args;
-    if (argc != nullptr && *argc > 0) {
-      kokkos_args.push_back((*argv)[0]);
-      for (int i = 1; i < *argc; ++i) {
-        if (std::strncmp((*argv)[i], "--kokkos-", 9) == 0) kokkos_args.push_back((*argv)[i]);
-      }
-    }
-    // One rank per GPU: each takes the GPU of its place on the node, unless
-    // the user chose (--kokkos-device-id, KOKKOS_DEVICE_ID).
-    std::string device_arg;
-    const int visible = compat::visible_gpus();
-    if (visible > 0 && !gpu_chosen_by_user(argc, argv)) {
-      const int gpu = gpus_.empty() ? gpu_for_local_rank(local_rank_, visible) : gpus_.front();
-      device_arg = fmt::format("--kokkos-device-id={}", gpu);
-      kokkos_args.push_back(device_arg.data());
-    }
-    int kokkos_argc = static_cast<int>(kokkos_args.size());
-    kokkos_args.push_back(nullptr);  // argv ends with a null pointer
-    char** kokkos_argv = kokkos_args.data();
-    compat::initialize(argc != nullptr ? &kokkos_argc : nullptr, &kokkos_argv, threads_);
-    kokkos_owned_ = true;
-  }
-  set_blas_threads(threads_);
+}
 
+// Kokkos, unless the caller started it: with its own --kokkos-* arguments,
+// the thread count, and on GPUs the device of this rank's place on the node.
+void Runtime::start_kokkos(int* argc, char*** argv) {
+  if (Kokkos::is_initialized()) return;
+  // Kokkos sees only its own --kokkos-* arguments: older versions also claim
+  // plain ones such as --threads, which belong to the program.
+  std::vector<char*> kokkos_args;
+  if (argc != nullptr && *argc > 0) {
+    kokkos_args.push_back((*argv)[0]);
+    for (int i = 1; i < *argc; ++i) {
+      if (std::strncmp((*argv)[i], "--kokkos-", 9) == 0) kokkos_args.push_back((*argv)[i]);
+    }
+  }
+  // One rank per GPU: each takes the GPU of its place on the node, unless
+  // the user chose (--kokkos-device-id, KOKKOS_DEVICE_ID).
+  std::string device_arg;
+  const int visible = compat::visible_gpus();
+  if (visible > 0 && !gpu_chosen_by_user(argc, argv)) {
+    const int gpu = gpus_.empty() ? gpu_for_local_rank(local_rank_, visible) : gpus_.front();
+    device_arg = fmt::format("--kokkos-device-id={}", gpu);
+    kokkos_args.push_back(device_arg.data());
+  }
+  int kokkos_argc = static_cast<int>(kokkos_args.size());
+  kokkos_args.push_back(nullptr);  // argv ends with a null pointer
+  char** kokkos_argv = kokkos_args.data();
+  compat::initialize(argc != nullptr ? &kokkos_argc : nullptr, &kokkos_argv, threads_);
+  kokkos_owned_ = true;
+}
+
+// The default device: the default instance, its generator and BLAS handle.
+void Runtime::make_default_device() {
   gpu_ = compat::gpu_of(ExecSpace());
   if (gpus_.empty() && gpu_ >= 0) gpus_.push_back(gpu_);
-
   auto state = std::make_shared<detail::DeviceState>();
   state->space = ExecSpace();
   state->index = 0;
@@ -161,7 +181,6 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   all_states_.push_back(state);
   default_device_ = Device(state);
   logical_devices_.push_back(default_device_);
-  current_runtime.store(this);
 }
 
 Runtime::~Runtime() {

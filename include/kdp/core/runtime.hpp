@@ -130,6 +130,11 @@ class Runtime {
 
  private:
   void start(int* argc, char*** argv, const RuntimeOptions& options);
+  // start()'s steps, in order.
+  void start_mpi(int* argc, char*** argv, const RuntimeOptions& options);
+  void choose_gpus(const RuntimeOptions& options);
+  void start_kokkos(int* argc, char*** argv);
+  void make_default_device();
 
   bool mpi_initialized_ = false;  // MPI is up (by us or by the caller)
   bool mpi_owned_ = false;        // we must finalise it
