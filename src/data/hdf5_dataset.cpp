@@ -27,6 +27,17 @@ struct CachedBlock {
   const unsigned char* data() const { return run->data() + offset; }
 };
 
+// What a read of blocks needs to know of the dataset.
+struct BlockLayout {
+  int64_t rows;        // samples in the dataset
+  int64_t block_rows;  // samples per block
+  size_t row_bytes;    // bytes per sample
+  bool uint8;          // features of bytes, else floats
+};
+
+// [first block, count] of consecutive blocks read in one call.
+using Runs = std::vector<std::pair<int64_t, int64_t>>;
+
 struct HDF5Dataset::Files {
   io::h5::File file;
   io::h5::Dataset images;
@@ -35,7 +46,101 @@ struct HDF5Dataset::Files {
   std::vector<uint64_t> last_use;
   uint64_t clock = 0;
   size_t cached_bytes = 0;
+
+  Runs missing_runs(const std::vector<int64_t>& indices, int64_t block_rows, uint64_t now,
+                    bool fits);
+  void read(const Runs& runs, const BlockLayout& l, uint64_t now, bool fits, int threads);
+  void evict(size_t budget, uint64_t now);
 };
+
+// The blocks `indices` need that are not cached, sorted and coalesced into
+// runs (marking every needed block used at `now`). When the whole dataset
+// fits in the cache, the blocks between two missing ones are read with them
+// if they are missing too: an epoch of shuffled batches needs every block
+// anyway, and one long read is far cheaper than many.
+Runs HDF5Dataset::Files::missing_runs(const std::vector<int64_t>& indices, int64_t block_rows,
+                                      uint64_t now, bool fits) {
+  std::vector<int64_t> missing;
+  for (int64_t i : indices) {
+    const int64_t b = i / block_rows;
+    if (blocks[static_cast<size_t>(b)].empty()) missing.push_back(b);
+    last_use[static_cast<size_t>(b)] = now;
+  }
+  std::sort(missing.begin(), missing.end());
+  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+  auto gap_is_missing = [&](int64_t from, int64_t to) {
+    for (int64_t b = from; b < to; ++b) {
+      if (!blocks[static_cast<size_t>(b)].empty()) return false;
+    }
+    return true;
+  };
+  Runs runs;
+  for (int64_t b : missing) {
+    if (!runs.empty()) {
+      const int64_t end = runs.back().first + runs.back().second;
+      if (end == b || (fits && gap_is_missing(end, b))) {
+        runs.back().second = b - runs.back().first + 1;
+        continue;
+      }
+    }
+    runs.emplace_back(b, 1);
+  }
+  return runs;
+}
+
+// Reads each run in one call (inflating compressed chunks on `threads`) and
+// caches its blocks: sharing the run's memory when everything fits, else each
+// in memory of its own, so that evicting it frees it.
+void HDF5Dataset::Files::read(const Runs& runs, const BlockLayout& l, uint64_t now, bool fits,
+                              int threads) {
+  for (const auto& [first, count] : runs) {
+    const int64_t row0 = first * l.block_rows;
+    const int64_t rows = std::min(l.rows, (first + count) * l.block_rows) - row0;
+    auto raw =
+        std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * l.row_bytes);
+    if (l.uint8) {
+      if (!images.read_rows_inflating<uint8_t>(row0, rows, raw->data(), threads)) {
+        images.read_rows<uint8_t>(row0, rows, raw->data());
+      }
+    } else {
+      auto* values = reinterpret_cast<float*>(raw->data());
+      if (!images.read_rows_inflating<float>(row0, rows, values, threads)) {
+        images.read_rows<float>(row0, rows, values);
+      }
+    }
+    const size_t block_bytes = static_cast<size_t>(l.block_rows) * l.row_bytes;
+    for (int64_t b = first; b < first + count; ++b) {
+      last_use[static_cast<size_t>(b)] = now;
+      const size_t from = static_cast<size_t>(b - first) * block_bytes;
+      const size_t to = std::min(raw->size(), from + block_bytes);
+      if (fits) {
+        blocks[static_cast<size_t>(b)] = CachedBlock{raw, from, to - from};
+      } else {
+        blocks[static_cast<size_t>(b)] = CachedBlock{
+            std::make_shared<std::vector<unsigned char>>(raw->begin() + static_cast<long>(from),
+                                                         raw->begin() + static_cast<long>(to)),
+            0, to - from};
+      }
+      cached_bytes += to - from;
+    }
+  }
+}
+
+// Beyond `budget`, drops the least recently used blocks (not those used at `now`).
+void HDF5Dataset::Files::evict(size_t budget, uint64_t now) {
+  while (cached_bytes > budget) {
+    size_t victim = blocks.size();
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      if (!blocks[b].empty() && last_use[b] != now &&
+          (victim == blocks.size() || last_use[b] < last_use[victim])) {
+        victim = b;
+      }
+    }
+    if (victim == blocks.size()) break;
+    cached_bytes -= blocks[victim].size;
+    blocks[victim] = CachedBlock{};
+  }
+}
 
 HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
                          HDF5DatasetOptions options)
@@ -150,85 +255,33 @@ void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* feat
 
 void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
                        float* labels) const {
-  const size_t n = indices.size();
-  if (n == 0) return;
+  if (indices.empty()) return;
   for (int64_t i : indices) {
     KDP_CHECK(!(i < 0 || i >= n_), ValueError, "kdp::data::HDF5Dataset",
               "index {} is outside [0, {}) of '{}'", i, n_, path_);
   }
-  const auto row = static_cast<size_t>(row_);
-  const size_t elem = uint8_ ? 1 : sizeof(float);
+  const BlockLayout layout{n_, block_rows_,
+                           static_cast<size_t>(row_) * (uint8_ ? 1 : sizeof(float)), uint8_};
   std::lock_guard<std::mutex> lock(cache_mutex_);
   Files& f = *files_;
   const uint64_t now = ++f.clock;
-
-  // The blocks this batch needs that are not cached, sorted, coalesced into runs.
-  std::vector<int64_t> missing;
-  for (int64_t i : indices) {
-    const int64_t b = i / block_rows_;
-    if (f.blocks[static_cast<size_t>(b)].empty()) missing.push_back(b);
-    f.last_use[static_cast<size_t>(b)] = now;
-  }
-  std::sort(missing.begin(), missing.end());
-  missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
-  // When the whole dataset fits in the cache, the blocks between two missing
-  // ones are read with them if they are missing too: an epoch of shuffled
-  // batches needs every block anyway, and one long read is far cheaper than many.
-  const bool fits = static_cast<size_t>(n_) * row * elem <= options_.cache_bytes;
-  auto gap_is_missing = [&](int64_t from, int64_t to) {
-    for (int64_t b = from; b < to; ++b) {
-      if (!f.blocks[static_cast<size_t>(b)].empty()) return false;
-    }
-    return true;
-  };
-  std::vector<std::pair<int64_t, int64_t>> runs;  // [first block, count]
-  for (int64_t b : missing) {
-    if (!runs.empty()) {
-      const int64_t end = runs.back().first + runs.back().second;
-      if (end == b || (fits && gap_is_missing(end, b))) {
-        runs.back().second = b - runs.back().first + 1;
-        continue;
-      }
-    }
-    runs.emplace_back(b, 1);
-  }
+  const bool fits = static_cast<size_t>(n_) * layout.row_bytes <= options_.cache_bytes;
+  const Runs runs = f.missing_runs(indices, block_rows_, now, fits);
   last_runs_.store(static_cast<int64_t>(runs.size()));
   const int threads = options_.inflate_threads > 0 ? options_.inflate_threads
                       : Runtime::active()          ? Runtime::get().threads()
                                                    : 1;
-  for (const auto& [first, count] : runs) {
-    const int64_t row0 = first * block_rows_;
-    const int64_t rows = std::min(n_, (first + count) * block_rows_) - row0;
-    auto raw = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * row * elem);
-    if (uint8_) {
-      if (!f.images.read_rows_inflating<uint8_t>(row0, rows, raw->data(), threads)) {
-        f.images.read_rows<uint8_t>(row0, rows, raw->data());
-      }
-    } else {
-      auto* values = reinterpret_cast<float*>(raw->data());
-      if (!f.images.read_rows_inflating<float>(row0, rows, values, threads)) {
-        f.images.read_rows<float>(row0, rows, values);
-      }
-    }
-    for (int64_t b = first; b < first + count; ++b) {
-      f.last_use[static_cast<size_t>(b)] = now;
-      const size_t from = static_cast<size_t>((b - first) * block_rows_) * row * elem;
-      const size_t to = std::min(raw->size(), from + static_cast<size_t>(block_rows_) * row * elem);
-      if (fits) {
-        f.blocks[static_cast<size_t>(b)] = CachedBlock{raw, from, to - from};
-      } else {
-        // Evicting a block must free its memory: a block of its own.
-        f.blocks[static_cast<size_t>(b)] = CachedBlock{
-            std::make_shared<std::vector<unsigned char>>(raw->begin() + static_cast<long>(from),
-                                                         raw->begin() + static_cast<long>(to)),
-            0, to - from};
-      }
-      f.cached_bytes += to - from;
-    }
-  }
+  f.read(runs, layout, now, fits, threads);
+  copy_samples(indices, features, bytes, labels);
+  f.evict(options_.cache_bytes, now);
+}
 
+void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
+                               float* labels) const {
+  const Files& f = *files_;
+  const auto row = static_cast<size_t>(row_);
   const ByteFeatures how = normalisation();
-  for (size_t k = 0; k < n; ++k) {
+  for (size_t k = 0; k < indices.size(); ++k) {
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
     const size_t offset = static_cast<size_t>(i % block_rows_) * row;
@@ -253,20 +306,6 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
       }
       for (size_t j = 0; j < row; ++j) dst[j] = how(src[j]);
     }
-  }
-
-  // Beyond the budget, drop the least recently used blocks (not this batch's).
-  while (f.cached_bytes > options_.cache_bytes) {
-    size_t victim = f.blocks.size();
-    for (size_t b = 0; b < f.blocks.size(); ++b) {
-      if (!f.blocks[b].empty() && f.last_use[b] != now &&
-          (victim == f.blocks.size() || f.last_use[b] < f.last_use[victim])) {
-        victim = b;
-      }
-    }
-    if (victim == f.blocks.size()) break;
-    f.cached_bytes -= f.blocks[victim].size;
-    f.blocks[victim] = CachedBlock{};
   }
 }
 

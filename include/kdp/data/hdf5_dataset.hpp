@@ -120,6 +120,9 @@ class HDF5Dataset : public Dataset {
   // fetch() with float features, or fetch_bytes() with `bytes` instead.
   void fill(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
             float* labels) const;
+  // fill()'s last step: the samples out of the cached blocks, converted.
+  void copy_samples(const std::vector<int64_t>& indices, float* features, uint8_t* bytes,
+                    float* labels) const;
   struct Files;
   std::unique_ptr<Files> files_;
   std::string path_, images_, labels_;
