@@ -1,0 +1,89 @@
+#pragma once
+// kdp-train's pieces: its options (kdp_train_options.cpp), the data, model,
+// optimizer and Trainer options they make (kdp_train_setup.cpp), and the run
+// itself (kdp_train.cpp).
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "kdp/kdp.hpp"
+
+namespace kdp::train_tool {
+
+// Every option of kdp-train, with its default.
+struct Options {
+  std::string data = "data/fashion-mnist.h5";
+  std::string model = "784,256,256,10";
+  std::string activation = "relu";
+  int64_t epochs = 10;
+  int64_t batch_size = 128;
+  std::string optimizer = "adam";
+  double lr = 1e-3;
+  double momentum = 0.9;
+  double weight_decay = 0.0;
+  int devices = 1;
+  uint64_t seed = 0;
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep_last = 3;
+  std::string resume = "never";
+  bool overwrite = false;
+  std::string metrics;
+  int64_t max_steps = -1;
+  int threads = 0;
+  std::string scheduler = "none";
+  double grad_clip = 0.0;
+  int64_t accumulate = 1;
+  bool no_anomaly_check = false;
+  std::string progress = "auto";
+  int64_t log_every = 50;
+  bool without_locks = false;
+  std::string status_file;
+  double gamma = 0.1;
+  int64_t step_size = 0;  // 0: epochs / 3
+  std::vector<int64_t> milestones;
+  bool sync_batchnorm = false;
+  double stop_at_accuracy = 0.0;  // 0: train every epoch
+  std::string trace;
+  std::string comm_hook = "allreduce";
+  std::string precision = "fp32";
+  double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
+};
+
+// The training and test splits, normalised by the training features' mean
+// and standard deviation; flat samples or images, as the model's first layer
+// takes them.
+struct TrainingData {
+  std::shared_ptr<data::HDF5Dataset> train, test;
+  float mean = 0.0f, stddev = 1.0f;
+};
+
+// The model of --model: a layer list ("conv(32,3),relu,...") or MLP sizes
+// ("784,256,10"), checked against the data's samples and classes, and how the
+// run configuration records it.
+struct Model {
+  std::shared_ptr<nn::Module> net;
+  std::string recorded;
+  bool images = false;  // whether it takes images (else flat samples)
+};
+
+TrainingData load_data(const Options& o, dist::Communicator& comm, bool images);
+bool takes_images(const std::string& model);
+Model build_model(const Options& o, const TrainingData& d, const Device& device);
+std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o,
+                                                 const optim::NamedParameters& params);
+std::unique_ptr<optim::LRScheduler> make_scheduler(const Options& o, optim::Optimizer& opt);
+train::TrainerOptions trainer_options(const Options& o, const Model& m, const TrainingData& d,
+                                      const std::vector<Device>& devs);
+/// Refuses a batch that the ranks and devices cannot share.
+void check_batch(const Options& o, int ranks);
+
+/// The options, by concern.
+void add_training_options(CLI::App& app, Options& o);
+void add_file_options(CLI::App& app, Options& o);
+void add_distributed_options(CLI::App& app, Options& o);
+void add_run_options(CLI::App& app, Options& o);
+
+}  // namespace kdp::train_tool
