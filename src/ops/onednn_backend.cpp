@@ -223,6 +223,8 @@ struct ConvForward {
   dnnl::convolution_forward::primitive_desc pd;
   dnnl::convolution_forward prim;
   Scratch x, w, y;
+  // conv_kept_input_bytes' answer, decided on its first call (-1: not yet).
+  int64_t kept_input_bytes = -1;
 };
 
 // The backward of one shape and precision (the bias gradient is kdp's).
@@ -250,7 +252,8 @@ ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Con
   if (it == made.end()) {
     ConvDescs descs = descs_of(d, bf16);
     auto pd = forward_pd(descs, relu, bias, ctx.engine);
-    it = made.emplace(key, ConvForward{descs, pd, dnnl::convolution_forward(pd), {}, {}, {}}).first;
+    it = made.emplace(key, ConvForward{descs, pd, dnnl::convolution_forward(pd), {}, {}, {}, -1})
+             .first;
   }
   return it->second;
 }
@@ -325,9 +328,14 @@ size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias)
       "convolution forward", [&] { return shape_of(d); },
       [&] {
         Context& ctx = context();
-        const dnnl::memory::desc& fwd = forward_for(d, bf16, relu, bias, ctx).pd.src_desc();
-        const dnnl::memory::desc& bwd = backward_for(d, bf16, ctx).weights_pd.src_desc();
-        if (fwd != descs_of(d, bf16).x_user && fwd == bwd) bytes = fwd.get_size();
+        ConvForward& f = forward_for(d, bf16, relu, bias, ctx);
+        if (f.kept_input_bytes < 0) {  // once per shape: every training step asks
+          const dnnl::memory::desc fwd = f.pd.src_desc();
+          const dnnl::memory::desc bwd = backward_for(d, bf16, ctx).weights_pd.src_desc();
+          f.kept_input_bytes =
+              fwd != f.descs.x_user && fwd == bwd ? static_cast<int64_t>(fwd.get_size()) : 0;
+        }
+        bytes = static_cast<size_t>(f.kept_input_bytes);
       });
   return bytes;
 }
