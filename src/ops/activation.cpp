@@ -124,32 +124,30 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
   return out;
 }
 
-// Dropout keeps element i when uniform(seed, base + i) >= p. A dropped element
-// is multiplied by 0, as in PyTorch, so a NaN stays NaN either way.
-
 namespace {
 
-// Elements e0, e0 + 1, ... of `pairs` whole pairs: pair k draws for counters
-// 2 (first + k) and 2 (first + k) + 1 from one hash (random::Stream::draw24_pair).
+// `pairs` whole pairs of elements: pair k draws for counters 2 (first + k) and
+// 2 (first + k) + 1 from one hash (random::Stream::draw24_pair).
 KDP_ALWAYS_INLINE void dropout_pairs_body(const float* __restrict in, float* __restrict out,
-                                          int64_t pairs, uint64_t first, uint64_t key,
-                                          uint32_t threshold, float scale) {
+                                          int64_t pairs, uint64_t first,
+                                          const random::Stream& stream, uint32_t threshold,
+                                          float scale) {
   for (int64_t k = 0; k < pairs; ++k) {
-    const uint64_t b = random::mix64(
-        key ^ random::mix64(first + static_cast<uint64_t>(k) + random::kCounterShift));
-    const auto even = static_cast<uint32_t>(b >> 40);
-    const auto odd = static_cast<uint32_t>((b >> 8) & 0xFFFFFFull);
+    uint32_t even = 0, odd = 0;
+    stream.draw24_pair(first + static_cast<uint64_t>(k), even, odd);
     out[2 * k] = in[2 * k] * (even >= threshold ? scale : 0.0f);
     out[2 * k + 1] = in[2 * k + 1] * (odd >= threshold ? scale : 0.0f);
   }
 }
 KDP_HOST_KERNEL(dropout_pairs, dropout_pairs_body,
                 (const float* __restrict in, float* __restrict out, int64_t pairs, uint64_t first,
-                 uint64_t key, uint32_t threshold, float scale),
-                (in, out, pairs, first, key, threshold, scale))
+                 const random::Stream& stream, uint32_t threshold, float scale),
+                (in, out, pairs, first, stream, threshold, scale))
 
 }  // namespace
 
+// Dropout keeps element i when uniform(seed, base + i) >= p. A dropped element
+// is multiplied by 0, as in PyTorch, so a NaN stays NaN either way.
 void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
                     uint64_t base) {
   const float scale = 1.0f / (1.0f - p);
@@ -167,7 +165,7 @@ void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uin
     float* dst = out.data();
     kdp::detail::host_chunks("kdp::dropout", device, pairs, 4096, [=](int64_t k0, int64_t k1) {
       dropout_pairs(src + head + 2 * k0, dst + head + 2 * k0, k1 - k0,
-                    first + static_cast<uint64_t>(k0), stream.key, threshold, scale);
+                    first + static_cast<uint64_t>(k0), stream, threshold, scale);
     });
     auto single = [&](int64_t i) {
       const bool keep = stream.draw24(base + static_cast<uint64_t>(i)) >= threshold;
