@@ -8,6 +8,7 @@ std::string OpInfo::describe(const void* self) {
   const auto* op = static_cast<const OpInfo*>(self);
   std::string s = fmt::format("{} ({}{}{} {}", op->kind, op->detail, *op->detail ? ", " : "",
                               op->count, op->unit);
+  if (*op->route) s += std::string(", via ") + op->route;
   if (*op->name) s += std::string(", ") + op->name;
   return s + ")";
 }

@@ -28,7 +28,8 @@ struct OpInfo {
   const char* detail = "";  // "sum"
   size_t count = 0;         // elements or bytes
   const char* unit = "";
-  const char* name = "";  // the tensor's name, if any (must outlive the collective)
+  const char* name = "";   // the tensor's name, if any (must outlive the collective)
+  const char* route = "";  // how an allreduce travels (algorithms::name)
 
   static std::string describe(const void* self);
 };

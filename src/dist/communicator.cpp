@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "algorithms/allreduce.hpp"
 #include "backend.hpp"
 #include "collective_queue.hpp"
 #include "core/check.hpp"
@@ -114,14 +115,19 @@ void copy_back(const Tensor& t, const HostView& v) {
 
 // ---- each collective, written once: queued (i...) or run now ----------------------
 
-// An in-place allreduce of `count` elements, then the average's scaling and `then`.
+// An in-place allreduce of `count` elements by the route algorithms::plan
+// picks, then the average's scaling and `then`.
 template <class T>
 Collective allreduce_op(detail::Backend& b, T* data, size_t count, ReduceOp op,
                         const std::string& name, std::function<void()> then,
                         AllreduceRoute route = {}) {
   const double factor = op == ReduceOp::Average ? 1.0 / b.size() : 1.0;
-  return {OpInfo{"allreduce", to_string(op), count, "elements", ""}, name,
-          [&b, data, count, op, route] { b.allreduce(data, count, element_of<T>(), op, route); },
+  const algorithms::Plan plan = algorithms::plan(b, element_of<T>(), route);
+  float* residual = route.residual;
+  return {OpInfo{"allreduce", to_string(op), count, "elements", "", algorithms::name(plan)}, name,
+          [&b, plan, data, count, op, residual] {
+            algorithms::run(plan, b, data, count, element_of<T>(), op, residual);
+          },
           [data, count, factor, then = std::move(then)] {
             if (factor != 1.0) scale_host(data, count, factor);
             if (then) then();
@@ -154,6 +160,10 @@ Request::times() const {
   return {state_->started, state_->ended};
 }
 
+const char* Request::route() const {
+  return state_ ? state_->op.info.route : "";
+}
+
 void Request::wait() {
   if (!state_) return;
   std::unique_lock<std::mutex> lock(state_->mutex);
@@ -174,7 +184,7 @@ int Communicator::size() const {
   return impl_->backend->size();
 }
 int Communicator::local_size() const {
-  return impl_->backend->local_size();
+  return impl_->backend->size(detail::Group::Node);
 }
 int Communicator::nodes() const {
   return impl_->backend->nodes();

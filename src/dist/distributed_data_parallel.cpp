@@ -280,8 +280,8 @@ void DistributedDataParallel::finish() {
       for (const auto& b : buckets_) {
         const auto [began, ended] = b->request.times();
         trace::record(fmt::format("bucket {} ready", b->index()), b->ready_at, b->ready_at);
-        trace::record(fmt::format("{} bucket {} ({:.2f} MB)", hook_->name(), b->index(),
-                                  static_cast<double>(b->numel()) * 4e-6),
+        trace::record(fmt::format("{} bucket {} via {} ({:.2f} MB)", hook_->name(), b->index(),
+                                  b->request.route(), static_cast<double>(b->numel()) * 4e-6),
                       began, ended, "comm");
       }
     }

@@ -1,13 +1,11 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -33,11 +31,6 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
-// Every element type is 4 or 8 bytes.
-uint64_t element_size(Element type) {
-  return type == Element::Float ? 4 : 8;
-}
-
 MPI_Datatype mpi_type(Element type) {
   switch (type) {
     case Element::Float:
@@ -50,43 +43,12 @@ MPI_Datatype mpi_type(Element type) {
   return MPI_BYTE;
 }
 
-// bfloat16 is float's upper half: round to nearest even, NaN kept a NaN.
-uint16_t to_bf16(float f) {
-  uint32_t u = 0;
-  std::memcpy(&u, &f, sizeof(u));
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float from_bf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f = 0.0f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-void combine(float* into, const float* from, size_t n, ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Average:
-      for (size_t i = 0; i < n; ++i) into[i] += from[i];
-      return;
-    case ReduceOp::Max:
-      for (size_t i = 0; i < n; ++i) into[i] = std::max(into[i], from[i]);
-      return;
-    case ReduceOp::Min:
-      for (size_t i = 0; i < n; ++i) into[i] = std::min(into[i], from[i]);
-      return;
-  }
-}
-
 // Processes of one MPI communicator: a duplicate of MPI_COMM_WORLD whose errors
 // come back as codes (and then as CommErrors naming the collective and the
 // rank), the communicator of this node's processes and that of one leader per
-// node. Across nodes every collective is MPI's non-blocking one or kdp's ring
-// over point-to-point messages (floats), waited for by testing with short
-// sleeps in between: a rank waiting for the network leaves its core to the
+// node. Across nodes every collective is MPI's non-blocking one, and every
+// point-to-point exchange a pair of non-blocking messages, waited for by
+// testing with short sleeps in between: a rank waiting for the network leaves its core to the
 // threads computing (MPI's blocking calls poll without a pause), and the
 // messages still move while nobody tests (the kernel's socket buffers carry
 // them). Inside one node MPI's blocking collectives run as they are.
@@ -110,13 +72,19 @@ class Mpi : public Backend {
     MPI_Comm_size(local_, &local_size_);
     check(MPI_Comm_split(comm_, local_rank_ == 0 ? 0 : MPI_UNDEFINED, rank_, &leaders_),
           "MPI_Comm_split");
-    if (leaders_ != MPI_COMM_NULL) MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN);
+    if (leaders_ != MPI_COMM_NULL) {
+      MPI_Comm_set_errhandler(leaders_, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(leaders_, &leader_rank_);
+      MPI_Comm_size(leaders_, &leaders_size_);
+    }
     // Each rank's node: the world rank of its node's leader.
     int leader = rank_;
     check(MPI_Bcast(&leader, 1, MPI_INT, 0, local_), "MPI_Bcast");
     node_of_.resize(static_cast<size_t>(size_));
     check(MPI_Allgather(&leader, 1, MPI_INT, node_of_.data(), 1, MPI_INT, comm_), "MPI_Allgather");
-    nodes_ = static_cast<int>(std::set<int>(node_of_.begin(), node_of_.end()).size());
+    const std::set<int> leaders(node_of_.begin(), node_of_.end());
+    nodes_ = static_cast<int>(leaders.size());
+    leader_world_rank_.assign(leaders.begin(), leaders.end());  // the leaders' order: world rank
   }
   ~Mpi() override {
     int finalized = 1;
@@ -127,19 +95,21 @@ class Mpi : public Backend {
     }
   }
 
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int local_size() const override { return local_size_; }
+  int rank(Group group) const override {
+    return group == Group::World ? rank_ : group == Group::Node ? local_rank_ : leader_rank_;
+  }
+  int size(Group group) const override {
+    return group == Group::World ? size_ : group == Group::Node ? local_size_ : leaders_size_;
+  }
   int nodes() const override { return nodes_; }
+  bool on_my_node(Group group, int r) const override {
+    if (group == Group::Node) return true;
+    const int world = group == Group::World ? r : leader_world_rank_[static_cast<size_t>(r)];
+    return node_of_[static_cast<size_t>(world)] == node_of_[static_cast<size_t>(rank_)];
+  }
   Traffic traffic() const override { return {between_nodes_.load(), within_node_.load()}; }
 
-  void allreduce(void* data, size_t count, Element type, ReduceOp op,
-                 const AllreduceRoute& route) override {
-    // Floats across nodes, and bfloat16 messages anywhere: kdp's own routes.
-    if (type == Element::Float && (route.bfloat16 || nodes_ > 1)) {
-      routed(static_cast<float*>(data), count, op, route);
-      return;
-    }
+  void allreduce(void* data, size_t count, Element type, ReduceOp op) override {
     if (nodes_ == 1 && size_ > 1) {  // MPI's shared-memory algorithms: what a ring would send
       within_node_ += 2 * static_cast<uint64_t>(size_ - 1) * count * element_size(type) /
                       static_cast<uint64_t>(size_);
@@ -155,7 +125,28 @@ class Mpi : public Backend {
         },
         "allreduce");
   }
-  void broadcast(void* data, size_t bytes, int root) override {
+  // Inside the node a blocking call (shared memory: the CPU's work); the
+  // Node group's traffic is all of it within the node.
+  void reduce(void* data, size_t count, Element type, ReduceOp op, Group group) override {
+    MPI_Comm c = of(group);
+    if (c == MPI_COMM_NULL) return;
+    const bool root = rank(group) == 0;
+    if (!root) sent(group, 0) += count * element_size(type);
+    check(MPI_Reduce(root ? MPI_IN_PLACE : data, data, static_cast<int>(count), mpi_type(type),
+                     mpi_op(op), 0, c),
+          "reduce");
+  }
+  void broadcast(void* data, size_t bytes, int root, Group group) override {
+    if (group != Group::World) {  // the hierarchical route's last step
+      MPI_Comm c = of(group);
+      if (c == MPI_COMM_NULL) return;
+      if (rank(group) == root) {
+        (group == Group::Node ? within_node_ : between_nodes_) +=
+            bytes * static_cast<size_t>(size(group) - 1);
+      }
+      check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, c), "broadcast");
+      return;
+    }
     collective(
         [&](MPI_Request* req) {
           return MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_, req);
@@ -176,9 +167,22 @@ class Mpi : public Backend {
         },
         "allgather");
   }
-  void barrier() override {
-    collective([&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); },
-               [&] { return MPI_Barrier(comm_); }, "barrier");
+  // A barrier may wait for another node's work: with pauses wherever the job
+  // spans nodes.
+  void barrier(Group group) override {
+    MPI_Comm c = of(group);
+    if (c == MPI_COMM_NULL) return;
+    collective([&](MPI_Request* req) { return MPI_Ibarrier(c, req); },
+               [&] { return MPI_Barrier(c); }, "barrier");
+  }
+  void sendrecv(const void* out, size_t out_bytes, int to, void* in, size_t in_bytes, int from,
+                int tag, Group group) override {
+    MPI_Comm c = of(group);
+    MPI_Request reqs[2];
+    check(MPI_Irecv(in, static_cast<int>(in_bytes), MPI_BYTE, from, tag, c, &reqs[0]), "receive");
+    check(MPI_Isend(out, static_cast<int>(out_bytes), MPI_BYTE, to, tag, c, &reqs[1]), "send");
+    wait(reqs, 2, "send and receive");
+    sent(group, to) += out_bytes;
   }
   [[noreturn]] void abort(const std::string& message, int code) override {
     std::fprintf(stderr, "%s\n", message.c_str());
@@ -234,125 +238,13 @@ class Mpi : public Backend {
     wait(&req, 1, what);
   }
 
-  // The ring over every rank; hierarchical: inside the node (shared memory),
-  // the ring among the nodes' leaders, inside again (the plain ring where a
-  // node holds one rank or all of them).
-  void routed(float* x, size_t count, ReduceOp op, const AllreduceRoute& route) {
-    if (!route.hierarchical || local_size_ == 1 || local_size_ == size_) {
-      ring(comm_, x, count, op, route.bfloat16, route.residual);
-      return;
-    }
-    check(MPI_Reduce(local_rank_ == 0 ? MPI_IN_PLACE : x, x, static_cast<int>(count), MPI_FLOAT,
-                     mpi_op(op), 0, local_),
-          "allreduce (inside the node)");
-    if (local_rank_ != 0) within_node_ += count * sizeof(float);
-    if (leaders_ != MPI_COMM_NULL) ring(leaders_, x, count, op, route.bfloat16, route.residual);
-    // The others wait for their leader's network ring with pauses (polling
-    // would take the cores that the leader's transfers and backward need),
-    // then copy its result at memory speed.
-    MPI_Request ready = MPI_REQUEST_NULL;
-    check(MPI_Ibarrier(local_, &ready), "allreduce (inside the node)");
-    wait(&ready, 1, "allreduce (inside the node)");
-    check(MPI_Bcast(x, static_cast<int>(count), MPI_FLOAT, 0, local_),
-          "allreduce (inside the node)");
-    if (local_rank_ == 0)
-      within_node_ += count * sizeof(float) * static_cast<size_t>(local_size_ - 1);
+  MPI_Comm of(Group group) const {
+    return group == Group::World ? comm_ : group == Group::Node ? local_ : leaders_;
   }
 
-  // The ring allreduce of `count` floats over `comm` (bandwidth-optimal: each
-  // rank sends 2 (p - 1) / p of the data): p - 1 steps of reduce-scatter, each
-  // rank passing a partial result of one segment to its right neighbour, then
-  // p - 1 steps of passing the completed segments on. With `bf16` every
-  // message carries bfloat16 values (half the bytes); a segment is rounded to
-  // bfloat16 once complete, so that every rank holds the same result, and
-  // what each rounding took goes to `residual` (AllreduceRoute::residual).
-  void ring(MPI_Comm comm, float* x, size_t count, ReduceOp op, bool bf16, float* residual) {
-    int p = 1, r = 0;
-    MPI_Comm_size(comm, &p);
-    MPI_Comm_rank(comm, &r);
-    if (p == 1) return;
-    if (!bf16) residual = nullptr;
-    if (residual != nullptr) {
-      for (size_t i = 0; i < count; ++i) {
-        x[i] += residual[i];
-        residual[i] = 0.0f;
-      }
-    }
-    const int right = (r + 1) % p, left = (r + p - 1) % p;
-    std::atomic<uint64_t>& sent = node_of_[static_cast<size_t>(world_rank(comm, right))] ==
-                                          node_of_[static_cast<size_t>(rank_)]
-                                      ? within_node_
-                                      : between_nodes_;
-    const auto begin = [&](int k) {
-      return count * static_cast<size_t>(k) / static_cast<size_t>(p);
-    };
-    const auto length = [&](int k) { return begin(k + 1) - begin(k); };
-    const size_t largest = length(p - 1) + 1;
-    std::vector<float> in(largest);
-    std::vector<uint16_t> out16(bf16 ? largest : 0), in16(bf16 ? largest : 0);
-
-    // Segment `send` to the right, segment `recv` from the left into `in`;
-    // with `keep_errors`, the rounding of what is sent goes to the residual.
-    const auto exchange = [&](int send, int recv, int tag, bool keep_errors) {
-      MPI_Request reqs[2];
-      const size_t ns = length(send), nr = length(recv);
-      const float* src = x + begin(send);
-      if (bf16) {
-        for (size_t i = 0; i < ns; ++i) out16[i] = to_bf16(src[i]);
-        if (residual != nullptr && keep_errors) {
-          float* res = residual + begin(send);
-          for (size_t i = 0; i < ns; ++i) res[i] += src[i] - from_bf16(out16[i]);
-        }
-        check(MPI_Irecv(in16.data(), static_cast<int>(nr), MPI_UINT16_T, left, tag, comm, &reqs[0]),
-              "allreduce");
-        check(
-            MPI_Isend(out16.data(), static_cast<int>(ns), MPI_UINT16_T, right, tag, comm, &reqs[1]),
-            "allreduce");
-      } else {
-        check(MPI_Irecv(in.data(), static_cast<int>(nr), MPI_FLOAT, left, tag, comm, &reqs[0]),
-              "allreduce");
-        check(MPI_Isend(src, static_cast<int>(ns), MPI_FLOAT, right, tag, comm, &reqs[1]),
-              "allreduce");
-      }
-      wait(reqs, 2, "allreduce");
-      sent += ns * (bf16 ? sizeof(uint16_t) : sizeof(float));
-      if (bf16) {
-        for (size_t i = 0; i < nr; ++i) in[i] = from_bf16(in16[i]);
-      }
-    };
-    for (int s = 0; s < p - 1; ++s) {
-      const int send = (r - s + p) % p, recv = (r - s - 1 + p) % p;
-      exchange(send, recv, s, true);
-      combine(x + begin(recv), in.data(), length(recv), op);
-    }
-    // This rank's segment (r + 1) % p is complete.
-    if (bf16) {
-      const int mine = (r + 1) % p;
-      float* own = x + begin(mine);
-      for (size_t i = 0; i < length(mine); ++i) {
-        const float rounded = from_bf16(to_bf16(own[i]));
-        if (residual != nullptr) residual[begin(mine) + i] += own[i] - rounded;
-        own[i] = rounded;
-      }
-    }
-    for (int s = 0; s < p - 1; ++s) {
-      const int send = (r + 1 - s + p) % p, recv = (r - s + p) % p;
-      exchange(send, recv, p + s, false);  // bfloat16 values already
-      std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(length(recv)),
-                x + begin(recv));
-    }
-  }
-
-  // The rank in comm_ of rank `r` of `comm`.
-  int world_rank(MPI_Comm comm, int r) const {
-    MPI_Group group = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-    MPI_Comm_group(comm, &group);
-    MPI_Comm_group(comm_, &world);
-    int out = r;
-    MPI_Group_translate_ranks(group, 1, &r, world, &out);
-    MPI_Group_free(&group);
-    MPI_Group_free(&world);
-    return out;
+  // The counter of bytes sent to rank `r` of `group`.
+  std::atomic<uint64_t>& sent(Group group, int r) {
+    return on_my_node(group, r) ? within_node_ : between_nodes_;
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -362,8 +254,11 @@ class Mpi : public Backend {
   int size_ = 1;
   int local_rank_ = 0;
   int local_size_ = 1;
+  int leader_rank_ = -1;
+  int leaders_size_ = 0;
   int nodes_ = 1;
-  std::vector<int> node_of_;
+  std::vector<int> node_of_;            // each world rank's node: its leader's world rank
+  std::vector<int> leader_world_rank_;  // each leader's world rank
   // Read by any thread (Communicator::traffic), written by the one reducing.
   std::atomic<uint64_t> between_nodes_{0};
   std::atomic<uint64_t> within_node_{0};

@@ -82,9 +82,14 @@ hierarchical)
   # 2 N; with bf16, N.
   "$cluster" up --name "$name" --nodes 2 >/dev/null || fail "cluster up"
   declare -A net
+  declare -A route=([allreduce]=ring [hierarchical]=hierarchical [hierarchical-bf16]=hierarchical-bf16)
   for hook in allreduce hierarchical hierarchical-bf16; do
     timeout 120 "$cluster" run --name "$name" --ranks-per-node 2 -- "${train[@]}" --epochs 1 \
-      --max-steps 6 --comm-hook "$hook" >"$hook.log" 2>&1 || { cat "$hook.log"; fail "the $hook run"; }
+      --max-steps 6 --comm-hook "$hook" --trace "$work/$hook.json" >"$hook.log" 2>&1 ||
+      { cat "$hook.log"; fail "the $hook run"; }
+    # Across nodes float32 buckets take the ring unless the hook asks otherwise.
+    grep -q "$hook bucket 0 via ${route[$hook]} (" "$work/$hook.json" ||
+      fail "the trace of the $hook run does not name the route ${route[$hook]}: $(grep -o '"[^"]*bucket 0 via[^"]*"' "$work/$hook.json" | head -1)"
     net[$hook]=$(sed -n 's/^communication: \([0-9.]*\) MB over the network.*(2 node(s), hook .*/\1/p' "$hook.log")
     [[ -n ${net[$hook]} ]] || { cat "$hook.log"; fail "the $hook run did not say what it sent over 2 nodes"; }
   done

@@ -115,6 +115,30 @@ TEST(CommHook, HierarchicalRouteEqualsThePlainSum) {
   EXPECT_LE(comm.local_size(), comm.size());
 }
 
+// Where each request went (AllreduceRoute's contract): one rank sends nothing;
+// float32 on one node takes MPI's allreduce, across nodes kdp's ring unless
+// asked for the hierarchical route; bfloat16 messages always take kdp's ring
+// (the hierarchical one where nodes hold several ranks, but not all).
+TEST(CommHook, RequestNamesTheRouteItTook) {
+  Communicator comm = Communicator::world();
+  const bool one = comm.size() == 1, one_node = comm.nodes() == 1;
+  const bool split = comm.local_size() > 1 && comm.local_size() < comm.size();
+  const auto route = [&](AllreduceRoute asked) {
+    Tensor t = Tensor::ones({64});
+    Request r = comm.iallreduce(t, ReduceOp::Sum, asked);
+    r.wait();
+    return std::string(r.route());
+  };
+  EXPECT_EQ(route({false, false}), one ? "local" : one_node ? "mpi" : "ring");
+  EXPECT_EQ(route({true, false}), one ? "local" : "ring-bf16");
+  EXPECT_EQ(route({false, true}), one        ? "local"
+                                  : one_node ? "mpi"
+                                  : split    ? "hierarchical"
+                                             : "ring");
+  EXPECT_EQ(route({true, true}), one ? "local" : split ? "hierarchical-bf16" : "ring-bf16");
+  EXPECT_EQ(std::string(Request().route()), "") << "a default request carried nothing";
+}
+
 // A gradient that bfloat16 cannot hold, reduced step after step: error
 // feedback carries each step's rounding into the next, so the sum of what
 // the optimizer received stays within one rounding of the true sum, where

@@ -16,7 +16,11 @@
 ///                          node: one rank per node uses the network
 ///
 /// Each works over plain MPI on CPUs and GPUs alike (kdp's ring carries the
-/// bfloat16 messages; no custom MPI operation is needed).
+/// bfloat16 messages; no custom MPI operation is needed). A hook states what
+/// it wants (an AllreduceRoute); the routes themselves (MPI's allreduce, the
+/// ring, the hierarchical route, bfloat16 messages) are kdp's collective
+/// algorithms over the MPI transport, and Request::route() and the trace name
+/// the one each bucket took.
 
 #include <map>
 #include <memory>

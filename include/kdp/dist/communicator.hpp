@@ -26,9 +26,12 @@ namespace kdp::dist {
 
 enum class ReduceOp { Sum, Average, Max, Min };
 
-/// How an allreduce of floats travels. Across nodes kdp reduces floats with a
-/// ring over MPI's point-to-point messages (each rank sends 2 (p - 1) / p of
-/// the data), inside one node with MPI's own allreduce.
+/// What a caller (a CommHook) asks of an allreduce of floats. The route it
+/// takes is decided in one place from this and the job's shape
+/// (src/dist/algorithms/route.cpp) and named by Request::route(): across
+/// nodes kdp's ring over MPI's point-to-point messages (each rank sends
+/// 2 (p - 1) / p of the data), inside one node MPI's own allreduce, bfloat16
+/// messages always kdp's ring.
 struct AllreduceRoute {
   /// Messages carry bfloat16 (half the bytes, 8 significant bits); every rank
   /// ends with the same values (a sum: each a bfloat16 value).
@@ -69,6 +72,10 @@ class Request {
   /// start until it completed.
   std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point> times()
       const;
+  /// How an allreduce travelled: "mpi" (MPI's own allreduce), "ring",
+  /// "ring-bf16", "hierarchical", "hierarchical-bf16", or "local" (one rank);
+  /// empty for other collectives.
+  const char* route() const;
 
   struct State;
   explicit Request(std::shared_ptr<State> state) : state_(std::move(state)) {}
