@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
+#include "kdp/core/trace.hpp"
 
 namespace kdp {
 
@@ -115,6 +117,14 @@ class GraphTask {
     for (const Tensor& g : grads) any = any || g.defined();
     std::vector<Tensor> out;
     if (any) {
+      // "kdp::linear backward": apart from the forward op's region in tools
+      // that sum regions by name.
+      std::optional<trace::Region> region;
+      std::string region_name;
+      if (trace::tool_regions_here()) {
+        region_name = std::string(n->name()) + " backward";
+        region.emplace(region_name.c_str());
+      }
       out = n->apply(grads);
       KDP_CHECK(out.size() == n->next_edges().size(), StateError, "kdp::backward",
                 "{} returned {} gradients for {} inputs", n->name(), out.size(),
@@ -233,7 +243,7 @@ void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& gra
     roots.push_back(autograd::gradient_edge(out));
     root_grads.push_back(std::move(g));
   }
-  ProfilingRegion region("kdp::backward");
+  trace::Region region("kdp::autograd::backward");
   GraphTask task(roots, std::move(root_grads), retain_graph);
   task.run();
 }

@@ -14,6 +14,7 @@
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/threads.hpp"
+#include "kdp/core/trace.hpp"
 
 #if KDP_ENABLE_MPI
 #include <mpi.h>
@@ -86,6 +87,7 @@ void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
   threads_ = choose_threads(options.threads, cores_, local_ranks_);
   choose_gpus(options);
   start_kokkos(argc, argv);
+  trace::set_region_thread();
   set_blas_threads(threads_);
   make_default_device();
   current_runtime.store(this);

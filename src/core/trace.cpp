@@ -11,6 +11,8 @@ namespace {
 
 constexpr size_t kMaxEvents = 1000000;
 
+thread_local bool region_thread = false;  // the thread that opens Kokkos Tools regions
+
 struct Recorder {
   std::atomic<bool> on{false};
   std::atomic<int64_t> step{-1};
@@ -33,6 +35,14 @@ std::string escaped(const std::string& s) {
 }
 
 }  // namespace
+
+bool tool_regions_here() {
+  return region_thread && compat::tools_loaded();
+}
+
+void set_region_thread() {
+  region_thread = true;
+}
 
 bool enabled() {
   return recorder().on.load(std::memory_order_relaxed);

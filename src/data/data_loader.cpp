@@ -9,6 +9,7 @@
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
+#include "kdp/core/trace.hpp"
 
 namespace kdp::data {
 
@@ -181,6 +182,7 @@ void DataLoader::Iterator::fetch_next() {
     return;
   }
   HostBatch h;
+  trace::Region region("kdp::data::wait", "compute");
   const auto start = std::chrono::steady_clock::now();
   if (loader_->options_.prefetch == 0) {
     h = e.load(static_cast<size_t>(position_));

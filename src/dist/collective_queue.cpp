@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <string_view>
+
+#include "kdp/core/trace.hpp"
+
 namespace kdp::dist::detail {
 
 std::string OpInfo::describe(const void* self) {
@@ -83,8 +87,23 @@ std::shared_ptr<Request::State> CollectiveQueue::submit(Collective op) {
   return st;
 }
 
+namespace {
+
+// The Kokkos Tools region of a blocking collective (queued ones run on the
+// communication thread, which opens none).
+const char* region_of(const OpInfo& info) {
+  const std::string_view kind = info.kind;
+  if (kind == "allreduce") return "kdp::dist::allreduce";
+  if (kind == "broadcast") return "kdp::dist::broadcast";
+  if (kind == "allgather") return "kdp::dist::allgather";
+  return "kdp::dist::barrier";
+}
+
+}  // namespace
+
 void CollectiveQueue::run_now(Collective op) {
   op.info.name = op.name.c_str();
+  trace::Region region(region_of(op.info));
   std::exception_ptr error;
   if (backend_.size() > 1) {
     {

@@ -244,6 +244,7 @@ void DistributedDataParallel::launch_ready_buckets() {
   }
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_]->pending == 0) {
     GradientBucket& bucket = *buckets_[next_bucket_];
+    trace::Region region("kdp::ddp::bucket ready");
     bucket.request = hook_->launch(bucket, comm_);
     bucket.launched = true;
     ++next_bucket_;
@@ -265,16 +266,18 @@ void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook)
 
 void DistributedDataParallel::finish() {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  trace::Region region("kdp::ddp::finish");
   bool any = false;
+  for (const auto& b : buckets_) any = any || b->launched;
   const auto start = std::chrono::steady_clock::now();
-  for (auto& b : buckets_) {
-    if (!b->launched) continue;
-    b->request.wait();
-    any = true;
+  if (any) {
+    trace::Region wait("kdp::ddp::reduction wait", "compute");
+    for (auto& b : buckets_) {
+      if (b->launched) b->request.wait();
+    }
   }
   const auto end = std::chrono::steady_clock::now();
   comm_wait_seconds_ += std::chrono::duration<double>(end - start).count();
-  if (any) trace::record("reduction wait", start, end);
   if (any && next_bucket_ == buckets_.size()) {
     if (trace::enabled()) {
       for (const auto& b : buckets_) {

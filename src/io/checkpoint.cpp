@@ -13,6 +13,7 @@
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/trace.hpp"
 #include "kdp/io/atomic_file.hpp"
 #include "kdp/io/output_file.hpp"
 #include "kdp/version.hpp"
@@ -187,6 +188,7 @@ std::string model_signature(const nn::StateDict& state) {
 
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state) {
+  trace::Region region("kdp::io::save_checkpoint");
   // What loading would refuse is refused here, before anything is written.
   for (const auto& [name, v, least] :
        {std::tuple{"epoch", state.epoch, 0}, std::tuple{"global_step", state.global_step, 0},

@@ -8,6 +8,7 @@
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/trace.hpp"
 #include "kdp/nn/bound_module.hpp"
 
 namespace kdp::nn {
@@ -41,7 +42,18 @@ void move_tensor(const Tensor& t, const Device& device) {
 
 }  // namespace
 
-Module::Module(std::string type_name) : type_name_(std::move(type_name)) {}
+Module::Module(std::string type_name)
+    : type_name_(std::move(type_name)), region_name_("kdp::nn::" + type_name_) {}
+
+Tensor Module::operator()(const Tensor& input) {
+  trace::Region region(region_name());
+  return forward(input);
+}
+
+Tensor Module::operator()(const TensorList& inputs) {
+  trace::Region region(region_name());
+  return forward(inputs);
+}
 
 Tensor Module::forward(const Tensor&) {
   throw StateError(type_name_, fmt::format("forward(Tensor) is not implemented; override forward"));

@@ -7,6 +7,7 @@
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/trace.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/batch_norm.hpp"
 #include "kdp/nn/conv.hpp"
@@ -34,6 +35,7 @@ Tensor Sequential::forward(const Tensor& input) {
     // subclasses that might change forward) runs as one fused op; the modules
     // and names stay.
     const Module& m = *modules_[i];
+    trace::Region region(m.region_name());
     const bool relu_next =
         i + 1 < modules_.size() && typeid(*modules_[i + 1].get()) == typeid(ReLU);
     if (relu_next && typeid(m) == typeid(Linear)) {

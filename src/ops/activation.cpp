@@ -2,6 +2,7 @@
 
 #include "core/check.hpp"
 #include "core/host_kernels.hpp"
+#include "kdp/core/trace.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -105,6 +106,7 @@ class SoftmaxNode : public autograd::Node {
 };
 
 Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
+  trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
   int d = 0;
@@ -255,6 +257,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
 }
 
 Tensor dropout(const Tensor& x_in, float p, bool training) {
+  trace::Region region("kdp::dropout");
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout", x, "input");
   KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout", "probability {} is not in [0, 1]",
@@ -274,6 +277,7 @@ Tensor dropout(const Tensor& x_in, float p, bool training) {
 }
 
 Tensor dropout2d(const Tensor& x_in, float p, bool training) {
+  trace::Region region("kdp::dropout2d");
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout2d", x, "input");
   KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout2d", "probability {} is not in [0, 1]",

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
+#include "kdp/core/trace.hpp"
 #include "kdp/ops/normalization.hpp"
 #include "op_util.hpp"
 #include "ops/batch_norm_kernels.hpp"
@@ -93,6 +94,7 @@ namespace {
 Tensor normalization(const char* op, bool relu, const Tensor& input, const Tensor& running_mean_in,
                      const Tensor& running_var_in, const Tensor& weight_in, const Tensor& bias_in,
                      bool training, double momentum, double eps) {
+  trace::Region region(op);
   const Tensor& x = resolve(input);
   const Tensor& rm = resolve(running_mean_in);
   const Tensor& rv = resolve(running_var_in);

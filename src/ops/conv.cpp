@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/host_kernels.hpp"
 #include "gemm.hpp"
+#include "kdp/core/trace.hpp"
 #include "onednn.hpp"
 #include "op_util.hpp"
 
@@ -440,6 +441,7 @@ ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 s
 Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tensor& weight_in,
                    const Tensor& bias_in, Size2 stride, Size2 padding, Size2 dilation,
                    int64_t groups) {
+  trace::Region region(op);
   const Tensor& x = resolve(input_in);
   const Tensor& w = resolve(weight_in);
   const Tensor& b = resolve(bias_in);

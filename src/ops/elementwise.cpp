@@ -1,6 +1,7 @@
 #include "kdp/ops/elementwise.hpp"
 
 #include "core/check.hpp"
+#include "kdp/core/trace.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -276,6 +277,7 @@ class BinaryNode : public autograd::Node {
 };
 
 Tensor binary(BinaryKind kind, const Tensor& a_in, const Tensor& b_in) {
+  trace::Region region(binary_name(kind));
   const char* op = binary_name(kind);
   const Tensor& a = resolve(a_in);
   const Tensor& b = resolve(b_in);

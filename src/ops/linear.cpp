@@ -5,6 +5,7 @@
 #include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "gemm.hpp"
+#include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -265,6 +266,7 @@ void record(const LinearProduct& p, MakeNode make_node) {
 using namespace ops_detail;
 
 Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  trace::Region region("kdp::linear_relu");
   LinearProduct p = start_linear("kdp::linear_relu", x_in, w_in, b_in);
   const Device& dev = p.x.device();
   gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), 0.0f, p.y);
@@ -274,6 +276,7 @@ Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  trace::Region region("kdp::matmul");
   const Tensor& a = resolve(a_in);
   const Tensor& b = resolve(b_in);
   check_defined("kdp::matmul", a, "a");
@@ -292,6 +295,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  trace::Region region("kdp::linear");
   LinearProduct p = start_linear("kdp::linear", x_in, w_in, b_in);
   const Device& dev = p.x.device();
   float beta = 0.0f;

@@ -6,6 +6,7 @@
 #include "core/check.hpp"
 #include "core/kernels.hpp"
 #include "core/vector_exp.hpp"
+#include "kdp/core/trace.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/reduction.hpp"
@@ -339,6 +340,7 @@ class MseNode : public autograd::Node {
 using namespace ops_detail;
 
 Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction) {
+  trace::Region region("kdp::cross_entropy");
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::cross_entropy", x, t, "logits");
@@ -359,6 +361,7 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction
 }
 
 Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
+  trace::Region region("kdp::nll_loss");
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs");
@@ -376,6 +379,7 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
 }
 
 Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOptions& options) {
+  trace::Region region("kdp::cross_entropy");
   // No weight and no smoothing: the fused kernels, unless a row is ignored
   // (checked on host backends; on a GPU the general path always).
   const bool plain = !options.weight.defined() && options.label_smoothing == 0.0 &&
@@ -391,6 +395,7 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOpti
 }
 
 Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions& options) {
+  trace::Region region("kdp::nll_loss");
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs", options.ignore_index);
@@ -400,6 +405,7 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions&
 }
 
 Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
+  trace::Region region("kdp::mse_loss");
   const Tensor& a = resolve(a_in);
   const Tensor& b = resolve(b_in);
   check_defined("kdp::mse_loss", a, "input");

@@ -5,6 +5,7 @@
 
 #include "core/check.hpp"
 #include "core/host_kernels.hpp"
+#include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -426,6 +427,7 @@ using namespace ops_detail;
 
 Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride,
                   Size2 padding, Size2 dilation, bool ceil_mode) {
+  trace::Region region("kdp::max_pool2d");
   const char* op = "kdp::max_pool2d";
   const Tensor& x = resolve(input);
   check_defined(op, x, "input");
@@ -438,6 +440,7 @@ Tensor max_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
 
 Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> stride,
                   Size2 padding, bool ceil_mode, bool count_include_pad) {
+  trace::Region region("kdp::avg_pool2d");
   const char* op = "kdp::avg_pool2d";
   const Tensor& x = resolve(input);
   check_defined(op, x, "input");
@@ -448,6 +451,7 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
+  trace::Region region("kdp::adaptive_avg_pool2d");
   const char* op = "kdp::adaptive_avg_pool2d";
   const Tensor& x = resolve(input);
   check_defined(op, x, "input");

@@ -2,6 +2,7 @@
 
 #include "core/check.hpp"
 #include "core/kernels.hpp"
+#include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -147,6 +148,7 @@ class MaxDimNode : public autograd::Node {
 };
 
 Tensor reduce_all(const char* name, const Tensor& x_in, bool average) {
+  trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
   KDP_CHECK(!(average && x.numel() == 0), ShapeError, name, "mean of an empty tensor {}",
@@ -163,6 +165,7 @@ Tensor reduce_all(const char* name, const Tensor& x_in, bool average) {
 }
 
 Tensor reduce_dim(const char* name, const Tensor& x_in, int dim, bool keepdim, bool average) {
+  trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
   KDP_CHECK(x.dim() != 0, ShapeError, name, "cannot reduce a scalar along dimension {}", dim);

@@ -5,6 +5,7 @@
 
 #include "core/check.hpp"
 #include "core/kernels.hpp"
+#include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -280,6 +281,7 @@ Tensor Tensor::to(const Device& device) const {
 }
 
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
+  trace::Region region("kdp::cat");
   KDP_CHECK(!inputs.empty(), ValueError, "kdp::cat", "needs at least one tensor");
   std::vector<Tensor> xs;
   xs.reserve(inputs.size());

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
 namespace kdp::ops_detail {
@@ -54,6 +55,7 @@ class UnaryNode : public autograd::Node {
 
 template <class F>
 Tensor unary(const char* name, const Tensor& x_in, F f) {
+  trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
   Tensor out = Tensor::empty(x.shape(), x.device());

@@ -284,13 +284,10 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   e.comm_before = exchange_ != nullptr ? exchange_->comm_wait_seconds() : 0.0;
   e.start = Clock::now();
   const int64_t accum = o_.accumulate_grad_batches;
-  auto waited_from = Clock::now();
   for (data::Batch& b : loader) {
-    if (tracing_) trace::record("data wait", waited_from, Clock::now());
     const bool last_micro = (e.batch + 1) % accum == 0 || e.batch + 1 == batches_;
     train_micro_batch(e, b, last_micro);
     if (last_micro && train_step(e) == Next::Stop) break;
-    waited_from = Clock::now();
   }
   samples_total_ += e.samples;
   if (result_.stopped_by_signal) return Next::Stop;
@@ -310,7 +307,7 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
   if (exchange_ != nullptr && !last_micro) no_sync.emplace(*exchange_);
   Tensor out, loss;
   {
-    trace::Span span("forward");
+    trace::Region region("kdp::train::forward", "compute");
     if (test_delay_s_ > 0.0)
       std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
     autocast mixed(result_.precision);
@@ -318,7 +315,7 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
     loss = in_.loss(out, b.labels);
   }
   {
-    trace::Span span("backward");
+    trace::Region region("kdp::train::backward", "compute");
     (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
   }
   NoGradGuard no_grad;
@@ -336,7 +333,7 @@ FitRun::Next FitRun::train_step(Epoch& e) {
   const StepProbe probe = probe_step(e);
   check_step(e, probe);
   {
-    trace::Span span("optimizer");
+    trace::Region region("kdp::train::optimizer", "compute");
     in_.optimizer.step();
     // An exchange may keep the gradients as views into its buffers.
     in_.optimizer.zero_grad(
@@ -573,6 +570,7 @@ io::TrainingState FitRun::state_at(int64_t epoch, int64_t batch) const {
 std::string FitRun::save(int64_t epoch, int64_t batch) {
   if (!checkpoints_) return "";
   const std::string path = checkpoints_->path_for(global_step_);
+  trace::Region region("kdp::train::checkpoint", "compute");  // rank 0 writes, the others wait
   on_rank0(
       comm_, [&] { checkpoints_->save(bare_, in_.optimizer, state_at(epoch, batch)); },
       "checkpoint not written by rank 0: ");

@@ -67,10 +67,10 @@ void FitRun::write_trace() {
   // Computing, not waiting for the other ranks (backward holds DDP's wait).
   for (const trace::Event& e : events) {
     const double s = std::chrono::duration<double>(e.end - e.begin).count();
-    if (e.name == "forward" || e.name == "backward") {
+    if (e.name == "kdp::train::forward" || e.name == "kdp::train::backward") {
       compute += s;
       steps.insert(e.step);
-    } else if (e.name == "reduction wait") {
+    } else if (e.name == "kdp::ddp::reduction wait") {
       compute -= s;
     }
   }

@@ -25,15 +25,16 @@ events = json.load(open(sys.argv[1]))["traceEvents"]
 spans = [e for e in events if e.get("ph") == "X"]
 by = lambda rank, name: [e for e in spans if e["pid"] == rank and e["name"].startswith(name)]
 for rank in (0, 1):
-    for name in ("data wait", "forward", "backward", "optimizer", "allreduce bucket"):
+    for name in ("kdp::data::wait", "kdp::train::forward", "kdp::train::backward",
+                 "kdp::train::optimizer", "kdp::ddp::reduction wait", "allreduce bucket"):
         assert by(rank, name), f"rank {rank} has no '{name}' span"
     ready = [e for e in events if e.get("ph") == "i" and e["pid"] == rank and "ready" in e["name"]]
     assert ready, f"rank {rank} has no bucket-ready instants"
     assert all(e["tid"] == 1 for e in by(rank, "allreduce")), "reductions go on the comm track"
-    steps = sorted({e["args"]["step"] for e in by(rank, "optimizer")})
+    steps = sorted({e["args"]["step"] for e in by(rank, "kdp::train::optimizer")})
     assert steps == list(range(1, 9)), f"rank {rank}'s optimizer steps: {steps}"
-f0 = min(e["dur"] for e in by(0, "forward"))
-f1 = min(e["dur"] for e in by(1, "forward"))
+f0 = min(e["dur"] for e in by(0, "kdp::train::forward"))
+f1 = min(e["dur"] for e in by(1, "kdp::train::forward"))
 # Rank 1 sleeps 30 ms in every forward.
 assert f1 >= 30000 and f1 - f0 >= 25000, f"forward: rank 0 {f0} us, rank 1 {f1} us"
 # Rank 0 waits for rank 1 inside its reductions: its allreduce spans end

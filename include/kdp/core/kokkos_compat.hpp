@@ -5,6 +5,9 @@
 
 #include <KokkosKernels_config.h>
 #include <Kokkos_Core.hpp>
+#if KOKKOS_VERSION >= 40100
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#endif
 
 #include <cstdint>
 #include <cstdlib>
@@ -152,6 +155,36 @@ Kokkos::DefaultHostExecutionSpace host_instance(const Space& space) {
   }
 }
 
+/// Whether a Kokkos Tools connector is loaded (KOKKOS_PROFILE_LIBRARY on 3.4,
+/// KOKKOS_TOOLS_LIBS on 4.x).
+inline bool tools_loaded() {
+  return Kokkos::Tools::profileLibraryLoaded();
+}
+
+/// A Kokkos Tools region from construction to destruction:
+/// Kokkos::Profiling::ScopedRegion from Kokkos 4.1, pushRegion/popRegion
+/// before it.
+class ScopedRegion {
+ public:
+#if KOKKOS_VERSION >= 40100
+  explicit ScopedRegion(const std::string& name) : region_(name) {}
+#else
+  explicit ScopedRegion(const std::string& name) {
+    Kokkos::Profiling::pushRegion(name);
+  }
+  ~ScopedRegion() {
+    Kokkos::Profiling::popRegion();
+  }
+#endif
+  ScopedRegion(const ScopedRegion&) = delete;
+  ScopedRegion& operator=(const ScopedRegion&) = delete;
+
+ private:
+#if KOKKOS_VERSION >= 40100
+  Kokkos::Profiling::ScopedRegion region_;
+#endif
+};
+
 /// Whether two instances are the same (Kokkos 3.4 has no operator== on
 /// execution spaces; its Serial backend has one instance).
 inline bool same_instance(const ExecSpace& a, const ExecSpace& b) {
@@ -245,14 +278,5 @@ KOKKOS_INLINE_FUNCTION constexpr bool launches_are_synchronous() {
 }
 
 }  // namespace compat
-
-/// Marks a region for Kokkos Tools (pushRegion/popRegion exist in 3.4 and 4.x).
-class ProfilingRegion {
- public:
-  explicit ProfilingRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
-  ~ProfilingRegion() { Kokkos::Profiling::popRegion(); }
-  ProfilingRegion(const ProfilingRegion&) = delete;
-  ProfilingRegion& operator=(const ProfilingRegion&) = delete;
-};
 
 }  // namespace kdp

@@ -1,13 +1,18 @@
 #pragma once
 /// \file
-/// A per-process timeline of training's phases (data wait, forward, backward,
-/// each bucket's ready time and reduction, optimizer), written as Chrome-trace
-/// JSON (chrome://tracing, Perfetto) by kdp-train --trace. Recording is off
-/// until set_enabled(true); a disabled Span costs one atomic load.
+/// kdp's regions and its per-process timeline. Every op, layer and phase of
+/// training opens a Region, which Kokkos Tools connectors see; the phases of
+/// a step (data wait, forward, backward, optimizer, reduction wait, checkpoint
+/// write) are also spans of the timeline, with each bucket's ready time and
+/// reduction, written as Chrome-trace JSON (chrome://tracing, Perfetto) by
+/// kdp-train --trace. Recording is off until set_enabled(true).
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "kdp/core/kokkos_compat.hpp"
 
 namespace kdp::trace {
 
@@ -32,22 +37,44 @@ void record(std::string name, Clock::time_point begin, Clock::time_point end,
 /// Every event recorded so far, taken out of the recorder.
 std::vector<Event> take();
 
-/// Records the phase from construction to destruction.
-class Span {
+/// Whether this thread opens Kokkos Tools regions: a connector is loaded and
+/// this is the thread that started the Runtime (Kokkos Tools regions nest on
+/// one stack per process: DataParallel's replica threads and the
+/// communication thread open none, and their work shows inside the region of
+/// the main thread that waits for it).
+bool tool_regions_here();
+/// Makes the calling thread the one that opens Kokkos Tools regions
+/// (Runtime::start calls it).
+void set_region_thread();
+
+/// A region of kdp's work from construction to destruction: a Kokkos Tools
+/// region named `name` (what kp_space_time_stack, the NVTX connector or any
+/// connector shows: README, "Profiling", lists the names), and, given a
+/// `track` ("compute" or "comm"), a span of the Chrome trace while recording
+/// is on. `name` must outlive the region. With neither a connector nor the
+/// trace on it costs a few loads.
+class Region {
  public:
-  explicit Span(const char* name) : name_(name), on_(enabled()) {
-    if (on_) begin_ = Clock::now();
+  explicit Region(const char* name, const char* track = nullptr) : name_(name), track_(track) {
+    if (track != nullptr && enabled()) {
+      traced_ = true;
+      begin_ = Clock::now();
+    }
+    if (tool_regions_here()) tool_.emplace(name);
   }
-  ~Span() {
-    if (on_) record(name_, begin_, Clock::now());
+  ~Region() {
+    tool_.reset();
+    if (traced_) record(name_, begin_, Clock::now(), track_);
   }
-  Span(const Span&) = delete;
-  Span& operator=(const Span&) = delete;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
 
  private:
   const char* name_;
-  bool on_;
+  const char* track_;
+  bool traced_ = false;
   Clock::time_point begin_;
+  std::optional<compat::ScopedRegion> tool_;
 };
 
 /// Chrome-trace event objects for `events` of `rank` (its process), times in

@@ -33,8 +33,9 @@ class Module : public std::enable_shared_from_this<Module> {
   /// The computation of a module of several inputs; by default the one-input
   /// forward for a single input.
   virtual Tensor forward(const TensorList& inputs);
-  Tensor operator()(const Tensor& input) { return forward(input); }
-  Tensor operator()(const TensorList& inputs) { return forward(inputs); }
+  /// forward inside the module's Kokkos Tools region (region_name()).
+  Tensor operator()(const Tensor& input);
+  Tensor operator()(const TensorList& inputs);
 
   /// Registers a parameter (a leaf that requires grad when `requires_grad`).
   Tensor register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
@@ -102,6 +103,9 @@ class Module : public std::enable_shared_from_this<Module> {
   void adopt_state_dict(const StateDict& dict, bool strict = true);
 
   const std::string& type_name() const { return type_name_; }
+  /// "kdp::nn::" and the type name: the Kokkos Tools region of its forward
+  /// (opened by operator() and by Sequential for each of its modules).
+  const char* region_name() const { return region_name_.c_str(); }
   /// "Sequential(\n  (0): Linear(in_features=10, out_features=100, bias=true)\n ...)".
   std::string to_string() const;
   /// The part inside the parentheses of to_string(), for leaf modules.
@@ -120,6 +124,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void to_string_into(std::string& out, int indent) const;
 
   std::string type_name_;
+  std::string region_name_;
   bool training_ = true;
   NamedTensors parameters_;
   NamedTensors buffers_;
