@@ -20,7 +20,26 @@ else()
   message(FATAL_ERROR "KokkosKernels was found but exports neither Kokkos::kokkoskernels "
                       "nor trilinos_kokkoskernels; set KokkosKernels_DIR to a Kokkos Kernels install")
 endif()
-message(STATUS "kdp: Kokkos flavour ${KDP_KOKKOS_FLAVOR} (KokkosKernels ${KokkosKernels_VERSION})")
+# The execution space kdp's kernels run in (Kokkos' default: the first enabled
+# of Cuda, HIP, SYCL, OpenMP, Threads, Serial), which names the tests' runs.
+# A standalone Kokkos lists its backends in Kokkos_DEVICES; Trilinos' in its
+# configuration header.
+if(KDP_KOKKOS_FLAVOR STREQUAL "standalone")
+  set(_kdp_backends ${Kokkos_DEVICES})
+else()
+  find_file(_kdp_kokkos_config KokkosCore_config.h PATHS ${KokkosKernels_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  file(STRINGS "${_kdp_kokkos_config}" _kdp_backends REGEX "^#define KOKKOS_ENABLE_[A-Z]+$")
+  list(TRANSFORM _kdp_backends REPLACE "^#define KOKKOS_ENABLE_" "")
+endif()
+set(KDP_EXECUTION_SPACE Serial)
+foreach(_space Threads OpenMP SYCL HIP Cuda)  # lowest priority first
+  string(TOUPPER ${_space} _upper)
+  if(_upper IN_LIST _kdp_backends)
+    set(KDP_EXECUTION_SPACE ${_space})
+  endif()
+endforeach()
+message(STATUS "kdp: Kokkos flavour ${KDP_KOKKOS_FLAVOR} (KokkosKernels ${KokkosKernels_VERSION}), "
+               "kernels on ${KDP_EXECUTION_SPACE}")
 # On CUDA, GEMMs go to cuBLAS through a handle per instance (kokkos_compat.hpp).
 set(KDP_KOKKOS_CUDA OFF)
 if(Kokkos_ENABLE_CUDA)

@@ -2,6 +2,10 @@
 // whole executable, since Kokkos cannot be initialised twice in one process.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
+
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/runtime.hpp"
 
 int main(int argc, char** argv) {
@@ -9,5 +13,11 @@ int main(int argc, char** argv) {
   kdp::RuntimeOptions options;
   options.init_mpi = false;  // these suites run as one process; MPI suites use mpi_main.cpp
   kdp::Runtime runtime(argc, argv, options);
+  // The tests run under this space's name (tests/CMakeLists.txt): never under another's.
+  if (std::string(kdp::ExecSpace::name()) != KDP_TEST_EXECUTION_SPACE) {
+    std::fprintf(stderr, "kdp tests named for %s run on %s\n", KDP_TEST_EXECUTION_SPACE,
+                 kdp::ExecSpace::name());
+    return 1;
+  }
   return RUN_ALL_TESTS();
 }

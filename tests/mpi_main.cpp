@@ -5,7 +5,9 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <string>
 
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/runtime.hpp"
 
 namespace {
@@ -29,6 +31,12 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   kdp::Runtime runtime(argc, argv);
+  // The tests run under this space's name (tests/CMakeLists.txt): never under another's.
+  if (std::string(kdp::ExecSpace::name()) != KDP_TEST_EXECUTION_SPACE) {
+    std::fprintf(stderr, "kdp tests named for %s run on %s\n", KDP_TEST_EXECUTION_SPACE,
+                 kdp::ExecSpace::name());
+    return 1;
+  }
   const int rank = runtime.world_rank();
   if (rank != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -12,6 +12,9 @@ namespace kdp::train_tool {
 
 namespace fs = std::filesystem;
 
+// The errors thrown here are kdp-train's about its own options: each message
+// starts with the option at fault (--model, --batch-size), not a function.
+
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
   std::stringstream ss(text);

@@ -25,7 +25,7 @@ void accumulate(Tensor& slot, Tensor grad, const Device& exec) {
     slot = std::move(grad);
     return;
   }
-  KDP_CHECK(slot.shape() == grad.shape(), ShapeError, "kdp::backward",
+  KDP_CHECK(slot.shape() == grad.shape(), ShapeError,
             "gradients of shapes {} and {} for one tensor", slot.shape().str(), grad.shape().str());
   if (exclusively_owned(slot)) {
     kdp::detail::axpy(exec, slot.flat(), 1.0f, grad.cflat());
@@ -46,8 +46,8 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
   Tensor g = std::move(grad_outputs[0]);
   if (!g.defined()) return {};
   const Device& device = leaf_->device;
-  KDP_CHECK(g.shape() == leaf_->shape, ShapeError, "kdp::backward",
-            "gradient of shape {} for leaf {}", g.shape().str(), Tensor(leaf_).describe());
+  KDP_CHECK(g.shape() == leaf_->shape, ShapeError, "gradient of shape {} for leaf {}",
+            g.shape().str(), Tensor(leaf_).describe());
   if (g.device() != device) {
     if (g.device().memory_id() == device.memory_id()) {
       g.device().fence("kdp::AccumulateGrad");

@@ -80,7 +80,7 @@ class GraphTask {
     std::vector<Node*> stack;
     auto visit = [&](Node* n) {
       auto& st = n->engine_state();
-      KDP_CHECK(!st.released, StateError, "kdp::backward",
+      KDP_CHECK(!st.released, StateError,
                 "the graph through {} was already freed by an earlier backward; "
                 "pass retain_graph = true to the first backward to go through it twice",
                 n->name());
@@ -126,7 +126,7 @@ class GraphTask {
         region.emplace(region_name.c_str());
       }
       out = n->apply(grads);
-      KDP_CHECK(out.size() == n->next_edges().size(), StateError, "kdp::backward",
+      KDP_CHECK(out.size() == n->next_edges().size(), StateError,
                 "{} returned {} gradients for {} inputs", n->name(), out.size(),
                 n->next_edges().size());
     } else {
@@ -213,31 +213,31 @@ class GraphTask {
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  KDP_CHECK(!(!grads.empty() && grads.size() != outputs.size()), ValueError, "kdp::backward",
+  KDP_CHECK(grads.empty() || grads.size() == outputs.size(), ValueError,
             "{} gradients for {} outputs", grads.size(), outputs.size());
   std::vector<Edge> roots;
   std::vector<Tensor> root_grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    KDP_CHECK(out.defined(), StateError, "kdp::backward", "an output is undefined");
+    KDP_CHECK(out.defined(), StateError, "an output is undefined");
     KDP_CHECK(
-        out.requires_grad(), StateError, "kdp::backward",
+        out.requires_grad(), StateError,
         "{} does not require grad and has no grad_fn: nothing leads back to a "
         "parameter (was it computed under NoGradGuard, or from tensors without requires_grad?)",
         out.describe());
     Tensor g;
     if (grads.empty() || !grads[i].defined()) {
-      KDP_CHECK(out.numel() == 1, ShapeError, "kdp::backward",
+      KDP_CHECK(out.numel() == 1, ShapeError,
                 "a gradient can be implied only for a scalar output; {} has shape {} "
                 "(reduce it with kdp::mean or kdp::sum, or pass its gradient)",
                 out.describe(), out.shape().str());
       g = Tensor::ones(out.shape(), out.device());
     } else {
       g = grads[i];
-      KDP_CHECK(g.shape() == out.shape(), ShapeError, "kdp::backward",
-                "gradient of shape {} for output of shape {}", g.shape().str(), out.shape().str());
-      KDP_CHECK(g.device() == out.device(), DeviceError, "kdp::backward",
-                "gradient on {} for output on {}", g.device().str(), out.device().str());
+      KDP_CHECK(g.shape() == out.shape(), ShapeError, "gradient of shape {} for output of shape {}",
+                g.shape().str(), out.shape().str());
+      KDP_CHECK(g.device() == out.device(), DeviceError, "gradient on {} for output on {}",
+                g.device().str(), out.device().str());
       g = g.detach();
     }
     roots.push_back(autograd::gradient_edge(out));

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "autograd/accumulate_grad.hpp"
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::autograd {
@@ -21,18 +22,13 @@ SavedTensor::SavedTensor(const Tensor& t) {
 }
 
 const Tensor& SavedTensor::get(const Node& owner) const {
-  if (!tensor_.defined()) {
-    throw StateError(
-        fmt::format("{} backward: its saved tensors were freed by an earlier backward; pass "
-                    "retain_graph = true to backward through a graph twice",
-                    owner.name()));
-  }
-  if (tensor_.version() != version_) {
-    throw StateError(fmt::format(
-        "{} backward: {} was saved for backward and then modified in place (version {} -> {}); "
-        "gradients would be wrong",
-        owner.name(), tensor_.describe(), version_, tensor_.version()));
-  }
+  KDP_CHECK_FOR(std::string(owner.name()) + " backward", tensor_.defined(), StateError,
+                "its saved tensors were freed by an earlier backward; pass retain_graph = true "
+                "to backward through a graph twice");
+  KDP_CHECK_FOR(std::string(owner.name()) + " backward", tensor_.version() == version_, StateError,
+                "{} was saved for backward and then modified in place (version {} -> {}); "
+                "gradients would be wrong",
+                tensor_.describe(), version_, tensor_.version());
   return tensor_;
 }
 

@@ -11,10 +11,9 @@ namespace {
 
 [[noreturn]] void too_large(const std::string& what, const std::string& sizes,
                             size_t element_bytes) {
-  throw ShapeError(
-      what, fmt::format(
-                "{} elements of {} bytes are more than one allocation can hold ({} bytes at most)",
-                sizes, element_bytes, kMaxAllocationBytes));
+  KDP_FAIL_FOR(what, ShapeError,
+               "{} elements of {} bytes are more than one allocation can hold ({} bytes at most)",
+               sizes, element_bytes, kMaxAllocationBytes);
 }
 
 }  // namespace
@@ -22,7 +21,8 @@ namespace {
 int64_t checked_numel(const std::vector<int64_t>& dims, size_t element_bytes,
                       const std::string& what) {
   for (int64_t d : dims) {
-    KDP_CHECK(d >= 0, ShapeError, what, "size {} in [{}] is negative", d, fmt::join(dims, ", "));
+    KDP_CHECK_FOR(what, d >= 0, ShapeError, "size {} in [{}] is negative", d,
+                  fmt::join(dims, ", "));
   }
   uint64_t bytes = element_bytes;
   int64_t numel = 1;
@@ -39,7 +39,7 @@ int64_t checked_numel(const std::vector<int64_t>& dims, size_t element_bytes,
 }
 
 size_t checked_bytes(int64_t count, size_t element_bytes, const std::string& what) {
-  KDP_CHECK(count >= 0, ShapeError, what, "element count {} is negative", count);
+  KDP_CHECK_FOR(what, count >= 0, ShapeError, "element count {} is negative", count);
   uint64_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(count), element_bytes, &bytes) ||
       bytes > kMaxAllocationBytes) {

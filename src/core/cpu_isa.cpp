@@ -96,9 +96,10 @@ CpuIsa parse_cpu_isa(const std::string& name) {
   for (int i = 0; i < 5; ++i) {
     if (name == kNames[i]) return static_cast<CpuIsa>(i);
   }
-  throw ValueError("kdp", fmt::format("KDP_MAX_CPU_ISA '{}' is not one of baseline, avx2, "
-                                      "avx512, avx512_bf16, amx",
-                                      name));
+  KDP_FAIL(ValueError,
+           "KDP_MAX_CPU_ISA '{}' is not one of baseline, avx2, "
+           "avx512, avx512_bf16, amx",
+           name);
 }
 
 }  // namespace kdp::detail

@@ -26,7 +26,7 @@ Precision parse_precision(const std::string& name) {
   for (Precision p : {Precision::fp32, Precision::bf16, Precision::Auto}) {
     if (name == precision_name(p)) return p;
   }
-  throw ValueError("kdp", fmt::format("precision '{}' is not one of fp32, bf16, auto", name));
+  KDP_FAIL(ValueError, "precision '{}' is not one of fp32, bf16, auto", name);
 }
 
 bool has_bf16_matrix_units(const Device& device) {

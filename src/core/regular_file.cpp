@@ -24,12 +24,12 @@ std::string non_regular_type(const std::string& path) {
 void require_regular_file(const std::string& path, const std::string& who,
                           const std::string& what) {
   struct stat st {};
-  KDP_CHECK(::stat(path.c_str(), &st) == 0, IOError, who, "cannot open {}'{}': {}", what, path,
-            describe_file_error(errno));
+  KDP_CHECK_FOR(who, ::stat(path.c_str(), &st) == 0, IOError, "cannot open {}'{}': {}", what, path,
+                describe_file_error(errno));
   if (S_ISREG(st.st_mode)) return;
   const std::string type = non_regular_type(path);
-  throw IOError(who, fmt::format("cannot open {}'{}': it is {}", what, path,
-                                 S_ISDIR(st.st_mode) ? type : type + ", not a regular file"));
+  KDP_FAIL_FOR(who, IOError, "cannot open {}'{}': it is {}", what, path,
+               S_ISDIR(st.st_mode) ? type : type + ", not a regular file");
 }
 
 bool path_exists(const std::string& path) {

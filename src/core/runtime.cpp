@@ -39,6 +39,7 @@ int choose_threads(int requested, int cores, int local_ranks) {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end == env || *end != '\0' || n < 1) {
+      // (Raw throws here: each message names the environment variable at fault.)
       throw ValueError(fmt::format("KDP_NUM_THREADS='{}' is not a positive integer", env));
     }
     return static_cast<int>(n);
@@ -74,7 +75,7 @@ Runtime::Runtime(RuntimeOptions options) {
 }
 
 void Runtime::start(int* argc, char*** argv, const RuntimeOptions& options) {
-  KDP_CHECK(!runtime_created.exchange(true), StateError, "kdp::Runtime",
+  KDP_CHECK(!runtime_created.exchange(true), StateError,
             "a Runtime was already created in this process; create exactly one, "
             "first thing in main() (Kokkos cannot be initialised twice)");
   seed_ = options.seed;
@@ -127,11 +128,11 @@ void Runtime::choose_gpus(const RuntimeOptions& options) {
   if (gpus_.empty()) {
     if (const char* env = std::getenv("KDP_DEVICES")) gpus_ = parse_gpu_list(env, "KDP_DEVICES");
   }
-  KDP_CHECK(!(!gpus_.empty() && !compat::gpu_backend()), DeviceError, "kdp::Runtime",
+  KDP_CHECK(gpus_.empty() || compat::gpu_backend(), DeviceError,
             "GPUs {} were asked for (KDP_DEVICES or RuntimeOptions::gpus), but kdp "
             "runs on {}",
             fmt::join(gpus_, ","), ExecSpace::name());
-  KDP_CHECK(!(gpus_.size() > 1 && !compat::several_gpus_per_process()), DeviceError, "kdp::Runtime",
+  KDP_CHECK(gpus_.size() <= 1 || compat::several_gpus_per_process(), DeviceError,
             "GPUs {} were asked for in one process; that needs CUDA with Kokkos 4.3 "
             "or newer (this is Kokkos {}): run one rank per GPU instead",
             fmt::join(gpus_, ","), compat::kokkos_version_string());
@@ -209,11 +210,9 @@ bool Runtime::active() {
 
 Runtime& Runtime::get() {
   Runtime* rt = current_runtime.load();
-  if (rt == nullptr) {
-    throw StateError(
-        "kdp: no kdp::Runtime is active; create one at the start of main() "
-        "(kdp::Runtime runtime(argc, argv);)");
-  }
+  KDP_CHECK(rt != nullptr, StateError,
+            "no kdp::Runtime is active; create one at the start of main() "
+            "(kdp::Runtime runtime(argc, argv);)");
   return *rt;
 }
 
@@ -223,7 +222,7 @@ bool Runtime::devices_concurrent(int n) {
 }
 
 std::vector<Device> Runtime::devices(int n) {
-  KDP_CHECK(n >= 1, ValueError, "kdp::devices", "asked for {} devices; need at least 1", n);
+  KDP_CHECK(n >= 1, ValueError, "asked for {} devices; need at least 1", n);
   std::lock_guard<std::mutex> lock(devices_mutex_);
   auto found = device_sets_.find(n);
   if (found != device_sets_.end()) return found->second;
@@ -326,7 +325,7 @@ std::vector<int> parse_gpu_list(const std::string& text, const std::string& sour
     const std::string item = text.substr(start, comma - start);
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0 || v > 1 << 16) {
+    if (item.empty() || *end != '\0' || v < 0 || v > 1 << 16) {  // names the variable at fault
       throw ValueError(
           fmt::format("{}='{}': '{}' is not a GPU id (a list like 0,1,3)", source, text, item));
     }

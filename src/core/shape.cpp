@@ -10,11 +10,10 @@ namespace kdp {
 
 namespace {
 void check_dims(const int64_t* dims, size_t rank) {
-  KDP_CHECK(!(rank > static_cast<size_t>(Shape::kMaxRank)), ShapeError, "kdp::Shape",
+  KDP_CHECK(rank <= static_cast<size_t>(Shape::kMaxRank), ShapeError,
             "rank {} is more than the {} dimensions kdp supports", rank, Shape::kMaxRank);
   for (size_t i = 0; i < rank; ++i) {
-    KDP_CHECK(dims[i] >= 0, ShapeError, "kdp::Shape", "dimension {} has negative size {}", i,
-              dims[i]);
+    KDP_CHECK(dims[i] >= 0, ShapeError, "dimension {} has negative size {}", i, dims[i]);
   }
 }
 
@@ -41,7 +40,7 @@ Shape::Shape(const std::vector<int64_t>& dims) {
 
 int Shape::normalize_dim(int dim) const {
   const int r = rank_ == 0 ? 1 : rank_;
-  if (dim < -r || dim >= r) {
+  if (dim < -r || dim >= r) {  // no origin: the op that asked rethrows it under its name
     throw ShapeError(
         fmt::format("dimension {} is out of range for a tensor of shape {}", dim, str()));
   }

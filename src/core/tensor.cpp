@@ -134,8 +134,7 @@ Tensor Tensor::randn(const Shape& shape, const Device& device) {
 }
 
 Tensor Tensor::rand(const Shape& shape, const Device& device, float low, float high) {
-  KDP_CHECK(low < high, ValueError, "kdp::Tensor::rand", "need low < high, got [{}, {})", low,
-            high);
+  KDP_CHECK(low < high, ValueError, "need low < high, got [{}, {})", low, high);
   Tensor t = empty(shape, device);
   Generator& gen = device.generator();
   const uint64_t seed = gen.seed();
@@ -152,9 +151,8 @@ Tensor Tensor::arange(int64_t n, const Device& device) {
 
 Tensor Tensor::from_host(const std::vector<float>& values, const Shape& shape,
                          const Device& device) {
-  KDP_CHECK(!(static_cast<int64_t>(values.size()) != shape.numel()), ShapeError,
-            "kdp::Tensor::from_host", "{} values do not fill shape {} ({})", values.size(),
-            shape.str(), shape.numel());
+  KDP_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), ShapeError,
+            "{} values do not fill shape {} ({})", values.size(), shape.str(), shape.numel());
   return from_host(values.data(), shape, device);
 }
 
@@ -173,7 +171,8 @@ Tensor Tensor::from_host(const float* values, const Shape& shape, const Device& 
 // ---- accessors --------------------------------------------------------------
 
 void Tensor::check_defined(const char* what) const {
-  if (!impl_) throw StateError(fmt::format("kdp::Tensor::{}: the tensor is undefined", what));
+  KDP_CHECK_FOR(std::string("kdp::Tensor::") + what, impl_ != nullptr, StateError,
+                "the tensor is undefined");
 }
 
 const Shape& Tensor::shape() const {
@@ -204,8 +203,8 @@ View2 Tensor::matrix() const {
 }
 
 View2 Tensor::matrix(int64_t rows, int64_t cols) const {
-  KDP_CHECK(rows * cols == numel(), ShapeError, "kdp::Tensor::matrix", "[{}, {}] does not cover {}",
-            rows, cols, describe());
+  KDP_CHECK(rows * cols == numel(), ShapeError, "[{}, {}] does not cover {}", rows, cols,
+            describe());
   return View2(data(), static_cast<size_t>(rows), static_cast<size_t>(cols));
 }
 
@@ -239,8 +238,7 @@ std::vector<float> Tensor::to_vector() const {
 }
 
 float Tensor::item() const {
-  KDP_CHECK(numel() == 1, ShapeError, "kdp::Tensor::item", "needs exactly one element, {} has {}",
-            describe(), numel());
+  KDP_CHECK(numel() == 1, ShapeError, "needs exactly one element, {} has {}", describe(), numel());
   if constexpr (compat::launches_are_synchronous()) {
     Runtime::get().count_transfer(/*to_host=*/true, sizeof(float));
     return *data();
@@ -271,7 +269,7 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::requires_grad_(bool on) {
   check_defined("requires_grad_");
-  KDP_CHECK(!(impl_->grad_fn), StateError, "kdp::Tensor::requires_grad_",
+  KDP_CHECK(!impl_->grad_fn, StateError,
             "{} is the result of an op; only leaves can change "
             "requires_grad (use detach() for a leaf copy)",
             describe());
@@ -291,8 +289,8 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& grad) {
   check_defined("set_grad");
-  KDP_CHECK(!(grad.defined() && grad.shape() != shape()), ShapeError, "kdp::Tensor::set_grad",
-            "gradient of shape {} for {}", grad.shape().str(), describe());
+  KDP_CHECK(!grad.defined() || grad.shape() == shape(), ShapeError, "gradient of shape {} for {}",
+            grad.shape().str(), describe());
   std::lock_guard<std::mutex> lock(impl_->grad_mutex);
   impl_->grad = grad.impl();
 }
@@ -312,8 +310,7 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
 
 uint64_t Tensor::add_grad_ready_hook(GradReadyHook hook) {
   check_defined("add_grad_ready_hook");
-  KDP_CHECK(is_leaf(), StateError, "kdp::Tensor::add_grad_ready_hook",
-            "{} is not a leaf; grad-ready hooks fire on leaves", describe());
+  KDP_CHECK(is_leaf(), StateError, "{} is not a leaf; grad-ready hooks fire on leaves", describe());
   static std::atomic<uint64_t> next_id{1};
   const uint64_t id = next_id.fetch_add(1);
   std::lock_guard<std::mutex> lock(impl_->grad_mutex);
@@ -342,10 +339,9 @@ Tensor& Tensor::fill_(float value) {
 Tensor& Tensor::copy_(const Tensor& src_in) {
   check_defined("copy_");
   const Tensor& src = resolve(src_in);
-  KDP_CHECK(src.numel() == numel(), ShapeError, "kdp::Tensor::copy_",
-            "cannot copy {} ({} elements) into {} ({})", src.describe(), src.numel(), describe(),
-            numel());
-  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError, "kdp::Tensor::copy_",
+  KDP_CHECK(src.numel() == numel(), ShapeError, "cannot copy {} ({} elements) into {} ({})",
+            src.describe(), src.numel(), describe(), numel());
+  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError,
             "{} on {} and {} on {} do not share memory", src.describe(), src.device().str(),
             describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::copy_ (source)");
@@ -357,9 +353,9 @@ Tensor& Tensor::copy_(const Tensor& src_in) {
 Tensor& Tensor::set_data(const Tensor& src_in) {
   check_defined("set_data");
   const Tensor& src = resolve(src_in);
-  KDP_CHECK(src.shape() == shape(), ShapeError, "kdp::Tensor::set_data",
-            "{} cannot take the memory of {}", describe(), src.describe());
-  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError, "kdp::Tensor::set_data",
+  KDP_CHECK(src.shape() == shape(), ShapeError, "{} cannot take the memory of {}", describe(),
+            src.describe());
+  KDP_CHECK(src.device().memory_id() == device().memory_id(), DeviceError,
             "{} on {} and {} on {} do not share memory", src.describe(), src.device().str(),
             describe(), device().str());
   if (src.device() != device()) src.device().fence("kdp::Tensor::set_data (source)");
@@ -373,10 +369,10 @@ Tensor& Tensor::set_data(const Tensor& src_in) {
 Tensor& Tensor::add_(const Tensor& other_in, float alpha) {
   check_defined("add_");
   const Tensor& other = resolve(other_in);
-  KDP_CHECK(other.shape() == shape(), ShapeError, "kdp::Tensor::add_", "{} and {} differ in shape",
-            describe(), other.describe());
-  KDP_CHECK(other.device() == device(), DeviceError, "kdp::Tensor::add_", "{} is on {}, {} on {}",
-            describe(), device().str(), other.describe(), other.device().str());
+  KDP_CHECK(other.shape() == shape(), ShapeError, "{} and {} differ in shape", describe(),
+            other.describe());
+  KDP_CHECK(other.device() == device(), DeviceError, "{} is on {}, {} on {}", describe(),
+            device().str(), other.describe(), other.device().str());
   detail::axpy(device(), flat(), alpha, other.cflat());
   mark_written();
   return *this;

@@ -111,12 +111,10 @@ struct DataLoader::Epoch {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<Sampler> sampler,
                        DataLoaderOptions options)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
-  KDP_CHECK(dataset_, StateError, "kdp::data::DataLoader", "the dataset is null");
-  KDP_CHECK(sampler_, StateError, "kdp::data::DataLoader", "the sampler is null");
-  KDP_CHECK(options_.batch_size >= 1, ValueError, "kdp::data::DataLoader", "batch size {} < 1",
-            options_.batch_size);
-  KDP_CHECK(options_.prefetch >= 0, ValueError, "kdp::data::DataLoader", "prefetch {} < 0",
-            options_.prefetch);
+  KDP_CHECK(dataset_, StateError, "the dataset is null");
+  KDP_CHECK(sampler_, StateError, "the sampler is null");
+  KDP_CHECK(options_.batch_size >= 1, ValueError, "batch size {} < 1", options_.batch_size);
+  KDP_CHECK(options_.prefetch >= 0, ValueError, "prefetch {} < 0", options_.prefetch);
 }
 
 DataLoader::~DataLoader() = default;
@@ -128,7 +126,7 @@ int64_t DataLoader::num_batches() const {
 }
 
 void DataLoader::set_start_batch(int64_t batches) {
-  KDP_CHECK(batches >= 0, ValueError, "kdp::data::DataLoader", "start batch {} < 0", batches);
+  KDP_CHECK(batches >= 0, ValueError, "start batch {} < 0", batches);
   start_batch_ = batches;
 }
 

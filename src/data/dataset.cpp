@@ -12,7 +12,7 @@
 namespace kdp::data {
 
 void Dataset::fetch_bytes(const std::vector<int64_t>&, uint8_t*, float*) const {
-  throw StateError("kdp::data::Dataset::fetch_bytes", "this dataset's features are not bytes");
+  KDP_FAIL(StateError, "this dataset's features are not bytes");
 }
 
 TensorDataset::TensorDataset(std::vector<float> features, Shape sample_shape,
@@ -24,14 +24,12 @@ TensorDataset::TensorDataset(std::vector<float> features, Shape sample_shape,
       num_classes_(num_classes) {
   const int64_t per = sample_shape_.numel();
   const int64_t lper = label_shape_.numel();
-  KDP_CHECK(!(per == 0 || static_cast<int64_t>(features_.size()) % per != 0), ShapeError,
-            "kdp::data::TensorDataset",
+  KDP_CHECK(per != 0 && static_cast<int64_t>(features_.size()) % per == 0, ShapeError,
             "{} feature values do not split into "
             "samples of shape {}",
             features_.size(), sample_shape_.str());
   n_ = static_cast<int64_t>(features_.size()) / per;
-  KDP_CHECK(!(static_cast<int64_t>(labels_.size()) != n_ * lper), ShapeError,
-            "kdp::data::TensorDataset",
+  KDP_CHECK(static_cast<int64_t>(labels_.size()) == n_ * lper, ShapeError,
             "{} samples need {} label values of "
             "shape {}, got {}",
             n_, n_ * lper, label_shape_.str(), labels_.size());
@@ -43,8 +41,7 @@ void TensorDataset::fetch(const std::vector<int64_t>& indices, float* features,
   const auto lper = static_cast<size_t>(label_shape_.numel());
   for (size_t k = 0; k < indices.size(); ++k) {
     const int64_t i = indices[k];
-    KDP_CHECK(!(i < 0 || i >= n_), ValueError, "kdp::data::TensorDataset",
-              "index {} is outside [0, {})", i, n_);
+    KDP_CHECK(i >= 0 && i < n_, ValueError, "index {} is outside [0, {})", i, n_);
     std::memcpy(features + k * per, features_.data() + static_cast<size_t>(i) * per,
                 per * sizeof(float));
     std::memcpy(labels + k * lper, labels_.data() + static_cast<size_t>(i) * lper,
@@ -64,8 +61,7 @@ std::shared_ptr<TensorDataset> synthetic_regression(int64_t n, int64_t inputs, i
 
 std::shared_ptr<TensorDataset> synthetic_classification(int64_t n, int64_t inputs, int64_t classes,
                                                         uint64_t seed) {
-  KDP_CHECK(classes >= 2, ValueError, "kdp::data::synthetic_classification",
-            "needs at least 2 classes");
+  KDP_CHECK(classes >= 2, ValueError, "needs at least 2 classes");
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr int64_t hidden = 32;

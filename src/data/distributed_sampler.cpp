@@ -12,12 +12,10 @@ namespace kdp::data {
 DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank,
                                        DistributedSamplerOptions options)
     : n_(dataset_size), replicas_(num_replicas), rank_(rank), options_(options) {
-  KDP_CHECK(dataset_size >= 0, ValueError, "kdp::data::DistributedSampler",
-            "dataset size {} is negative", dataset_size);
-  KDP_CHECK(!(num_replicas < 1 || rank < 0 || rank >= num_replicas), ValueError,
-            "kdp::data::DistributedSampler", "rank {} is not in [0, {}) replicas", rank,
-            num_replicas);
-  KDP_CHECK(!(options.exact && options.drop_last), ValueError, "kdp::data::DistributedSampler",
+  KDP_CHECK(dataset_size >= 0, ValueError, "dataset size {} is negative", dataset_size);
+  KDP_CHECK(num_replicas >= 1 && rank >= 0 && rank < num_replicas, ValueError,
+            "rank {} is not in [0, {}) replicas", rank, num_replicas);
+  KDP_CHECK(!options.exact || !options.drop_last, ValueError,
             "exact mode counts every sample; it cannot "
             "drop_last");
 }

@@ -158,13 +158,12 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   lab.check_plausible();
 
   const std::vector<int64_t> dims = img.dims();
-  KDP_CHECK(dims.size() >= 2, IOError, "kdp::data::HDF5Dataset",
+  KDP_CHECK(dims.size() >= 2, IOError,
             "'{}' in '{}' has shape [{}]; features need "
             "a sample dimension and at least one more",
             images, path, fmt::join(dims, ", "));
   const io::h5::Type type = img.type();
-  KDP_CHECK(!(type == io::h5::Type::Other || type == io::h5::Type::Int64), IOError,
-            "kdp::data::HDF5Dataset",
+  KDP_CHECK(type != io::h5::Type::Other && type != io::h5::Type::Int64, IOError,
             "'{}' in '{}' holds {}; features must be "
             "uint8, float32 or float64",
             images, path, io::h5::to_string(type));
@@ -175,27 +174,26 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   row_ =
       checked_numel(sample, sizeof(float),
                     fmt::format("kdp::data::HDF5Dataset: a sample of '{}' in '{}'", images, path));
-  KDP_CHECK(!(options.flatten && options.as_images), ValueError, "kdp::data::HDF5Dataset",
+  KDP_CHECK(!options.flatten || !options.as_images, ValueError,
             "samples of '{}' cannot be both flat and images", path);
   if (options.as_images && sample.size() == 2) sample.insert(sample.begin(), 1);
-  KDP_CHECK(!(options.as_images && sample.size() != 3), ShapeError, "kdp::data::HDF5Dataset",
+  KDP_CHECK(!options.as_images || sample.size() == 3, ShapeError,
             "samples of '{}' in '{}' are [{}], not "
             "images ([height, width] or [channels, height, width])",
             images, path, fmt::join(sample, ", "));
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 
   const std::vector<int64_t> ldims = lab.dims();
-  KDP_CHECK(ldims.size() == 1, IOError, "kdp::data::HDF5Dataset",
+  KDP_CHECK(ldims.size() == 1, IOError,
             "labels '{}' in '{}' have shape [{}]; they "
             "must be one class index per sample",
             labels, path, fmt::join(ldims, ", "));
-  KDP_CHECK(ldims[0] == n_, IOError, "kdp::data::HDF5Dataset",
+  KDP_CHECK(ldims[0] == n_, IOError,
             "'{}' has {} samples but '{}' has {} labels "
             "in '{}'",
             images, n_, labels, ldims[0], path);
   const io::h5::Type ltype = lab.type();
-  KDP_CHECK(!(ltype != io::h5::Type::UInt8 && ltype != io::h5::Type::Int64), IOError,
-            "kdp::data::HDF5Dataset",
+  KDP_CHECK(ltype == io::h5::Type::UInt8 || ltype == io::h5::Type::Int64, IOError,
             "labels '{}' in '{}' hold {}; they must be "
             "integers",
             labels, path, io::h5::to_string(ltype));
@@ -213,7 +211,7 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   }
   label_values_.resize(values.size());
   for (size_t i = 0; i < values.size(); ++i) {
-    KDP_CHECK(!(values[i] < 0 || values[i] >= num_classes_), IOError, "kdp::data::HDF5Dataset",
+    KDP_CHECK(values[i] >= 0 && values[i] < num_classes_, IOError,
               "label {} of sample {} in '{}' of '{}' is "
               "out of range for {} classes",
               values[i], i, labels, path, num_classes_);
@@ -248,8 +246,7 @@ std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
 
 void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                               float* labels) const {
-  KDP_CHECK(uint8_, StateError, "kdp::data::HDF5Dataset", "'{}' in '{}' holds floats, not bytes",
-            images_, path_);
+  KDP_CHECK(uint8_, StateError, "'{}' in '{}' holds floats, not bytes", images_, path_);
   fill(indices, nullptr, features, labels);
 }
 
@@ -257,8 +254,7 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
                        float* labels) const {
   if (indices.empty()) return;
   for (int64_t i : indices) {
-    KDP_CHECK(!(i < 0 || i >= n_), ValueError, "kdp::data::HDF5Dataset",
-              "index {} is outside [0, {}) of '{}'", i, n_, path_);
+    KDP_CHECK(i >= 0 && i < n_, ValueError, "index {} is outside [0, {}) of '{}'", i, n_, path_);
   }
   const BlockLayout layout{n_, block_rows_,
                            static_cast<size_t>(row_) * (uint8_ ? 1 : sizeof(float)), uint8_};
@@ -298,7 +294,7 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
       const float* src = reinterpret_cast<const float*>(block.data()) + offset;
       if (options_.check_finite) {
         for (size_t j = 0; j < row; ++j) {
-          KDP_CHECK(std::isfinite(src[j]), NumericalError, "kdp::data::HDF5Dataset",
+          KDP_CHECK(std::isfinite(src[j]), NumericalError,
                     "sample {} of '{}' in '{}' has a non-finite feature ({}) "
                     "at position {}",
                     i, images_, path_, src[j], j);

@@ -33,7 +33,7 @@ size_t read_some(gzFile f, uint8_t* out, size_t n, const std::string& path) {
   while (got < n) {
     const unsigned chunk = static_cast<unsigned>(std::min<size_t>(n - got, 1u << 20));
     const int r = gzread(f, out + got, chunk);
-    KDP_CHECK(r >= 0, IOError, "kdp::data", "'{}' is corrupt: {}", path, gz_error(f));
+    KDP_CHECK(r >= 0, IOError, "'{}' is corrupt: {}", path, gz_error(f));
     if (r == 0) break;
     got += static_cast<size_t>(r);
   }
@@ -45,32 +45,29 @@ size_t read_some(gzFile f, uint8_t* out, size_t n, const std::string& path) {
 IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
   require_regular_file(path, "kdp::data", "IDX file ");  // a FIFO would block gzopen
   Gz f(gzopen(path.c_str(), "rb"));
-  KDP_CHECK(f, IOError, "kdp::data", "cannot open IDX file '{}': {}", path,
-            describe_file_error(errno));
+  KDP_CHECK(f, IOError, "cannot open IDX file '{}': {}", path, describe_file_error(errno));
   uint8_t magic[4];
-  KDP_CHECK(read_some(f.get(), magic, 4, path) == 4, IOError, "kdp::data",
-            "'{}' is too short to be an IDX file", path);
-  KDP_CHECK(!(magic[0] != 0 || magic[1] != 0), IOError, "kdp::data",
+  KDP_CHECK(read_some(f.get(), magic, 4, path) == 4, IOError, "'{}' is too short to be an IDX file",
+            path);
+  KDP_CHECK(magic[0] == 0 && magic[1] == 0, IOError,
             "'{}' is not an IDX file (magic number {:02x}{:02x}{:02x}{:02x} does not start "
             "with two zero bytes)",
             path, magic[0], magic[1], magic[2], magic[3]);
-  KDP_CHECK(magic[2] == 0x08, IOError, "kdp::data",
+  KDP_CHECK(magic[2] == 0x08, IOError,
             "'{}' holds IDX element type 0x{:02x}; only unsigned bytes (0x08) are supported", path,
             magic[2]);
   const int rank = magic[3];
-  KDP_CHECK(!(rank < 1 || rank > 4), IOError, "kdp::data",
+  KDP_CHECK(rank >= 1 && rank <= 4, IOError,
             "'{}' claims {} dimensions; IDX files here have 1 to 4", path, rank);
   IdxArray out;
   uint64_t total = 1;
   for (int d = 0; d < rank; ++d) {
     uint8_t b[4];
-    KDP_CHECK(read_some(f.get(), b, 4, path) == 4, IOError, "kdp::data",
-              "'{}' ends inside its header", path);
+    KDP_CHECK(read_some(f.get(), b, 4, path) == 4, IOError, "'{}' ends inside its header", path);
     const uint64_t size =
         (uint64_t{b[0]} << 24) | (uint64_t{b[1]} << 16) | (uint64_t{b[2]} << 8) | b[3];
     out.dims.push_back(static_cast<int64_t>(size));
-    KDP_CHECK(!(__builtin_mul_overflow(total, size, &total) || total > max_bytes), IOError,
-              "kdp::data",
+    KDP_CHECK(!__builtin_mul_overflow(total, size, &total) && total <= max_bytes, IOError,
               "'{}' claims dimensions that need more than {} bytes; refusing to read it", path,
               max_bytes);
   }
@@ -82,13 +79,13 @@ IdxArray read_idx(const std::string& path, uint64_t max_bytes) {
     out.data.resize(static_cast<size_t>(got) + chunk);
     const size_t r = read_some(f.get(), out.data.data() + got, chunk, path);
     got += r;
-    KDP_CHECK(r >= chunk, IOError, "kdp::data",
+    KDP_CHECK(r >= chunk, IOError,
               "'{}' is truncated: its header promises {} bytes of data "
               "but it ends after {}",
               path, total, got);
   }
   uint8_t extra = 0;
-  KDP_CHECK(read_some(f.get(), &extra, 1, path) == 0, IOError, "kdp::data",
+  KDP_CHECK(read_some(f.get(), &extra, 1, path) == 0, IOError,
             "'{}' has bytes after the {} its header promises", path, total);
   return out;
 }
@@ -102,10 +99,10 @@ void write_idx(const std::string& path, const std::vector<int64_t>& dims,
   }
   bytes.insert(bytes.end(), data.begin(), data.end());
   Gz f(gzopen(path.c_str(), gzip ? "wb" : "wbT"));
-  KDP_CHECK(f, IOError, "kdp::data", "cannot create '{}': {}", path, describe_file_error(errno));
-  KDP_CHECK(!(gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) !=
-              static_cast<int>(bytes.size())),
-            IOError, "kdp::data", "cannot write '{}': {}", path, gz_error(f.get()));
+  KDP_CHECK(f, IOError, "cannot create '{}': {}", path, describe_file_error(errno));
+  KDP_CHECK(gzwrite(f.get(), bytes.data(), static_cast<unsigned>(bytes.size())) ==
+                static_cast<int>(bytes.size()),
+            IOError, "cannot write '{}': {}", path, gz_error(f.get()));
 }
 
 }  // namespace kdp::data

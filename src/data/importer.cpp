@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_interrupted(const std::string& out) {
-  KDP_CHECK(!StopSignal::requested(), IOError, "kdp::data",
+  KDP_CHECK(!StopSignal::requested(), IOError,
             "import into '{}' interrupted by signal {}; '{}' is left "
             "as it was",
             out, StopSignal::signal(), out);
@@ -34,25 +34,22 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
   const IdxArray images = read_idx(src.images);
   check_interrupted(out);
   const IdxArray labels = read_idx(src.labels);
-  KDP_CHECK(images.dims.size() >= 2, IOError, "kdp::data",
+  KDP_CHECK(images.dims.size() >= 2, IOError,
             "'{}' holds a {}-dimensional array; images need a sample "
             "dimension and at least one more",
             src.images, images.dims.size());
-  KDP_CHECK(labels.dims.size() == 1, IOError, "kdp::data",
+  KDP_CHECK(labels.dims.size() == 1, IOError,
             "'{}' holds a {}-dimensional array; labels must be one "
             "number per sample",
             src.labels, labels.dims.size());
-  KDP_CHECK(images.count() != 0, IOError, "kdp::data",
-            "'{}' holds no samples (its dimensions are [{}])", src.images,
-            fmt::join(images.dims, ", "));
-  KDP_CHECK(!images.data.empty(), IOError, "kdp::data",
-            "'{}' holds samples of size 0 (its dimensions are [{}])", src.images,
-            fmt::join(images.dims, ", "));
-  KDP_CHECK(images.count() == labels.count(), IOError, "kdp::data",
-            "'{}' has {} images but '{}' has {} labels", src.images, images.count(), src.labels,
-            labels.count());
+  KDP_CHECK(images.count() != 0, IOError, "'{}' holds no samples (its dimensions are [{}])",
+            src.images, fmt::join(images.dims, ", "));
+  KDP_CHECK(!images.data.empty(), IOError, "'{}' holds samples of size 0 (its dimensions are [{}])",
+            src.images, fmt::join(images.dims, ", "));
+  KDP_CHECK(images.count() == labels.count(), IOError, "'{}' has {} images but '{}' has {} labels",
+            src.images, images.count(), src.labels, labels.count());
   for (size_t i = 0; i < labels.data.size(); ++i) {
-    KDP_CHECK(labels.data[i] < options.num_classes, IOError, "kdp::data",
+    KDP_CHECK(labels.data[i] < options.num_classes, IOError,
               "label {} of sample {} in '{}' is out of range for {} "
               "classes",
               labels.data[i], i, src.labels, options.num_classes);
@@ -89,9 +86,9 @@ void check_existing_splits(const std::string& out, const std::vector<SplitSource
   const io::h5::File file = io::h5::File::open(out);
   for (const SplitSource& s : splits) {
     const bool has = file.exists(s.split);
-    KDP_CHECK(!(options.existing == ExistingOutput::Refuse && !has), IOError, "kdp::data",
+    KDP_CHECK(options.existing != ExistingOutput::Refuse || has, IOError,
               "'{}' exists; --add-split adds the '{}' split to it", out, s.split);
-    KDP_CHECK(!(options.existing != ExistingOutput::Overwrite && has), IOError, "kdp::data",
+    KDP_CHECK(options.existing == ExistingOutput::Overwrite || !has, IOError,
               "'{}' already has a '{}' split; --overwrite replaces it", out, s.split);
   }
 }
@@ -108,7 +105,7 @@ uint64_t free_space(const std::string& path) {
 void copy_contents(const std::string& from, const std::string& to, const std::string& out) {
   std::error_code ec;
   fs::copy_file(from, to, fs::copy_options::overwrite_existing, ec);
-  KDP_CHECK(!ec, IOError, "kdp::data",
+  KDP_CHECK(!ec, IOError,
             "cannot write '{}': copying it to keep its other splits "
             "failed: {}; '{}' is left as it was",
             out, describe_file_error(ec.value()), out);
@@ -118,10 +115,9 @@ void copy_contents(const std::string& from, const std::string& to, const std::st
 
 void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
                 const ImportOptions& options) {
-  KDP_CHECK(!splits.empty(), ValueError, "kdp::data::import_idx", "no splits to import");
+  KDP_CHECK(!splits.empty(), ValueError, "no splits to import");
   for (const auto& s : splits) {
-    KDP_CHECK(!(s.split.empty() || s.split.find('/') != std::string::npos), ValueError,
-              "kdp::data::import_idx",
+    KDP_CHECK(!s.split.empty() && s.split.find('/') == std::string::npos, ValueError,
               "split name '{}' must be non-empty and "
               "without '/'",
               s.split);
@@ -164,6 +160,7 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
         what.replace(at, temp.size(), out);
       }
     }
+    // The writer's error (with its origin) and what became of the output.
     throw IOError(fmt::format("{}; the import was abandoned and '{}' is {}", what, out,
                               exists ? "left as it was" : "not written"));
   }
@@ -173,7 +170,7 @@ std::string find_fashion_mnist() {
   const char* env = std::getenv("KDP_FASHION_MNIST_DIR");
   const std::string dir =
       env != nullptr && *env != '\0' ? env : "/usr/share/datasets/fashion-mnist";
-  KDP_CHECK(!(!fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz")), IOError, "kdp::data",
+  KDP_CHECK(fs::exists(fs::path(dir) / "train-images-idx3-ubyte.gz"), IOError,
             "Fashion-MNIST not found in '{}' (install Debian's dataset-fashion-mnist or set "
             "KDP_FASHION_MNIST_DIR)",
             dir);

@@ -29,7 +29,7 @@ uint64_t bounded(uint64_t& state, uint64_t bound) {
 }
 
 void check_size(const char* who, int64_t n) {
-  KDP_CHECK(n >= 0, ValueError, who, "dataset size {} is negative", n);
+  KDP_CHECK_FOR(who, n >= 0, ValueError, "dataset size {} is negative", n);
 }
 
 }  // namespace

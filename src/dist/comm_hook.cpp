@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::dist {
@@ -62,9 +63,9 @@ std::shared_ptr<CommHook> comm_hook_named(const std::string& name) {
   if (name == "bf16") return bf16_compress_hook();
   if (name == "hierarchical") return hierarchical_hook(false);
   if (name == "hierarchical-bf16") return hierarchical_hook(true);
-  throw ValueError("kdp::dist::comm_hook_named",
-                   "unknown communication hook '" + name +
-                       "' (allreduce, bf16, hierarchical or hierarchical-bf16)");
+  KDP_FAIL(ValueError, "{}",
+           "unknown communication hook '" + name +
+               "' (allreduce, bf16, hierarchical or hierarchical-bf16)");
 }
 
 }  // namespace kdp::dist

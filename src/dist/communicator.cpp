@@ -137,8 +137,8 @@ Collective allreduce_op(detail::Backend& b, T* data, size_t count, ReduceOp op,
 // A broadcast of `bytes` from `root`, then `then`.
 Collective broadcast_op(detail::Backend& b, void* data, size_t bytes, int root,
                         const std::string& name, std::function<void()> then) {
-  KDP_CHECK(!(root < 0 || root >= b.size()), ValueError, "kdp::dist::broadcast",
-            "root {} is not a rank of {}", root, b.size());
+  KDP_CHECK(root >= 0 && root < b.size(), ValueError, "root {} is not a rank of {}", root,
+            b.size());
   return {OpInfo{"broadcast", root == 0 ? "from rank 0" : "from another rank", bytes, "bytes", ""},
           name, [&b, data, bytes, root] { b.broadcast(data, bytes, root); }, std::move(then)};
 }
@@ -296,12 +296,12 @@ std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, s
 }
 
 Tensor Communicator::allgather(const Tensor& t) {
-  KDP_CHECK(t.dim() != 0, ShapeError, "kdp::dist::allgather", "give the tensor a first dimension");
+  KDP_CHECK(t.dim() != 0, ShapeError, "give the tensor a first dimension");
   const std::vector<float> mine = t.to_vector();
   const auto parts = allgather_bytes(mine.data(), mine.size() * sizeof(float));
   std::vector<float> all;
   for (size_t r = 0; r < parts.size(); ++r) {
-    KDP_CHECK(parts[r].size() == mine.size() * sizeof(float), ShapeError, "kdp::dist::allgather",
+    KDP_CHECK(parts[r].size() == mine.size() * sizeof(float), ShapeError,
               "rank {} sent {} elements but rank {} has {} ({})", r,
               parts[r].size() / sizeof(float), rank(), mine.size(), t.shape().str());
     const auto* f = reinterpret_cast<const float*>(parts[r].data());

@@ -71,9 +71,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       module_(std::move(module)),
       comm_(std::move(comm)),
       options_(options) {
-  KDP_CHECK(module_, StateError, "kdp::dist::DistributedDataParallel", "the module is null");
+  KDP_CHECK(module_, StateError, "the module is null");
   KDP_CHECK(options_.bucket_cap_mb >= 0.0 && options_.first_bucket_mb > 0.0, ValueError,
-            "kdp::dist::DistributedDataParallel",
             "bucket sizes must be positive (bucket_cap_mb={} (0: chosen), first_bucket_mb={})",
             options_.bucket_cap_mb, options_.first_bucket_mb);
   bucket_cap_mb_ = options_.bucket_cap_mb > 0.0 ? options_.bucket_cap_mb
@@ -136,12 +135,12 @@ void DistributedDataParallel::check_same_model_on_all_ranks() {
     for (const auto& [entry, ranks] : groups) {
       parts.push_back(fmt::format("{} on {}", entry, rank_list(ranks)));
     }
-    throw CommError("kdp::dist::DistributedDataParallel",
-                    fmt::format("ranks hold different models (checked on rank {} of "
-                                "{}): entry {} is {}",
-                                comm_.rank(), comm_.size(), i, fmt::join(parts, " but ")));
+    KDP_FAIL(CommError,
+             "ranks hold different models (checked on rank {} of "
+             "{}): entry {} is {}",
+             comm_.rank(), comm_.size(), i, fmt::join(parts, " but "));
   }
-  throw CommError("kdp::dist::DistributedDataParallel", "ranks hold different models");
+  KDP_FAIL(CommError, "ranks hold different models");
 }
 
 void DistributedDataParallel::broadcast_state() {
@@ -160,7 +159,7 @@ void DistributedDataParallel::build_buckets() {
   if (params_.empty()) return;
   const Device device = params_[0].second.device();
   for (const auto& [name, p] : params_) {
-    KDP_CHECK(p.device() == device, DeviceError, "kdp::dist::DistributedDataParallel",
+    KDP_CHECK(p.device() == device, DeviceError,
               "parameter '{}' is on {} but '{}' on {}; keep the "
               "module on one device (wrap DataParallel inside for several)",
               name, p.device().str(), params_[0].first, device.str());
@@ -253,11 +252,9 @@ void DistributedDataParallel::launch_ready_buckets() {
 }
 
 void DistributedDataParallel::register_comm_hook(std::shared_ptr<CommHook> hook) {
-  KDP_CHECK(hook != nullptr, ValueError, "kdp::dist::DistributedDataParallel::register_comm_hook",
-            "the hook is null");
+  KDP_CHECK(hook != nullptr, ValueError, "the hook is null");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   KDP_CHECK(hooks_fired_ == 0 && next_bucket_ == 0, StateError,
-            "kdp::dist::DistributedDataParallel::register_comm_hook",
             "rank {} is inside a backward whose buckets are being reduced with '{}'; register "
             "'{}' between steps",
             comm_.rank(), hook_->name(), hook->name());
@@ -306,11 +303,11 @@ void DistributedDataParallel::check_unused(const std::vector<Tensor>& outputs) {
   if (!options_.find_unused_parameters) {
     std::vector<std::string> names;
     for (size_t i : unused) names.push_back(params_[i].first);
-    throw StateError("kdp::dist::DistributedDataParallel",
-                     fmt::format("parameters {} took no part in producing the output "
-                                 "on rank {}, so their gradients would never be reduced; pass "
-                                 "find_unused_parameters = true in DDPOptions if that is intended",
-                                 fmt::join(names, ", "), comm_.rank()));
+    KDP_FAIL(StateError,
+             "parameters {} took no part in producing the output "
+             "on rank {}, so their gradients would never be reduced; pass "
+             "find_unused_parameters = true in DDPOptions if that is intended",
+             fmt::join(names, ", "), comm_.rank());
   }
   if (!sync_) return;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
@@ -330,10 +327,10 @@ Tensor DistributedDataParallel::forward(const nn::TensorList& inputs) {
       for (size_t i = 0; i < params_.size(); ++i) {
         if (!ready_[i]) missing.push_back(params_[i].first);
       }
-      throw StateError("kdp::dist::DistributedDataParallel",
-                       fmt::format("the previous backward on rank {} gave no gradient "
-                                   "to {}; their reduction cannot complete",
-                                   comm_.rank(), fmt::join(missing, ", ")));
+      KDP_FAIL(StateError,
+               "the previous backward on rank {} gave no gradient "
+               "to {}; their reduction cannot complete",
+               comm_.rank(), fmt::join(missing, ", "));
     }
   }
   if (options_.broadcast_buffers && comm_.size() > 1) {

@@ -61,7 +61,7 @@ class Mpi : public Backend {
     MPI_Comm_size(comm_, &size_);
     int level = 0;
     MPI_Query_thread(&level);
-    KDP_CHECK(!(level < MPI_THREAD_MULTIPLE && size_ > 1), CommError, "kdp::dist::Communicator",
+    KDP_CHECK(level >= MPI_THREAD_MULTIPLE || size_ <= 1, CommError,
               "MPI provides thread level {} but kdp communicates from a thread of its own and "
               "needs MPI_THREAD_MULTIPLE",
               level);
@@ -204,8 +204,8 @@ class Mpi : public Backend {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(code, text, &len);
-    throw CommError("kdp::dist", fmt::format("{} failed on rank {} of {}: {}", what, rank_, size_,
-                                             std::string(text, static_cast<size_t>(len))));
+    KDP_FAIL(CommError, "{} failed on rank {} of {}: {}", what, rank_, size_,
+             std::string(text, static_cast<size_t>(len)));
   }
 
   // Tests `reqs` until all completed. Across nodes: a moment of testing (a

@@ -159,9 +159,9 @@ class Synchronizer : public nn::BatchNormSynchronizer {
       agreed = combine(one);
     }
     const double count = agreed.sums[static_cast<size_t>(2 * c)];
-    KDP_CHECK(count > 1.0, ValueError, op,
-              "expected more than 1 value per channel in the whole batch when training, got {}",
-              count);
+    KDP_CHECK_FOR(op, count > 1.0, ValueError,
+                  "expected more than 1 value per channel in the whole batch when training, got {}",
+                  count);
 
     // The whole batch's statistics normalise this replica's part, and update
     // its running statistics (identically on every replica and rank).
@@ -233,8 +233,8 @@ SyncBatchNorm::SyncBatchNorm(int64_t num_features, nn::BatchNormOptions options,
 }
 
 void SyncBatchNorm::check_input(const Tensor& input) const {
-  KDP_CHECK(input.dim() >= 2, ShapeError, "kdp::nn::SyncBatchNorm",
-            "expected [N, C, ...] input, got {}", input.shape().str());
+  KDP_CHECK(input.dim() >= 2, ShapeError, "expected [N, C, ...] input, got {}",
+            input.shape().str());
 }
 
 std::shared_ptr<nn::Module> SyncBatchNorm::clone() const {
@@ -249,7 +249,7 @@ std::shared_ptr<nn::Module> SyncBatchNorm::clone() const {
 
 std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> module,
                                                    std::optional<Communicator> comm) {
-  KDP_CHECK(module, StateError, "kdp::nn::convert_sync_batchnorm", "the module is null");
+  KDP_CHECK(module, StateError, "the module is null");
   const auto sync = batch_norm_synchronizer(comm ? *comm : Communicator::world());
   std::function<void(nn::Module&)> visit = [&](nn::Module& m) {
     if (auto* layer = dynamic_cast<nn::BatchNorm*>(&m)) layer->synchronize(sync);

@@ -16,7 +16,7 @@ double collective_timeout_from_environment(double fallback) {
   if (env == nullptr || *env == '\0') return fallback;
   char* end = nullptr;
   const double v = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(v > 0.0)) {
+  if (end == env || *end != '\0' || !(v > 0.0)) {  // names the variable at fault
     throw ValueError(
         fmt::format("KDP_COLLECTIVE_TIMEOUT='{}' is not a positive number of seconds", env));
   }
@@ -36,8 +36,7 @@ CollectiveWatchdog::~CollectiveWatchdog() {
 }
 
 void CollectiveWatchdog::set_timeout_seconds(double seconds) {
-  KDP_CHECK(seconds > 0.0, ValueError, "kdp::dist::CollectiveWatchdog",
-            "timeout {} s is not positive", seconds);
+  KDP_CHECK(seconds > 0.0, ValueError, "timeout {} s is not positive", seconds);
   std::lock_guard<std::mutex> lock(mutex_);
   timeout_ = seconds;
 }

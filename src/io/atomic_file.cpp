@@ -19,13 +19,11 @@ namespace fs = std::filesystem;
 
 void fsync_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
-  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot open '{}' to sync it: {}", path,
-            describe_file_error(errno));
+  KDP_CHECK(fd >= 0, IOError, "cannot open '{}' to sync it: {}", path, describe_file_error(errno));
   const int rc = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  KDP_CHECK(rc == 0, IOError, "kdp::io", "cannot sync '{}' to disk: {}", path,
-            describe_file_error(err));
+  KDP_CHECK(rc == 0, IOError, "cannot sync '{}' to disk: {}", path, describe_file_error(err));
 }
 
 void fsync_directory(const std::string& dir) {
@@ -45,8 +43,8 @@ AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
   static std::atomic<int> counter{0};
   const fs::path t(target_);
   const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
-  KDP_CHECK(fs::is_directory(dir), IOError, "kdp::io",
-            "cannot write '{}': directory '{}' does not exist", target_, dir.string());
+  KDP_CHECK(fs::is_directory(dir), IOError, "cannot write '{}': directory '{}' does not exist",
+            target_, dir.string());
   temp_ =
       (dir / fmt::format(".{}.tmp.{}.{}", t.filename().string(), ::getpid(), counter++)).string();
 }
@@ -57,8 +55,8 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t size) {
   const int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot write '{}': cannot create '{}': {}", target_,
-            temp_, describe_file_error(errno));
+  KDP_CHECK(fd >= 0, IOError, "cannot write '{}': cannot create '{}': {}", target_, temp_,
+            describe_file_error(errno));
   const char* bytes = static_cast<const char*>(data);
   size_t done = 0;
   int err = 0;
@@ -73,14 +71,14 @@ void AtomicFile::write(const void* data, size_t size) {
   }
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
-  KDP_CHECK(err == 0, IOError, "kdp::io", "cannot write '{}' ({} of {} bytes written): {}", target_,
-            done, size, describe_file_error(err));
+  KDP_CHECK(err == 0, IOError, "cannot write '{}' ({} of {} bytes written): {}", target_, done,
+            size, describe_file_error(err));
   synced_ = true;
 }
 
 void AtomicFile::commit() {
   if (!synced_) fsync_file(temp_);
-  KDP_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, IOError, "kdp::io",
+  KDP_CHECK(std::rename(temp_.c_str(), target_.c_str()) == 0, IOError,
             "cannot move '{}' into place as '{}': {}", temp_, target_, describe_file_error(errno));
   committed_ = true;
   const fs::path t(target_);

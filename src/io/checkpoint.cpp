@@ -56,8 +56,7 @@ void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
   // A checkpoint is what a run goes back to: one with a NaN would carry it
   // into every run resumed from it.
   const std::string bad = first_non_finite(values.data(), t.numel(), t.shape());
-  KDP_CHECK(bad.empty(), NumericalError, "kdp::io::save_checkpoint",
-            "'{}' holds {}; '{}' was not written", entry, bad, path);
+  KDP_CHECK(bad.empty(), NumericalError, "'{}' holds {}; '{}' was not written", entry, bad, path);
   if (is_count_entry(name)) {
     // PyTorch stores BatchNorm's count as int64: so does the file.
     std::vector<int64_t> counts(values.size());
@@ -72,7 +71,7 @@ void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
 // A tensor read from a checkpoint holds only finite values.
 void check_finite(const float* values, const Tensor& t, const h5::Dataset& d) {
   const std::string bad = first_non_finite(values, t.numel(), t.shape());
-  KDP_CHECK(bad.empty(), IOError, "kdp::io",
+  KDP_CHECK(bad.empty(), IOError,
             "checkpoint entry '{}' in '{}' holds {}; a checkpoint with "
             "non-finite values is not loaded",
             d.path(), d.file(), bad);
@@ -81,8 +80,8 @@ void check_finite(const float* values, const Tensor& t, const h5::Dataset& d) {
 Tensor read_tensor(const h5::Dataset& d) {
   const std::vector<int64_t> dims = d.dims();
   const bool count = d.type() == h5::Type::Int64 && is_count_entry(d.path());
-  KDP_CHECK(!(d.type() != h5::Type::Float32 && d.type() != h5::Type::Float64 && !count), IOError,
-            "kdp::io", "checkpoint entry '{}' in '{}' holds {}, not floats", d.path(), d.file(),
+  KDP_CHECK(d.type() == h5::Type::Float32 || d.type() == h5::Type::Float64 || count, IOError,
+            "checkpoint entry '{}' in '{}' holds {}, not floats", d.path(), d.file(),
             h5::to_string(d.type()));
   if (compat::host_accessible_memory()) {
     // Straight into the tensor: no staging copy of what may be gigabytes. The
@@ -101,13 +100,12 @@ Tensor read_tensor(const h5::Dataset& d) {
 
 h5::File open_checkpoint(const std::string& path) {
   h5::File f = h5::File::open(path);
-  KDP_CHECK(!(!f.has_attribute("format") || f.attribute_string("format") != "kdp-checkpoint"),
-            IOError, "kdp::io",
+  KDP_CHECK(f.has_attribute("format") && f.attribute_string("format") == "kdp-checkpoint", IOError,
             "'{}' is not a kdp checkpoint (no format attribute "
             "'kdp-checkpoint')",
             path);
   const int64_t version = f.attribute_int("format_version");
-  KDP_CHECK(version <= kFormatVersion, IOError, "kdp::io",
+  KDP_CHECK(version <= kFormatVersion, IOError,
             "'{}' has checkpoint format version {}; this kdp reads up "
             "to {}",
             path, version, kFormatVersion);
@@ -130,8 +128,8 @@ TrainingState read_training_state(const h5::File& f, const std::string& path) {
   // A count below `least` cannot come from a run: the file is corrupt.
   auto count = [&](const char* name, int64_t least) {
     const int64_t v = f.attribute_int(name);
-    KDP_CHECK(v >= least, IOError, "kdp::io",
-              "{} = {} in '{}' is below {}: not a checkpoint kdp wrote", name, v, path, least);
+    KDP_CHECK(v >= least, IOError, "{} = {} in '{}' is below {}: not a checkpoint kdp wrote", name,
+              v, path, least);
     return v;
   };
   TrainingState s;
@@ -146,10 +144,9 @@ TrainingState read_training_state(const h5::File& f, const std::string& path) {
   for (const std::string& r : f.attribute_strings("rng_states")) {
     const size_t colon = r.find(':');
     uint64_t seed = 0, offset = 0;
-    KDP_CHECK(
-        !(colon == std::string::npos || !parse_u64(std::string_view(r).substr(0, colon), seed) ||
-          !parse_u64(std::string_view(r).substr(colon + 1), offset)),
-        IOError, "kdp::io", "rng state '{}' in '{}' is not seed:offset", r, path);
+    KDP_CHECK(colon != std::string::npos && parse_u64(std::string_view(r).substr(0, colon), seed) &&
+                  parse_u64(std::string_view(r).substr(colon + 1), offset),
+              IOError, "rng state '{}' in '{}' is not seed:offset", r, path);
     s.rng.emplace_back(seed, offset);
   }
   h5::Group values = f.open_group("training");
@@ -195,7 +192,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
         std::tuple{"batch_in_epoch", state.batch_in_epoch, 0},
         std::tuple{"world_size", state.world_size, 1},
         std::tuple{"devices_per_rank", state.devices_per_rank, 1}}) {
-    KDP_CHECK(v >= least, ValueError, "kdp::io::save_checkpoint",
+    KDP_CHECK(v >= least, ValueError,
               "{} = {} is below {}; '{}' was not "
               "written",
               name, v, least, path);
@@ -387,8 +384,7 @@ std::vector<std::string> layout_mismatches(const Layout& saved, const nn::Module
 }
 
 [[noreturn]] void does_not_fit(const std::string& path, const std::vector<std::string>& problems) {
-  throw IOError("kdp::io", fmt::format("checkpoint '{}' does not fit this model: {}", path,
-                                       fmt::join(problems, "; ")));
+  KDP_FAIL(IOError, "checkpoint '{}' does not fit this model: {}", path, fmt::join(problems, "; "));
 }
 
 }  // namespace
@@ -427,7 +423,7 @@ CheckpointInfo read_checkpoint_info(const std::string& path) {
     const int64_t n =
         checked_numel(m.open_dataset(name).dims(), sizeof(float),
                       fmt::format("kdp::io: checkpoint entry '/model/{}' in '{}'", name, path));
-    KDP_CHECK(!__builtin_add_overflow(info.model_numel, n, &info.model_numel), IOError, "kdp::io",
+    KDP_CHECK(!__builtin_add_overflow(info.model_numel, n, &info.model_numel), IOError,
               "the model in '{}' claims more values than can be counted", path);
   }
   info.config = info.state.run_config;

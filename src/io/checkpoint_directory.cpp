@@ -61,15 +61,14 @@ bool process_runs(long pid) {
 
 CheckpointDirectory::CheckpointDirectory(std::string dir, int keep_last, RunConfig config)
     : dir_(std::move(dir)), keep_last_(keep_last), config_(std::move(config)) {
-  KDP_CHECK(keep_last >= 1, ValueError, "kdp::io::CheckpointDirectory", "keep_last {} < 1",
-            keep_last);
+  KDP_CHECK(keep_last >= 1, ValueError, "keep_last {} < 1", keep_last);
   // A file where the directory belongs is named for what it is (a dataset?).
-  KDP_CHECK(!path_exists(dir_) || fs::is_directory(dir_), IOError, "kdp::io",
+  KDP_CHECK(!path_exists(dir_) || fs::is_directory(dir_), IOError,
             "cannot use '{}' as the checkpoint directory: it is {}, not a directory", dir_,
             describe_path(dir_));
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  KDP_CHECK(!ec && fs::is_directory(dir_), IOError, "kdp::io",
+  KDP_CHECK(!ec && fs::is_directory(dir_), IOError,
             "cannot create the checkpoint directory '{}': {}", dir_,
             ec ? describe_file_error(ec.value()) : "it is not a directory");
 }
@@ -96,10 +95,10 @@ std::string CheckpointDirectory::lock_path() const {
 
 FileLock CheckpointDirectory::lock(bool require) const {
   // A read-only directory (or file system) is named as such, before any file.
-  KDP_CHECK(::access(dir_.c_str(), W_OK) == 0, IOError, "kdp::io",
+  KDP_CHECK(::access(dir_.c_str(), W_OK) == 0, IOError,
             "cannot write in the checkpoint directory '{}': {}", dir_, describe_file_error(errno));
   FileLock lock = FileLock::try_acquire(lock_path());
-  if (lock.busy()) {
+  if (lock.busy()) {  // RunDirectoryError carries its reason for kdp-train: thrown as it is
     std::string owner = FileLock::owner(lock_path());
     if (owner.empty()) owner = FileLock::holder(lock_path());
     throw RunDirectoryError(
@@ -171,7 +170,7 @@ std::optional<RunConfig> CheckpointDirectory::recorded_config() const {
   std::ifstream in(path);
   std::stringstream text;
   if (in) text << in.rdbuf();
-  KDP_CHECK(in, IOError, "kdp::io", "cannot read the run configuration '{}': {}", path,
+  KDP_CHECK(in, IOError, "cannot read the run configuration '{}': {}", path,
             describe_file_error(errno));
   return run_config_from_json(text.str(), path);
 }
@@ -225,7 +224,7 @@ std::vector<std::pair<std::string, std::string>> CheckpointDirectory::discard() 
   for (const std::string& path : doomed) {
     std::error_code ec;
     fs::remove(path, ec);
-    KDP_CHECK(!ec, IOError, "kdp::io", "cannot remove '{}': {}", path, ec.message());
+    KDP_CHECK(!ec, IOError, "cannot remove '{}': {}", path, ec.message());
   }
   fsync_directory(dir_);
   return kept;
@@ -234,7 +233,7 @@ std::vector<std::pair<std::string, std::string>> CheckpointDirectory::discard() 
 std::string CheckpointDirectory::reject(const std::string& path) const {
   std::error_code ec;
   fs::create_directories(rejected_dir(), ec);
-  KDP_CHECK(!ec, IOError, "kdp::io", "cannot create '{}': {}", rejected_dir(), ec.message());
+  KDP_CHECK(!ec, IOError, "cannot create '{}': {}", rejected_dir(), ec.message());
   const fs::path name = fs::path(path).filename();
   fs::path target = fs::path(rejected_dir()) / name;
   for (int n = 1; fs::exists(target); ++n) {
@@ -242,8 +241,7 @@ std::string CheckpointDirectory::reject(const std::string& path) const {
              fmt::format("{}.{}{}", name.stem().string(), n, name.extension().string());
   }
   fs::rename(path, target, ec);
-  KDP_CHECK(!ec, IOError, "kdp::io", "cannot move '{}' to '{}': {}", path, target.string(),
-            ec.message());
+  KDP_CHECK(!ec, IOError, "cannot move '{}' to '{}': {}", path, target.string(), ec.message());
   fsync_directory(rejected_dir());
   fsync_directory(dir_);
   return target.string();

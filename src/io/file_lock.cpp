@@ -111,7 +111,7 @@ FileLock FileLock::try_acquire(const std::string& path) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     lock.release();
     lock.fd_ = open_or_create(path, lock.created_);
-    KDP_CHECK(lock.fd_ >= 0, IOError, "kdp::io", "cannot open '{}' to lock it: {}", path,
+    KDP_CHECK(lock.fd_ >= 0, IOError, "cannot open '{}' to lock it: {}", path,
               describe_file_error(errno));
     created_any = created_any || lock.created_;
     int rc = 0;
@@ -134,9 +134,10 @@ FileLock FileLock::try_acquire(const std::string& path) {
       return lock;
     }
   }
-  throw IOError("kdp::io", fmt::format("cannot lock '{}': it is removed and created again "
-                                       "continually",
-                                       path));
+  KDP_FAIL(IOError,
+           "cannot lock '{}': it is removed and created again "
+           "continually",
+           path);
 }
 
 std::string FileLock::reason() const {

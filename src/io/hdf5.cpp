@@ -61,8 +61,7 @@ std::string last_error() {
 
 [[noreturn]] void fail(const std::string& what, const std::string& object,
                        const std::string& file) {
-  throw IOError("kdp::io",
-                fmt::format("cannot {} '{}' in '{}': {}", what, object, file, last_error()));
+  KDP_FAIL(IOError, "cannot {} '{}' in '{}': {}", what, object, file, last_error());
 }
 
 template <>
@@ -231,7 +230,7 @@ std::vector<std::string> Object::attribute_strings(const std::string& name) cons
   Handle a = open_attribute(*this, name);
   Handle type(H5Aget_type(a.id()), H5Tclose);
   Handle space(H5Aget_space(a.id()), H5Sclose);
-  KDP_CHECK(H5Tget_class(type.id()) == H5T_STRING, IOError, "kdp::io",
+  KDP_CHECK(H5Tget_class(type.id()) == H5T_STRING, IOError,
             "attribute {} of '{}' in '{}' is not text", name, path_, file_);
   const hssize_t n = H5Sget_simple_extent_npoints(space.id());
   std::vector<std::string> out;
@@ -360,8 +359,8 @@ std::vector<std::string> Group::members() const {
 
 Dataset Group::open_dataset(const std::string& name, size_t cache_bytes) const {
   silence_errors();
-  KDP_CHECK(exists(name), IOError, "kdp::io", "there is no dataset '{}' in '{}'",
-            join_path(path_, name), file_);
+  KDP_CHECK(exists(name), IOError, "there is no dataset '{}' in '{}'", join_path(path_, name),
+            file_);
   Handle dapl(H5Pcreate(H5P_DATASET_ACCESS), H5Pclose);
   if (cache_bytes > 0) {
     // A prime number of hash slots, ample for the chunks that fit in the cache.
@@ -398,17 +397,17 @@ File File::open(const std::string& path, Mode mode) {
   // block on it.
   require_regular_file(path, "kdp::io");
   const int fd = ::open(path.c_str(), (mode == Mode::ReadOnly ? O_RDONLY : O_RDWR) | O_NONBLOCK);
-  KDP_CHECK(fd >= 0, IOError, "kdp::io", "cannot open '{}': {}", path, describe_file_error(errno));
+  KDP_CHECK(fd >= 0, IOError, "cannot open '{}': {}", path, describe_file_error(errno));
   ::close(fd);
   Handle f(
       H5Fopen(path.c_str(), mode == Mode::ReadOnly ? H5F_ACC_RDONLY : H5F_ACC_RDWR, H5P_DEFAULT),
       H5Fclose);
   if (!f.valid()) {
     const std::string why = last_error();
-    KDP_CHECK(H5Fis_hdf5(path.c_str()) != 0, IOError, "kdp::io",
-              "cannot open '{}': it is not an HDF5 file", path);
+    KDP_CHECK(H5Fis_hdf5(path.c_str()) != 0, IOError, "cannot open '{}': it is not an HDF5 file",
+              path);
     H5Eclear2(H5E_DEFAULT);
-    throw IOError("kdp::io", fmt::format("cannot open HDF5 file '{}': {}", path, why));
+    KDP_FAIL(IOError, "cannot open HDF5 file '{}': {}", path, why);
   }
   return File(std::move(f), path, "/");
 }
@@ -416,7 +415,7 @@ File File::open(const std::string& path, Mode mode) {
 File File::create(const std::string& path) {
   silence_errors();
   Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  KDP_CHECK(f.valid(), IOError, "kdp::io", "cannot create HDF5 file '{}': {}", path, last_error());
+  KDP_CHECK(f.valid(), IOError, "cannot create HDF5 file '{}': {}", path, last_error());
   return File(std::move(f), path, "/");
 }
 
@@ -425,8 +424,7 @@ File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_core(fapl.id(), std::max(size_t{1} << 20, expected_bytes), /*backing_store=*/0);
   Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
-  KDP_CHECK(f.valid(), IOError, "kdp::io", "cannot create in-memory HDF5 file '{}': {}", name,
-            last_error());
+  KDP_CHECK(f.valid(), IOError, "cannot create in-memory HDF5 file '{}': {}", name, last_error());
   return File(std::move(f), name, "/");
 }
 
@@ -485,16 +483,15 @@ void Dataset::check_plausible() const {
   const unsigned __int128 limit = stored * 2048 + (static_cast<unsigned __int128>(64) << 20);
   if (total > limit) {
     logical = total > SIZE_MAX ? SIZE_MAX : static_cast<size_t>(total);
-    throw IOError("kdp::io", fmt::format("'{}' in '{}' claims {} bytes of data ([{}]) but the file "
-                                         "stores {} bytes for it; refusing to read it",
-                                         path_, file_, logical, fmt::join(d, ", "),
-                                         static_cast<uint64_t>(stored)));
+    KDP_FAIL(IOError,
+             "'{}' in '{}' claims {} bytes of data ([{}]) but the file "
+             "stores {} bytes for it; refusing to read it",
+             path_, file_, logical, fmt::join(d, ", "), static_cast<uint64_t>(stored));
   }
   // Contiguous and compact data is stored whole, or not at all (fill values):
   // a part of it is a corrupt header, which HDF5 itself would read past.
   Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
-  KDP_CHECK(!(H5Pget_layout(dcpl.id()) != H5D_CHUNKED && stored != 0 && stored < total), IOError,
-            "kdp::io",
+  KDP_CHECK(H5Pget_layout(dcpl.id()) == H5D_CHUNKED || stored == 0 || stored >= total, IOError,
             "'{}' in '{}' claims {} bytes of data ([{}]) stored in one piece but the "
             "file stores {} bytes for it; refusing to read it",
             path_, file_, static_cast<uint64_t>(total), fmt::join(d, ", "),
@@ -544,13 +541,13 @@ void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ra
                               T* out) const {
   silence_errors();
   const std::vector<int64_t> d = dims();
-  KDP_CHECK(!d.empty(), IOError, "kdp::io", "'{}' in '{}' is a scalar", path_, file_);
+  KDP_CHECK(!d.empty(), IOError, "'{}' in '{}' is a scalar", path_, file_);
   Handle file_space(H5Dget_space(id()), H5Sclose);
   H5Sselect_none(file_space.id());
   std::vector<hsize_t> start(d.size(), 0), count(d.begin(), d.end());
   hsize_t rows = 0;
   for (const auto& [first, n] : ranges) {
-    KDP_CHECK(!(first < 0 || n < 0 || first + n > d[0]), IOError, "kdp::io",
+    KDP_CHECK(first >= 0 && n >= 0 && first + n <= d[0], IOError,
               "rows [{}, {}) are outside '{}' ({} rows) in '{}'", first, first + n, path_, d[0],
               file_);
     if (n == 0) continue;

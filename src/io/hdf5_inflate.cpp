@@ -30,7 +30,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
   silence_errors();
   const std::vector<int64_t> d = dims();
   if (d.empty()) return false;
-  KDP_CHECK(!(start < 0 || count < 0 || start + count > d[0]), IOError, "kdp::io",
+  KDP_CHECK(start >= 0 && count >= 0 && start + count <= d[0], IOError,
             "rows [{}, {}) are outside '{}' ({} rows) in '{}'", start, start + count, path_, d[0],
             file_);
   Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
@@ -87,7 +87,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
       H5Eclear2(H5E_DEFAULT);
       return false;
     }
-    KDP_CHECK(stored[i] <= bound, IOError, "kdp::io",
+    KDP_CHECK(stored[i] <= bound, IOError,
               "the chunk at row {} of '{}' in '{}' stores {} bytes for {} bytes of data; "
               "the file is corrupt",
               row_of(i), path_, file_, static_cast<uint64_t>(stored[i]), chunk_bytes);
@@ -130,7 +130,7 @@ bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int thre
       std::memcpy(target, p.bytes.data(), chunk_bytes);
       ok = true;
     }
-    KDP_CHECK(ok, IOError, "kdp::io",
+    KDP_CHECK(ok, IOError,
               "the chunk at row {} of '{}' in '{}' does not inflate to its {} bytes; the "
               "file is corrupt",
               row0, path_, file_, chunk_bytes);

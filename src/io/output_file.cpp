@@ -89,9 +89,9 @@ void require_writable_directory(const std::string& path, const std::string& what
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
-  KDP_CHECK(fs::is_directory(dir, ec), IOError, who,
-            "cannot write the {} '{}': its directory '{}' does not exist", what, path,
-            dir.string());
+  KDP_CHECK_FOR(who, fs::is_directory(dir, ec), IOError,
+                "cannot write the {} '{}': its directory '{}' does not exist", what, path,
+                dir.string());
   const std::string probe =
       (dir / fmt::format(".{}.probe.{}", target.filename().string(), ::getpid())).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -102,10 +102,10 @@ void require_writable_directory(const std::string& path, const std::string& what
     return;
   }
   // (/proc and /sys say "no such file" to a new name.)
-  KDP_CHECK(err == EEXIST, IOError, who,
-            "cannot write the {} '{}': its directory '{}' takes no new files ({})", what, path,
-            dir.string(),
-            err == ENOENT ? "its file system refuses them" : describe_file_error(err));
+  KDP_CHECK_FOR(who, err == EEXIST, IOError,
+                "cannot write the {} '{}': its directory '{}' takes no new files ({})", what, path,
+                dir.string(),
+                err == ENOENT ? "its file system refuses them" : describe_file_error(err));
 }
 
 }  // namespace
@@ -153,22 +153,23 @@ std::string describe_path(const std::string& path) {
 
 bool claim_output(const std::string& path, const OutputKind& kind, bool replace,
                   const std::string& who, const std::string& how_to_replace) {
-  KDP_CHECK(!path.empty(), ValueError, who, "the {} path is empty", kind.name);
+  KDP_CHECK_FOR(who, !path.empty(), ValueError, "the {} path is empty", kind.name);
   const bool exists = path_exists(path);
   if (exists) {
     const std::string type = non_regular_type(path);
-    KDP_CHECK(type.empty(), IOError, who, "cannot write the {} '{}': it is {}", kind.name, path,
-              type);
+    KDP_CHECK_FOR(who, type.empty(), IOError, "cannot write the {} '{}': it is {}", kind.name, path,
+                  type);
   }
   require_writable_directory(path, kind.name, who);
   if (!exists) return false;
-  KDP_CHECK(kind.recognises(path), ForeignFileError, who,
-            "'{}' is {}, not a kdp {}: kdp never replaces it; name another file", path,
-            describe_path(path), kind.name);
-  KDP_CHECK(replace, IOError, who, "the {} '{}' exists; name another file, or use {} to replace it",
-            kind.name, path, how_to_replace);
-  KDP_CHECK(::access(path.c_str(), W_OK) == 0, IOError, who, "cannot write the {} '{}': {}",
-            kind.name, path, describe_file_error(errno));
+  KDP_CHECK_FOR(who, kind.recognises(path), ForeignFileError,
+                "'{}' is {}, not a kdp {}: kdp never replaces it; name another file", path,
+                describe_path(path), kind.name);
+  KDP_CHECK_FOR(who, replace, IOError,
+                "the {} '{}' exists; name another file, or use {} to replace it", kind.name, path,
+                how_to_replace);
+  KDP_CHECK_FOR(who, ::access(path.c_str(), W_OK) == 0, IOError, "cannot write the {} '{}': {}",
+                kind.name, path, describe_file_error(errno));
   return true;
 }
 

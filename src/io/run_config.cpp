@@ -78,40 +78,36 @@ std::string run_config_to_json(const RunConfig& config) {
 }
 
 RunConfig run_config_from_json(const std::string& text, const std::string& source) {
-  KDP_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, IOError, "kdp::io",
+  KDP_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, IOError,
             "'{}' is not a run configuration: it is empty", source);
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw IOError(
-        "kdp::io",
-        fmt::format("'{}' is not a run configuration: it is not JSON (a syntax error at byte {})",
-                    source, e.byte));
+    KDP_FAIL(IOError, "'{}' is not a run configuration: it is not JSON (a syntax error at byte {})",
+             source, e.byte);
   } catch (const nlohmann::json::exception&) {
-    throw IOError("kdp::io",
-                  fmt::format("'{}' is not a run configuration: it is not JSON", source));
+    KDP_FAIL(IOError, "'{}' is not a run configuration: it is not JSON", source);
   }
   auto is = [&](const char* key, auto check) { return doc.contains(key) && check(doc[key]); };
-  KDP_CHECK(!(!doc.is_object() || !is("format", [](const auto& v) { return v == kFormat; }) ||
-              !is("settings", [](const auto& v) { return v.is_object(); })),
-            IOError, "kdp::io", "'{}' is not a run configuration (no format '{}' with settings)",
-            source, kFormat);
+  KDP_CHECK(doc.is_object() && is("format", [](const auto& v) { return v == kFormat; }) &&
+                is("settings", [](const auto& v) { return v.is_object(); }),
+            IOError, "'{}' is not a run configuration (no format '{}' with settings)", source,
+            kFormat);
   if (doc.contains("version")) {
     const nlohmann::json& version = doc["version"];
-    KDP_CHECK(!(!version.is_number_integer() || version.get<int64_t>() < 1), IOError, "kdp::io",
+    KDP_CHECK(version.is_number_integer() && version.get<int64_t>() >= 1, IOError,
               "'{}' is not a run configuration: its version {} is not a "
               "whole number >= 1",
               source, version.dump());
-    KDP_CHECK(!(version.get<int64_t>() > kVersion), IOError, "kdp::io",
+    KDP_CHECK(version.get<int64_t>() <= kVersion, IOError,
               "'{}' has run configuration version {}; this kdp reads up "
               "to {}",
               source, version.get<int64_t>(), kVersion);
   }
   RunConfig config;
   for (const auto& [name, value] : doc["settings"].items()) {
-    KDP_CHECK(value.is_string(), IOError, "kdp::io", "setting '{}' in '{}' is not a string", name,
-              source);
+    KDP_CHECK(value.is_string(), IOError, "setting '{}' in '{}' is not a string", name, source);
     config[name] = value.get<std::string>();
   }
   return config;

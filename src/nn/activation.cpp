@@ -47,8 +47,7 @@ std::shared_ptr<Module> GELU::clone() const {
 }
 
 Dropout::Dropout(float p) : Module("Dropout"), p_(p) {
-  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::nn::Dropout",
-            "probability {} is not in [0, 1]", p);
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "probability {} is not in [0, 1]", p);
 }
 Tensor Dropout::forward(const Tensor& input) {
   return dropout(input, p_, is_training());
@@ -63,8 +62,7 @@ std::string Dropout::extra_repr() const {
 }
 
 Dropout2d::Dropout2d(float p) : Module("Dropout2d"), p_(p) {
-  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::nn::Dropout2d",
-            "probability {} is not in [0, 1]", p);
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "probability {} is not in [0, 1]", p);
 }
 Tensor Dropout2d::forward(const Tensor& input) {
   return dropout2d(input, p_, is_training());
@@ -105,9 +103,7 @@ std::shared_ptr<Module> make_activation(const std::string& name) {
   if (name == "tanh") return std::make_shared<Tanh>();
   if (name == "sigmoid") return std::make_shared<Sigmoid>();
   if (name == "gelu") return std::make_shared<GELU>();
-  throw ValueError(
-      "kdp::nn::make_activation",
-      fmt::format("unknown activation '{}' (relu, leaky_relu, tanh, sigmoid, gelu)", name));
+  KDP_FAIL(ValueError, "unknown activation '{}' (relu, leaky_relu, tanh, sigmoid, gelu)", name);
 }
 
 }  // namespace kdp::nn

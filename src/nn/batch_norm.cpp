@@ -18,16 +18,16 @@ BatchNorm::BatchNorm(std::string type_name, int64_t num_features, BatchNormOptio
                      const Device& device)
     : Module(std::move(type_name)), num_features_(num_features), options_(options) {
   if (num_features < 1) {
-    throw ValueError("kdp::nn::" + Module::type_name(),
-                     fmt::format("num_features {} must be >= 1", num_features));
+    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError, "num_features {} must be >= 1",
+                 num_features);
   }
   if (!(options.eps > 0.0) || !std::isfinite(options.eps)) {
-    throw ValueError("kdp::nn::" + Module::type_name(),
-                     fmt::format("eps {} must be a finite number > 0", options.eps));
+    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError,
+                 "eps {} must be a finite number > 0", options.eps);
   }
   if (options.momentum && !detail::is_finite_nonnegative(*options.momentum)) {
-    throw ValueError("kdp::nn::" + Module::type_name(),
-                     fmt::format("momentum {} must be a finite number >= 0", *options.momentum));
+    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError,
+                 "momentum {} must be a finite number >= 0", *options.momentum);
   }
   if (options.affine) {
     weight_ = register_parameter(
@@ -106,7 +106,7 @@ BatchNorm1d::BatchNorm1d(int64_t num_features, BatchNormOptions options, const D
     : BatchNorm("BatchNorm1d", num_features, options, device) {}
 
 void BatchNorm1d::check_input(const Tensor& input) const {
-  KDP_CHECK(!(input.dim() != 2 && input.dim() != 3), ShapeError, "kdp::nn::BatchNorm1d",
+  KDP_CHECK(input.dim() == 2 || input.dim() == 3, ShapeError,
             "expected [N, C] or [N, C, L] input, got {}", input.shape().str());
 }
 
@@ -121,8 +121,8 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, BatchNormOptions options, const D
     : BatchNorm("BatchNorm2d", num_features, options, device) {}
 
 void BatchNorm2d::check_input(const Tensor& input) const {
-  KDP_CHECK(input.dim() == 4, ShapeError, "kdp::nn::BatchNorm2d",
-            "expected [N, C, H, W] input, got {}", input.shape().str());
+  KDP_CHECK(input.dim() == 4, ShapeError, "expected [N, C, H, W] input, got {}",
+            input.shape().str());
 }
 
 std::shared_ptr<Module> BatchNorm2d::clone() const {

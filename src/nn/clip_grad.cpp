@@ -17,9 +17,9 @@ std::vector<Tensor> gradients(const char* op, const std::vector<Tensor>& paramet
   for (const Tensor& p : parameters) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    KDP_CHECK(!(!out.empty() && g.device() != out.front().device()), DeviceError, op,
-              "the gradient of {} is on {}, the first one on {}", p.describe(), g.device().str(),
-              out.front().device().str());
+    KDP_CHECK_FOR(op, out.empty() || g.device() == out.front().device(), DeviceError,
+                  "the gradient of {} is on {}, the first one on {}", p.describe(),
+                  g.device().str(), out.front().device().str());
     out.push_back(g);
   }
   return out;
@@ -68,8 +68,7 @@ Tensor grad_norm(const std::vector<Tensor>& parameters) {
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
-  KDP_CHECK(max_norm > 0.0, ValueError, "kdp::nn::clip_grad_norm", "max_norm {} must be positive",
-            max_norm);
+  KDP_CHECK(max_norm > 0.0, ValueError, "max_norm {} must be positive", max_norm);
   const std::vector<Tensor> grads = gradients("kdp::nn::clip_grad_norm", parameters);
   Tensor norm = grad_norm(parameters);
   NoGradGuard no_grad;

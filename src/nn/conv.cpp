@@ -22,12 +22,13 @@ std::string describe(int64_t in, int64_t out, Size2 k) {
 
 size_t Conv2d::parameter_bytes(int64_t in, int64_t out, Size2 k, int64_t groups, bool bias) {
   const std::string what = "kdp::nn::" + describe(in, out, k);
-  KDP_CHECK(!(in < 1 || out < 1 || k.h < 1 || k.w < 1 || groups < 1 || in % groups != 0 ||
-              out % groups != 0),
-            ValueError, what,
-            "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
-            "divisible by groups {}",
-            in, out, groups);
+  KDP_CHECK_FOR(what,
+                in >= 1 && out >= 1 && k.h >= 1 && k.w >= 1 && groups >= 1 && in % groups == 0 &&
+                    out % groups == 0,
+                ValueError,
+                "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
+                "divisible by groups {}",
+                in, out, groups);
   const int64_t weights = checked_numel({out, in / groups, k.h, k.w}, sizeof(float), what);
   return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
 }
@@ -45,13 +46,11 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
   const std::string what = describe(in_, out_, kernel_);
   check_parameters_fit({{"", what, parameter_bytes(in_, out_, kernel_, groups_, bias)}}, device,
                        "kdp::nn::" + what);
-  if (stride.h < 1 || stride.w < 1 || dilation.h < 1 || dilation.w < 1 || padding.h < 0 ||
-      padding.w < 0) {
-    throw ValueError(
-        fmt::format("kdp::nn::{}: stride {} and dilation {} must be >= 1, padding {} "
-                    ">= 0",
-                    what, stride.str(), dilation.str(), padding.str()));
-  }
+  KDP_CHECK_FOR("kdp::nn::" + what,
+                stride.h >= 1 && stride.w >= 1 && dilation.h >= 1 && dilation.w >= 1 &&
+                    padding.h >= 0 && padding.w >= 0,
+                ValueError, "stride {} and dilation {} must be >= 1, padding {} >= 0", stride.str(),
+                dilation.str(), padding.str());
   weight_ = register_parameter(
       "weight", Tensor::empty_labeled({out_, in_ / groups_, kernel_.h, kernel_.w}, device,
                                       "kdp::Conv2d::weight"));

@@ -11,8 +11,8 @@
 namespace kdp::nn::init {
 
 std::pair<int64_t, int64_t> fans(const Tensor& w) {
-  KDP_CHECK(w.dim() >= 2, ShapeError, "kdp::nn::init",
-            "fan in/out need a weight of rank >= 2, got {}", w.describe());
+  KDP_CHECK(w.dim() >= 2, ShapeError, "fan in/out need a weight of rank >= 2, got {}",
+            w.describe());
   int64_t receptive = 1;
   for (int d = 2; d < w.dim(); ++d) receptive *= w.size(d);
   return {w.size(1) * receptive, w.size(0) * receptive};
@@ -50,9 +50,10 @@ void kaiming_uniform_(Tensor& t, float a, const std::string& mode) {
   } else if (mode == "fan_out") {
     fan = fan_out;
   } else {
-    throw ValueError("kdp::nn::init::kaiming_uniform_", fmt::format("mode '{}' is neither "
-                                                                    "'fan_in' nor 'fan_out'",
-                                                                    mode));
+    KDP_FAIL(ValueError,
+             "mode '{}' is neither "
+             "'fan_in' nor 'fan_out'",
+             mode);
   }
   const double gain = std::sqrt(2.0 / (1.0 + static_cast<double>(a) * a));
   const double bound = fan == 0 ? 0.0 : gain * std::sqrt(3.0 / static_cast<double>(fan));

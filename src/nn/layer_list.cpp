@@ -43,6 +43,8 @@ std::string trim(const std::string& s) {
   return s.substr(a, b - a);
 }
 
+// A layer list's errors name the list and the layer at fault, which is where
+// the user looks (kdp-train --model): thrown as they are, with no function.
 LayerSpec parse_item(const std::string& item, size_t position, const std::string& text) {
   auto fail = [&](const std::string& why) {
     return ValueError(fmt::format("layer list '{}': layer {} '{}' {}", text, position, item, why));
@@ -100,6 +102,7 @@ int64_t whole(double v) {
   return static_cast<int64_t>(v);
 }
 
+// (As parse_item's: thrown with the layer at fault, not a function.)
 [[noreturn]] void does_not_fit(const LayerSpec& l, size_t position, const Shape& in,
                                const std::string& why) {
   throw ShapeError(
@@ -184,7 +187,7 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text) {
   std::string item;
   auto flush = [&] {
     const std::string t = trim(item);
-    if (t.empty()) {
+    if (t.empty()) {  // the errors here name the list, as parse_item's
       throw ValueError(fmt::format("layer list '{}': layer {} is empty", text, layers.size()));
     }
     layers.push_back(parse_item(t, layers.size(), text));

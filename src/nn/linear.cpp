@@ -16,8 +16,8 @@ namespace kdp::nn {
 
 size_t Linear::parameter_bytes(int64_t in_features, int64_t out_features, bool bias) {
   const std::string what = fmt::format("kdp::nn::Linear({}, {})", in_features, out_features);
-  KDP_CHECK(!(in_features < 0 || out_features < 0), ShapeError, what,
-            "negative size in_features={} out_features={}", in_features, out_features);
+  KDP_CHECK_FOR(what, in_features >= 0 && out_features >= 0, ShapeError,
+                "negative size in_features={} out_features={}", in_features, out_features);
   const int64_t weights = checked_numel({out_features, in_features}, sizeof(float), what);
   // No wrap-around: weights * 4 fits, and out_features <= weights unless in_features is 0.
   const int64_t values = weights + (bias ? out_features : 0);

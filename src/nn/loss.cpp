@@ -8,8 +8,8 @@
 namespace kdp::nn {
 
 Tensor Loss::forward(const TensorList& inputs) {
-  KDP_CHECK(inputs.size() == 2, ValueError, type_name(), "takes (output, target), got {} tensors",
-            inputs.size());
+  KDP_CHECK_FOR(type_name(), inputs.size() == 2, ValueError,
+                "takes (output, target), got {} tensors", inputs.size());
   return forward(inputs[0], inputs[1]);
 }
 

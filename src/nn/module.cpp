@@ -16,12 +16,9 @@ namespace kdp::nn {
 namespace {
 
 void check_name(const char* what, const std::string& name, const std::string& owner) {
-  if (name.empty() || name.find('.') != std::string::npos) {
-    throw ValueError(
-        fmt::format("kdp::nn::Module::{}: name '{}' in {} must be non-empty and "
-                    "without '.'",
-                    what, name, owner));
-  }
+  KDP_CHECK_FOR(std::string("kdp::nn::Module::") + what,
+                !name.empty() && name.find('.') == std::string::npos, ValueError,
+                "name '{}' in {} must be non-empty and without '.'", name, owner);
 }
 
 // Moves one tensor's memory to `device` in place: every handle to it follows.
@@ -56,21 +53,22 @@ Tensor Module::operator()(const TensorList& inputs) {
 }
 
 Tensor Module::forward(const Tensor&) {
-  throw StateError(type_name_, fmt::format("forward(Tensor) is not implemented; override forward"));
+  KDP_FAIL_FOR(type_name_, StateError, "forward(Tensor) is not implemented; override forward");
 }
 
 Tensor Module::forward(const TensorList& inputs) {
   if (inputs.size() == 1) return forward(inputs[0]);
-  throw StateError(type_name_, fmt::format("forward of {} inputs is not implemented; override "
-                                           "forward(const TensorList&)",
-                                           inputs.size()));
+  KDP_FAIL_FOR(type_name_, StateError,
+               "forward of {} inputs is not implemented; override "
+               "forward(const TensorList&)",
+               inputs.size());
 }
 
 Tensor Module::register_parameter(const std::string& name, Tensor value, bool requires_grad) {
   check_name("register_parameter", name, type_name_);
-  KDP_CHECK(value.defined(), StateError, type_name_, "parameter '{}' is undefined", name);
-  KDP_CHECK(find(parameters_, name) == nullptr, ValueError, type_name_,
-            "parameter '{}' is already registered", name);
+  KDP_CHECK_FOR(type_name_, value.defined(), StateError, "parameter '{}' is undefined", name);
+  KDP_CHECK_FOR(type_name_, find(parameters_, name) == nullptr, ValueError,
+                "parameter '{}' is already registered", name);
   // A bound replica's parameter is a view made by an op; it keeps its history.
   if (value.is_leaf()) value.requires_grad_(requires_grad);
   value.set_name(name);
@@ -80,8 +78,8 @@ Tensor Module::register_parameter(const std::string& name, Tensor value, bool re
 
 Tensor Module::register_buffer(const std::string& name, Tensor value) {
   check_name("register_buffer", name, type_name_);
-  KDP_CHECK(find(buffers_, name) == nullptr, ValueError, type_name_,
-            "buffer '{}' is already registered", name);
+  KDP_CHECK_FOR(type_name_, find(buffers_, name) == nullptr, ValueError,
+                "buffer '{}' is already registered", name);
   value.set_name(name);
   buffers_.emplace_back(name, value);
   return value;
@@ -89,10 +87,10 @@ Tensor Module::register_buffer(const std::string& name, Tensor value) {
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_name("register_module", name, type_name_);
-  KDP_CHECK(module, StateError, type_name_, "child module '{}' is null", name);
+  KDP_CHECK_FOR(type_name_, module, StateError, "child module '{}' is null", name);
   for (const auto& [existing, child] : children_) {
-    KDP_CHECK(existing != name, ValueError, type_name_, "child module '{}' is already registered",
-              name);
+    KDP_CHECK_FOR(type_name_, existing != name, ValueError,
+                  "child module '{}' is already registered", name);
   }
   // Error messages name a parameter by its path from here ("fc1.weight").
   for (auto& [pname, t] : module->named_parameters()) Tensor(t).set_name(name + "." + pname);
@@ -250,8 +248,8 @@ void Module::load_state(const StateDict& dict_in, bool strict, bool adopt) {
     }
   }
   if (!problems.empty()) {
-    throw ShapeError(type_name_ + "::load_state_dict",
-                     fmt::format("{} problem(s): {}", problems.size(), fmt::join(problems, "; ")));
+    KDP_FAIL_FOR(type_name_ + "::load_state_dict", ShapeError, "{} problem(s): {}", problems.size(),
+                 fmt::join(problems, "; "));
   }
   for (const auto& [name, t] : own) {
     const Tensor* src = find(dict, name);

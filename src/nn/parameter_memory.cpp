@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/check.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 
@@ -24,15 +25,15 @@ void check_parameters_fit(const std::vector<LayerMemory>& layers, const Device& 
   const std::string need =
       overflow ? "more bytes than can be counted" : format_bytes(static_cast<double>(total));
   std::string message =
-      fmt::format("{}: its parameters need {} ({} bytes), more than the {} of memory of {}", what,
-                  need, overflow ? std::string("over 2^64") : std::to_string(total),
+      fmt::format("its parameters need {} ({} bytes), more than the {} of memory of {}", need,
+                  overflow ? std::string("over 2^64") : std::to_string(total),
                   format_bytes(static_cast<double>(capacity)), device.str());
   if (layers.size() > 1) {
     message += fmt::format("; the largest layer is '{}', {}, with {} ({} bytes)", largest->name,
                            largest->description, format_bytes(static_cast<double>(largest->bytes)),
                            largest->bytes);
   }
-  throw ValueError(message);
+  KDP_FAIL_FOR(what, ValueError, "{}", message);
 }
 
 }  // namespace kdp::nn

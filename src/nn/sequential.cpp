@@ -69,8 +69,8 @@ std::shared_ptr<Module> Sequential::clone() const {
 
 std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::string& activation,
                                 const Device& device) {
-  KDP_CHECK(sizes.size() >= 2, ValueError, "kdp::nn::mlp",
-            "needs at least two sizes (in and out), got {}", sizes.size());
+  KDP_CHECK(sizes.size() >= 2, ValueError, "needs at least two sizes (in and out), got {}",
+            sizes.size());
   // Every layer's size is checked before the first one is allocated.
   std::vector<LayerMemory> layers;
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
@@ -79,7 +79,7 @@ std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes, const std::st
     try {
       layers.push_back({name, what, Linear::parameter_bytes(sizes[i], sizes[i + 1])});
     } catch (const ShapeError& e) {
-      throw ShapeError("kdp::nn::mlp", fmt::format("layer '{}': {}", name, e.what()));
+      KDP_FAIL(ShapeError, "layer '{}': {}", name, e.what());
     }
   }
   check_parameters_fit(layers, device, fmt::format("kdp::nn::mlp({})", fmt::join(sizes, ",")));

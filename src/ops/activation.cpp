@@ -113,7 +113,7 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(name, fmt::format("{}", e.what()));
+    KDP_FAIL_FOR(name, ShapeError, "{}", e.what());
   }
   const DimSplit split = split_at(x.shape(), d);
   Tensor out = Tensor::empty(x.shape(), x.device());
@@ -260,8 +260,7 @@ Tensor dropout(const Tensor& x_in, float p, bool training) {
   trace::Region region("kdp::dropout");
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout", x, "input");
-  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout", "probability {} is not in [0, 1]",
-            p);
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "probability {} is not in [0, 1]", p);
   if (!training || p == 0.0f) return x;
   Generator& gen = x.device().generator();
   const uint64_t seed = gen.seed();
@@ -280,9 +279,8 @@ Tensor dropout2d(const Tensor& x_in, float p, bool training) {
   trace::Region region("kdp::dropout2d");
   const Tensor& x = resolve(x_in);
   check_defined("kdp::dropout2d", x, "input");
-  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "kdp::dropout2d", "probability {} is not in [0, 1]",
-            p);
-  KDP_CHECK(!(x.dim() != 3 && x.dim() != 4), ShapeError, "kdp::dropout2d",
+  KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "probability {} is not in [0, 1]", p);
+  KDP_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError,
             "input {} is not [batch, channels, height, width] or [channels, height, "
             "width]",
             x.shape().str());

@@ -77,8 +77,9 @@ class BatchNormNode : public autograd::Node {
 void check_channel_vector(const char* op, const Tensor& t, const char* what, const Tensor& x,
                           int64_t channels) {
   if (!t.defined()) return;
-  KDP_CHECK(!(t.dim() != 1 || t.size(0) != channels), ShapeError, op,
-            "{} {} is not [{}] for the input {}", what, t.shape().str(), channels, x.shape().str());
+  KDP_CHECK_FOR(op, t.dim() == 1 && t.size(0) == channels, ShapeError,
+                "{} {} is not [{}] for the input {}", what, t.shape().str(), channels,
+                x.shape().str());
   check_same_device(op, x, "input", t, what);
 }
 
@@ -108,13 +109,14 @@ Tensor normalization(const char* op, bool relu, const Tensor& input, const Tenso
                                 {&b, "bias"}}) {
     check_channel_vector(op, *t, what, x, l.c);
   }
-  KDP_CHECK(w.defined() == b.defined(), ValueError, op,
-            "weight and bias go together (affine), or neither");
-  KDP_CHECK(rm.defined() == rv.defined(), ValueError, op,
-            "running_mean and running_var go together, or neither");
-  KDP_CHECK(!(!training && !rm.defined()), ValueError, op, "evaluation needs running statistics");
-  KDP_CHECK(!(training && l.count() <= 1), ValueError, op,
-            "expected more than 1 value per channel when training, got input {}", x.shape().str());
+  KDP_CHECK_FOR(op, w.defined() == b.defined(), ValueError,
+                "weight and bias go together (affine), or neither");
+  KDP_CHECK_FOR(op, rm.defined() == rv.defined(), ValueError,
+                "running_mean and running_var go together, or neither");
+  KDP_CHECK_FOR(op, training || rm.defined(), ValueError, "evaluation needs running statistics");
+  KDP_CHECK_FOR(op, !training || l.count() > 1, ValueError,
+                "expected more than 1 value per channel when training, got input {}",
+                x.shape().str());
   const Device& dev = x.device();
   Tensor mean = Tensor::empty(Shape{l.c}, dev), invstd = Tensor::empty(Shape{l.c}, dev);
   if (training) {

@@ -16,14 +16,14 @@ namespace kdp::ops_detail::bn {
 namespace math = compat::math;
 
 Layout layout_of(const char* op, const Tensor& x, int64_t channels) {
-  KDP_CHECK(x.dim() >= 2, ShapeError, op, "input {} is not [batch, channels, ...]",
-            x.shape().str());
+  KDP_CHECK_FOR(op, x.dim() >= 2, ShapeError, "input {} is not [batch, channels, ...]",
+                x.shape().str());
   Layout l;
   l.n = x.size(0);
   l.c = x.size(1);
   l.inner = l.n * l.c == 0 ? 0 : x.numel() / (l.n * l.c);
-  KDP_CHECK(!(channels > 0 && l.c != channels), ShapeError, op,
-            "input {} has {} channels, the layer {}", x.shape().str(), l.c, channels);
+  KDP_CHECK_FOR(op, channels <= 0 || l.c == channels, ShapeError,
+                "input {} has {} channels, the layer {}", x.shape().str(), l.c, channels);
   return l;
 }
 

@@ -411,30 +411,32 @@ class Conv2dNode : public autograd::Node {
 ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride,
                       Size2 padding, Size2 dilation, int64_t groups) {
   const char* op = "kdp::conv2d";
-  KDP_CHECK(x.dim() == 4, ShapeError, op, "input {} is not [batch, channels, height, width]",
-            x.shape().str());
-  KDP_CHECK(w.dim() == 4, ShapeError, op, "weight {} is not [out, in / groups, kh, kw]",
-            w.shape().str());
-  KDP_CHECK(!(groups < 1 || stride.h < 1 || stride.w < 1 || dilation.h < 1 || dilation.w < 1 ||
-              padding.h < 0 || padding.w < 0),
-            ValueError, op,
-            "stride {} and dilation {} must be >= 1, padding {} >= 0 and groups {} >= 1",
-            stride.str(), dilation.str(), padding.str(), groups);
+  KDP_CHECK_FOR(op, x.dim() == 4, ShapeError, "input {} is not [batch, channels, height, width]",
+                x.shape().str());
+  KDP_CHECK_FOR(op, w.dim() == 4, ShapeError, "weight {} is not [out, in / groups, kh, kw]",
+                w.shape().str());
+  KDP_CHECK_FOR(op,
+                groups >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.h >= 1 &&
+                    dilation.w >= 1 && padding.h >= 0 && padding.w >= 0,
+                ValueError,
+                "stride {} and dilation {} must be >= 1, padding {} >= 0 and groups {} >= 1",
+                stride.str(), dilation.str(), padding.str(), groups);
   ConvGeometry g{x.size(0), x.size(1),  x.size(2),  x.size(3), w.size(0), w.size(2),
                  w.size(3), 0,          0,          stride.h,  stride.w,  padding.h,
                  padding.w, dilation.h, dilation.w, groups};
-  KDP_CHECK(!(g.c % groups != 0 || g.o % groups != 0 || w.size(1) * groups != g.c), ShapeError, op,
-            "input {} and weight {} do not fit {} group(s): the input's {} channels and the "
-            "weight's {} outputs must divide into the groups, and the weight's second size must be "
-            "{} / {}",
-            x.shape().str(), w.shape().str(), groups, g.c, g.o, g.c, groups);
+  KDP_CHECK_FOR(
+      op, g.c % groups == 0 && g.o % groups == 0 && w.size(1) * groups == g.c, ShapeError,
+      "input {} and weight {} do not fit {} group(s): the input's {} channels and the "
+      "weight's {} outputs must divide into the groups, and the weight's second size must be "
+      "{} / {}",
+      x.shape().str(), w.shape().str(), groups, g.c, g.o, g.c, groups);
   g.oh = window_output_size(g.h, g.kh, g.sh, g.ph, g.dh);
   g.ow = window_output_size(g.w, g.kw, g.sw, g.pw, g.dw);
-  KDP_CHECK(!(g.oh < 1 || g.ow < 1), ShapeError, op,
-            "a {}x{} kernel (dilation {}, padding {}) does not fit the {}x{} input {}", g.kh, g.kw,
-            dilation.str(), padding.str(), g.h, g.w, x.shape().str());
-  KDP_CHECK(!(b.defined() && (b.dim() != 1 || b.size(0) != g.o)), ShapeError, op,
-            "bias {} is not [{}] for weight {}", b.shape().str(), g.o, w.shape().str());
+  KDP_CHECK_FOR(op, g.oh >= 1 && g.ow >= 1, ShapeError,
+                "a {}x{} kernel (dilation {}, padding {}) does not fit the {}x{} input {}", g.kh,
+                g.kw, dilation.str(), padding.str(), g.h, g.w, x.shape().str());
+  KDP_CHECK_FOR(op, !b.defined() || (b.dim() == 1 && b.size(0) == g.o), ShapeError,
+                "bias {} is not [{}] for weight {}", b.shape().str(), g.o, w.shape().str());
   return g;
 }
 

@@ -19,9 +19,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
     const int db = b.rank() - rank + i;
     const int64_t sa = da >= 0 ? a[da] : 1;
     const int64_t sb = db >= 0 ? b[db] : 1;
-    KDP_CHECK(!(sa != sb && sa != 1 && sb != 1), ShapeError, op,
-              "shapes {} and {} cannot be broadcast together (dimension {}: {} vs {})", a.str(),
-              b.str(), i, sa, sb);
+    KDP_CHECK_FOR(op, sa == sb || sa == 1 || sb == 1, ShapeError,
+                  "shapes {} and {} cannot be broadcast together (dimension {}: {} vs {})", a.str(),
+                  b.str(), i, sa, sb);
     dims[static_cast<size_t>(i)] = sa == 1 ? sb : sa;
   }
   return Shape(dims);
@@ -418,7 +418,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, float low, float high) {
-  KDP_CHECK(low <= high, ValueError, "kdp::clamp", "low {} is greater than high {}", low, high);
+  KDP_CHECK(low <= high, ValueError, "low {} is greater than high {}", low, high);
   return unary("kdp::clamp", x, ClampF{low, high});
 }
 

@@ -209,16 +209,16 @@ class LinearReluNode : public LinearNodeBase {
 void check_linear(const char* op, const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined(op, x, "input");
   check_defined(op, w, "weight");
-  KDP_CHECK(w.dim() == 2, ShapeError, op, "weight {} must be [out_features, in_features]",
-            w.describe());
+  KDP_CHECK_FOR(op, w.dim() == 2, ShapeError, "weight {} must be [out_features, in_features]",
+                w.describe());
   const int64_t out_f = w.size(0);
   const int64_t in_f = w.size(1);
-  KDP_CHECK(!(x.dim() == 0 || x.size(-1) != in_f), ShapeError, op,
-            "input {} has {} features in its last dimension but weight {} expects {}",
-            x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f);
-  KDP_CHECK(!(b.defined() && (b.dim() != 1 || b.size(0) != out_f)), ShapeError, op,
-            "bias {} does not match weight {} (needs [{}])", b.shape().str(), w.shape().str(),
-            out_f);
+  KDP_CHECK_FOR(op, x.dim() != 0 && x.size(-1) == in_f, ShapeError,
+                "input {} has {} features in its last dimension but weight {} expects {}",
+                x.shape().str(), x.dim() == 0 ? 0 : x.size(-1), w.shape().str(), in_f);
+  KDP_CHECK_FOR(op, !b.defined() || (b.dim() == 1 && b.size(0) == out_f), ShapeError,
+                "bias {} does not match weight {} (needs [{}])", b.shape().str(), w.shape().str(),
+                out_f);
   check_same_device(op, x, "input", w, "weight");
   if (b.defined()) check_same_device(op, x, "input", b, "bias");
 }
@@ -281,7 +281,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   const Tensor& b = resolve(b_in);
   check_defined("kdp::matmul", a, "a");
   check_defined("kdp::matmul", b, "b");
-  KDP_CHECK(!(a.dim() != 2 || b.dim() != 2 || a.size(1) != b.size(0)), ShapeError, "kdp::matmul",
+  KDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), ShapeError,
             "needs a [n, k] and b [k, m]; got a {} and b {}", a.shape().str(), b.shape().str());
   check_same_device("kdp::matmul", a, "a", b, "b");
   Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());

@@ -39,17 +39,17 @@ const char* reduction_name(Reduction r) {
 // a target that is not a class index, which the Trainer's anomaly check reports.
 void check_class_targets(const char* op, const Tensor& target, int64_t batch, int64_t classes,
                          std::optional<int64_t> ignore_index = std::nullopt) {
-  KDP_CHECK(!(target.dim() != 1 || target.size(0) != batch), ShapeError, op,
-            "target {} must be [{}] (one class index per row of input)", target.shape().str(),
-            batch);
+  KDP_CHECK_FOR(op, target.dim() == 1 && target.size(0) == batch, ShapeError,
+                "target {} must be [{}] (one class index per row of input)", target.shape().str(),
+                batch);
   if constexpr (compat::host_accessible_memory()) {
     // Host memory, written by kernels that have finished: read it in place.
     const float* t = target.data();
     for (int64_t i = 0; i < batch; ++i) {
       const float v = t[i];
       if (ignore_index && v == static_cast<float>(*ignore_index)) continue;
-      KDP_CHECK(v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v), ValueError, op,
-                "target[{}] = {} is not a class index in [0, {})", i, v, classes);
+      KDP_CHECK_FOR(op, v >= 0.0f && v < static_cast<float>(classes) && v == std::floor(v),
+                    ValueError, "target[{}] = {} is not a class index in [0, {})", i, v, classes);
     }
   }
 }
@@ -58,7 +58,8 @@ void check_logits(const char* op, const Tensor& x, const Tensor& target, const c
                   std::optional<int64_t> ignore_index = std::nullopt) {
   check_defined(op, x, what);
   check_defined(op, target, "target");
-  KDP_CHECK(x.dim() == 2, ShapeError, op, "{} {} must be [batch, classes]", what, x.shape().str());
+  KDP_CHECK_FOR(op, x.dim() == 2, ShapeError, "{} {} must be [batch, classes]", what,
+                x.shape().str());
   check_same_device(op, x, what, target, "target");
   check_class_targets(op, target, x.size(0), x.size(1), ignore_index);
 }
@@ -99,12 +100,12 @@ Tensor class_loss(const char* op, const Tensor& lp, const Tensor& t, const Class
   const int64_t rows = lp.size(0), classes = lp.size(1);
   if (o.weight.defined()) {
     const Tensor& w = resolve(o.weight);
-    KDP_CHECK(!(w.dim() != 1 || w.size(0) != classes), ShapeError, op,
-              "weight {} must be [{}], one per class", w.shape().str(), classes);
+    KDP_CHECK_FOR(op, w.dim() == 1 && w.size(0) == classes, ShapeError,
+                  "weight {} must be [{}], one per class", w.shape().str(), classes);
     check_same_device(op, lp, "input", w, "weight");
   }
-  KDP_CHECK(smoothing >= 0.0 && smoothing <= 1.0, ValueError, op,
-            "label_smoothing {} is not in [0, 1]", smoothing);
+  KDP_CHECK_FOR(op, smoothing >= 0.0 && smoothing <= 1.0, ValueError,
+                "label_smoothing {} is not in [0, 1]", smoothing);
   const Device& dev = lp.device();
   Tensor safe = Tensor::empty(Shape{rows}, dev), row_weight = Tensor::empty(Shape{rows}, dev),
          counts = Tensor::empty(Shape{rows}, dev);
@@ -344,10 +345,8 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::cross_entropy", x, t, "logits");
-  KDP_CHECK(x.size(1) != 0, ShapeError, "kdp::cross_entropy", "logits {} have no classes",
-            x.shape().str());
-  KDP_CHECK(!(x.size(0) == 0 && reduction == Reduction::Mean), ShapeError, "kdp::cross_entropy",
-            "mean over an empty batch");
+  KDP_CHECK(x.size(1) != 0, ShapeError, "logits {} have no classes", x.shape().str());
+  KDP_CHECK(x.size(0) != 0 || reduction != Reduction::Mean, ShapeError, "mean over an empty batch");
   Tensor per_row = Tensor::empty(Shape{x.size(0)}, x.device());
   Tensor prob = Tensor::empty(x.shape(), x.device());
   cross_entropy_kernel(x.device(), per_row.flat(), prob.matrix(), x.cmatrix(), t.cflat());
@@ -365,7 +364,7 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs");
-  KDP_CHECK(!(lp.size(0) == 0 && reduction == Reduction::Mean), ShapeError, "kdp::nll_loss",
+  KDP_CHECK(lp.size(0) != 0 || reduction != Reduction::Mean, ShapeError,
             "mean over an empty batch");
   Tensor per_row = Tensor::empty(Shape{lp.size(0)}, lp.device());
   nll_kernel(lp.device(), per_row.flat(), lp.cmatrix(), t.cflat());
@@ -389,8 +388,7 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOpti
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::cross_entropy", x, t, "logits", options.ignore_index);
-  KDP_CHECK(x.size(1) != 0, ShapeError, "kdp::cross_entropy", "logits {} have no classes",
-            x.shape().str());
+  KDP_CHECK(x.size(1) != 0, ShapeError, "logits {} have no classes", x.shape().str());
   return class_loss("kdp::cross_entropy", log_softmax(x, 1), t, options, options.label_smoothing);
 }
 
@@ -399,8 +397,7 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions&
   const Tensor& lp = resolve(lp_in);
   const Tensor& t = resolve(t_in);
   check_logits("kdp::nll_loss", lp, t, "log_probs", options.ignore_index);
-  KDP_CHECK(options.label_smoothing == 0.0, ValueError, "kdp::nll_loss",
-            "label_smoothing belongs to cross_entropy");
+  KDP_CHECK(options.label_smoothing == 0.0, ValueError, "label_smoothing belongs to cross_entropy");
   return class_loss("kdp::nll_loss", lp, t, options, 0.0);
 }
 
@@ -410,10 +407,10 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
   const Tensor& b = resolve(b_in);
   check_defined("kdp::mse_loss", a, "input");
   check_defined("kdp::mse_loss", b, "target");
-  KDP_CHECK(a.shape() == b.shape(), ShapeError, "kdp::mse_loss",
-            "input {} and target {} must have one shape", a.shape().str(), b.shape().str());
+  KDP_CHECK(a.shape() == b.shape(), ShapeError, "input {} and target {} must have one shape",
+            a.shape().str(), b.shape().str());
   check_same_device("kdp::mse_loss", a, "input", b, "target");
-  KDP_CHECK(!(a.numel() == 0 && reduction == Reduction::Mean), ShapeError, "kdp::mse_loss",
+  KDP_CHECK(a.numel() != 0 || reduction != Reduction::Mean, ShapeError,
             "mean over an empty tensor");
   Tensor out;
   if (reduction == Reduction::None) {

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/check.hpp"
 #include "core/cpu_isa.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/threads.hpp"
@@ -88,8 +89,8 @@ void guarded(const char* what, const Shape& shape, F&& call) {
   try {
     call();
   } catch (const dnnl::error& e) {
-    throw StateError("kdp::onednn", fmt::format("{} {} failed: {} (status {})", what, shape(),
-                                                e.what(), static_cast<int>(e.status)));
+    KDP_FAIL(StateError, "{} {} failed: {} (status {})", what, shape(), e.what(),
+             static_cast<int>(e.status));
   }
 }
 

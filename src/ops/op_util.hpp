@@ -13,15 +13,16 @@
 namespace kdp::ops_detail {
 
 inline void check_defined(const char* op, const Tensor& t, const char* arg) {
-  KDP_CHECK(t.defined(), StateError, op, "argument '{}' is undefined", arg);
+  KDP_CHECK_FOR(op, t.defined(), StateError, "argument '{}' is undefined", arg);
 }
 
 /// Both tensors must be on one device; the message names both.
 inline void check_same_device(const char* op, const Tensor& a, const char* a_name, const Tensor& b,
                               const char* b_name) {
-  KDP_CHECK(a.device() == b.device(), DeviceError, op,
-            "tensors on different devices: {} {} is on {}, {} {} is on {} (move one with .to())",
-            a_name, a.shape().str(), a.device().str(), b_name, b.shape().str(), b.device().str());
+  KDP_CHECK_FOR(
+      op, a.device() == b.device(), DeviceError,
+      "tensors on different devices: {} {} is on {}, {} {} is on {} (move one with .to())", a_name,
+      a.shape().str(), a.device().str(), b_name, b.shape().str(), b.device().str());
 }
 
 /// NumPy broadcasting of two shapes (aligned at the last dimension).

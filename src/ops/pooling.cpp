@@ -366,17 +366,18 @@ class PoolNode : public autograd::Node {
 
 PoolGeometry geometry(const char* op, const Tensor& x, Size2 kernel, std::optional<Size2> stride,
                       Size2 padding, Size2 dilation, bool ceil_mode) {
-  KDP_CHECK(!(x.dim() != 4 && x.dim() != 3), ShapeError, op,
-            "input {} is not [batch, channels, height, width] or "
-            "[channels, height, width]",
-            x.shape().str());
+  KDP_CHECK_FOR(op, x.dim() == 4 || x.dim() == 3, ShapeError,
+                "input {} is not [batch, channels, height, width] or "
+                "[channels, height, width]",
+                x.shape().str());
   const Size2 s = stride.value_or(kernel);
-  KDP_CHECK(!(kernel.h < 1 || kernel.w < 1 || s.h < 1 || s.w < 1 || dilation.h < 1 ||
-              dilation.w < 1 || padding.h < 0 || padding.w < 0),
-            ValueError, op, "kernel {}, stride {} and dilation {} must be >= 1 and padding {} >= 0",
-            kernel.str(), s.str(), dilation.str(), padding.str());
-  KDP_CHECK(!(padding.h * 2 > kernel.h || padding.w * 2 > kernel.w), ValueError, op,
-            "padding {} must be at most half the kernel {}", padding.str(), kernel.str());
+  KDP_CHECK_FOR(op,
+                kernel.h >= 1 && kernel.w >= 1 && s.h >= 1 && s.w >= 1 && dilation.h >= 1 &&
+                    dilation.w >= 1 && padding.h >= 0 && padding.w >= 0,
+                ValueError, "kernel {}, stride {} and dilation {} must be >= 1 and padding {} >= 0",
+                kernel.str(), s.str(), dilation.str(), padding.str());
+  KDP_CHECK_FOR(op, padding.h * 2 <= kernel.h && padding.w * 2 <= kernel.w, ValueError,
+                "padding {} must be at most half the kernel {}", padding.str(), kernel.str());
   const int r = x.dim();
   PoolGeometry g{};
   g.h = x.size(r - 2);
@@ -392,12 +393,12 @@ PoolGeometry geometry(const char* op, const Tensor& x, Size2 kernel, std::option
   g.dw = dilation.w;
   g.oh = window_output_size(g.h, g.kh, g.sh, g.ph, g.dh, ceil_mode);
   g.ow = window_output_size(g.w, g.kw, g.sw, g.pw, g.dw, ceil_mode);
-  KDP_CHECK(!(g.oh < 1 || g.ow < 1), ShapeError, op,
-            "a {} window (padding {}, dilation {}) does not fit the "
-            "{}x{} input {}",
-            kernel.str(), padding.str(), dilation.str(), g.h, g.w, x.shape().str());
-  KDP_CHECK(!(g.h * g.w > std::numeric_limits<int32_t>::max()), ShapeError, op,
-            "planes of {}x{} are too large to index", g.h, g.w);
+  KDP_CHECK_FOR(op, g.oh >= 1 && g.ow >= 1, ShapeError,
+                "a {} window (padding {}, dilation {}) does not fit the "
+                "{}x{} input {}",
+                kernel.str(), padding.str(), dilation.str(), g.h, g.w, x.shape().str());
+  KDP_CHECK_FOR(op, g.h * g.w <= std::numeric_limits<int32_t>::max(), ShapeError,
+                "planes of {}x{} are too large to index", g.h, g.w);
   return g;
 }
 
@@ -455,10 +456,10 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
   const char* op = "kdp::adaptive_avg_pool2d";
   const Tensor& x = resolve(input);
   check_defined(op, x, "input");
-  KDP_CHECK(!(x.dim() != 4 && x.dim() != 3), ShapeError, op,
-            "input {} is not [batch, channels, height, width] or "
-            "[channels, height, width]",
-            x.shape().str());
+  KDP_CHECK_FOR(op, x.dim() == 4 || x.dim() == 3, ShapeError,
+                "input {} is not [batch, channels, height, width] or "
+                "[channels, height, width]",
+                x.shape().str());
   const int r = x.dim();
   PoolGeometry g{};
   g.h = x.size(r - 2);
@@ -466,9 +467,9 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
   g.planes = x.numel() / std::max<int64_t>(1, g.h * g.w);
   g.oh = output_size.h;
   g.ow = output_size.w;
-  KDP_CHECK(!(g.oh < 1 || g.ow < 1 || g.h < 1 || g.w < 1), ShapeError, op,
-            "output size {} must be >= 1, and the input {} non-empty", output_size.str(),
-            x.shape().str());
+  KDP_CHECK_FOR(op, g.oh >= 1 && g.ow >= 1 && g.h >= 1 && g.w >= 1, ShapeError,
+                "output size {} must be >= 1, and the input {} non-empty", output_size.str(),
+                x.shape().str());
   Tensor out = Tensor::empty(output_shape(x, g), x.device());
   if (out.numel() > 0) adaptive_forward(x.device(), out.flat(), x.cflat(), g);
   return record(out, x, op, PoolKind::Adaptive, g, Tensor(), false);

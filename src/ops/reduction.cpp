@@ -151,8 +151,8 @@ Tensor reduce_all(const char* name, const Tensor& x_in, bool average) {
   trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
-  KDP_CHECK(!(average && x.numel() == 0), ShapeError, name, "mean of an empty tensor {}",
-            x.shape().str());
+  KDP_CHECK_FOR(name, !average || x.numel() != 0, ShapeError, "mean of an empty tensor {}",
+                x.shape().str());
   const double scale = average ? 1.0 / static_cast<double>(x.numel()) : 1.0;
   Tensor out = Tensor::empty(Shape{}, x.device());
   sum_all_kernel(x.device(), out.flat(), x.cflat(), scale);
@@ -168,16 +168,16 @@ Tensor reduce_dim(const char* name, const Tensor& x_in, int dim, bool keepdim, b
   trace::Region region(name);
   const Tensor& x = resolve(x_in);
   check_defined(name, x, "input");
-  KDP_CHECK(x.dim() != 0, ShapeError, name, "cannot reduce a scalar along dimension {}", dim);
+  KDP_CHECK_FOR(name, x.dim() != 0, ShapeError, "cannot reduce a scalar along dimension {}", dim);
   int d = 0;
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(name, fmt::format("{}", e.what()));
+    KDP_FAIL_FOR(name, ShapeError, "{}", e.what());
   }
   const DimSplit split = split_at(x.shape(), d);
-  KDP_CHECK(!(average && split.size == 0), ShapeError, name, "mean over an empty dimension of {}",
-            x.shape().str());
+  KDP_CHECK_FOR(name, !average || split.size != 0, ShapeError, "mean over an empty dimension of {}",
+                x.shape().str());
   const float scale = average ? 1.0f / static_cast<float>(split.size) : 1.0f;
   Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.device());
   sum_dim_kernel(x.device(), out.flat(), x.cflat(), split, scale);
@@ -191,15 +191,16 @@ Tensor reduce_dim(const char* name, const Tensor& x_in, int dim, bool keepdim, b
 
 std::pair<Tensor, Tensor> max_dim(const char* name, const Tensor& x, int dim, bool keepdim) {
   check_defined(name, x, "input");
-  KDP_CHECK(x.dim() != 0, ShapeError, name, "cannot reduce a scalar along dimension {}", dim);
+  KDP_CHECK_FOR(name, x.dim() != 0, ShapeError, "cannot reduce a scalar along dimension {}", dim);
   int d = 0;
   try {
     d = x.shape().normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(name, fmt::format("{}", e.what()));
+    KDP_FAIL_FOR(name, ShapeError, "{}", e.what());
   }
   const DimSplit split = split_at(x.shape(), d);
-  KDP_CHECK(split.size != 0, ShapeError, name, "dimension {} of {} is empty", d, x.shape().str());
+  KDP_CHECK_FOR(name, split.size != 0, ShapeError, "dimension {} of {} is empty", d,
+                x.shape().str());
   const Shape out_shape = reduced_shape(x.shape(), d, keepdim);
   Tensor values = Tensor::empty(out_shape, x.device());
   Tensor indices = Tensor::empty(out_shape, x.device());
@@ -247,9 +248,9 @@ Tensor argmax(const Tensor& x_in, int dim, bool keepdim) {
 Tensor count_correct(const Tensor& logits, const Tensor& target) {
   check_defined("kdp::count_correct", logits, "logits");
   check_defined("kdp::count_correct", target, "target");
-  KDP_CHECK(!(logits.dim() != 2 || target.dim() != 1 || target.size(0) != logits.size(0)),
-            ShapeError, "kdp::count_correct", "logits {} and target {} must be [B, C] and [B]",
-            logits.shape().str(), target.shape().str());
+  KDP_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0), ShapeError,
+            "logits {} and target {} must be [B, C] and [B]", logits.shape().str(),
+            target.shape().str());
   check_same_device("kdp::count_correct", logits, "logits", target, "target");
   Tensor out = Tensor::empty(Shape{}, logits.device());
   ConstView2 x = logits.cmatrix();

@@ -160,10 +160,10 @@ class CloneNode : public autograd::Node {
 
 int checked_dim(const char* op, const Shape& shape, int dim) {
   try {
-    if (shape.rank() == 0) throw ShapeError("a scalar has no dimensions");
+    if (shape.rank() == 0) throw ShapeError("a scalar has no dimensions");  // caught below
     return shape.normalize_dim(dim);
   } catch (const ShapeError& e) {
-    throw ShapeError(op, fmt::format("{}", e.what()));
+    KDP_FAIL_FOR(op, ShapeError, "{}", e.what());
   }
 }
 
@@ -179,7 +179,7 @@ Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
   int64_t known = 1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      KDP_CHECK(infer < 0, ShapeError, "kdp::reshape", "only one dimension can be -1");
+      KDP_CHECK(infer < 0, ShapeError, "only one dimension can be -1");
       infer = static_cast<int>(i);
     } else {
       known *= shape[i];
@@ -187,13 +187,13 @@ Tensor Tensor::reshape(const std::vector<int64_t>& dims) const {
   }
   auto describe_target = [&] { return fmt::format("[{}]", fmt::join(dims, ", ")); };
   if (infer >= 0) {
-    KDP_CHECK(!(known == 0 || x.numel() % known != 0), ShapeError, "kdp::reshape",
+    KDP_CHECK(known != 0 && x.numel() % known == 0, ShapeError,
               "cannot view {} ({} elements) as {}", x.shape().str(), x.numel(), describe_target());
     shape[static_cast<size_t>(infer)] = x.numel() / known;
   }
   const Shape target(shape);
-  KDP_CHECK(target.numel() == x.numel(), ShapeError, "kdp::reshape",
-            "cannot view {} ({} elements) as {}", x.shape().str(), x.numel(), describe_target());
+  KDP_CHECK(target.numel() == x.numel(), ShapeError, "cannot view {} ({} elements) as {}",
+            x.shape().str(), x.numel(), describe_target());
   Tensor out = alias(x, 0, target, x.device());
   if (autograd::needs_grad({&x})) {
     auto node = std::make_shared<ReshapeNode>(x);
@@ -207,7 +207,7 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
   const Tensor& x = resolve(*this);
   ops_detail::check_defined("kdp::slice", x, "input");
   const int d = checked_dim("kdp::slice", x.shape(), dim);
-  KDP_CHECK(!(start < 0 || end < start || end > x.size(d)), ShapeError, "kdp::slice",
+  KDP_CHECK(start >= 0 && end >= start && end <= x.size(d), ShapeError,
             "[{}, {}) is not a range of dimension {} of {}", start, end, d, x.shape().str());
   Tensor out = slice_raw(x, d, start, end - start);
   if (autograd::needs_grad({&x})) {
@@ -221,7 +221,7 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t end) const {
 std::vector<Tensor> Tensor::chunk(int chunks, int dim) const {
   const Tensor& x = resolve(*this);
   ops_detail::check_defined("kdp::chunk", x, "input");
-  KDP_CHECK(chunks >= 1, ValueError, "kdp::chunk", "needs at least one chunk, got {}", chunks);
+  KDP_CHECK(chunks >= 1, ValueError, "needs at least one chunk, got {}", chunks);
   const int d = checked_dim("kdp::chunk", x.shape(), dim);
   const int64_t size = x.size(d);
   const int64_t step = std::max<int64_t>(1, (size + chunks - 1) / chunks);
@@ -282,12 +282,12 @@ Tensor Tensor::to(const Device& device) const {
 
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   trace::Region region("kdp::cat");
-  KDP_CHECK(!inputs.empty(), ValueError, "kdp::cat", "needs at least one tensor");
+  KDP_CHECK(!inputs.empty(), ValueError, "needs at least one tensor");
   std::vector<Tensor> xs;
   xs.reserve(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
     xs.push_back(resolve(inputs[k]));
-    KDP_CHECK(!(!xs.back().defined()), StateError, "kdp::cat", "tensor {} is undefined", k);
+    KDP_CHECK(xs.back().defined(), StateError, "tensor {} is undefined", k);
   }
   const Tensor& first = xs[0];
   const int d = checked_dim("kdp::cat", first.shape(), dim);
@@ -295,17 +295,17 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   std::vector<int64_t> sizes;
   for (size_t k = 0; k < xs.size(); ++k) {
     const Tensor& x = xs[k];
-    KDP_CHECK(x.dim() == first.dim(), ShapeError, "kdp::cat",
+    KDP_CHECK(x.dim() == first.dim(), ShapeError,
               "tensor {} {} has rank {}, tensor 0 {} has rank {}", k, x.shape().str(), x.dim(),
               first.shape().str(), first.dim());
     for (int i = 0; i < x.dim(); ++i) {
-      KDP_CHECK(!(i != d && x.size(i) != first.size(i)), ShapeError, "kdp::cat",
+      KDP_CHECK(i == d || x.size(i) == first.size(i), ShapeError,
                 "tensor {} {} differs from tensor 0 {} in dimension {} (only dimension {} "
                 "may differ)",
                 k, x.shape().str(), first.shape().str(), i, d);
     }
-    KDP_CHECK(x.device() == first.device(), DeviceError, "kdp::cat",
-              "tensor {} is on {}, tensor 0 on {}", k, x.device().str(), first.device().str());
+    KDP_CHECK(x.device() == first.device(), DeviceError, "tensor {} is on {}, tensor 0 on {}", k,
+              x.device().str(), first.device().str());
     sizes.push_back(x.size(d));
     total += x.size(d);
   }

@@ -32,10 +32,10 @@ void adadelta_kernel(const Device& device, View1 p, ConstView1 g, View1 square_a
 }
 
 void check_options(const AdadeltaOptions& o) {
-  KDP_CHECK(!(!(o.rho >= 0.0 && o.rho <= 1.0) || !(o.eps >= 0.0) || !std::isfinite(o.eps) ||
-              !kdp::detail::is_finite_nonnegative(o.weight_decay) ||
-              !kdp::detail::is_finite_nonnegative(o.lr)),
-            ValueError, "kdp::optim::Adadelta",
+  KDP_CHECK(o.rho >= 0.0 && o.rho <= 1.0 && o.eps >= 0.0 && std::isfinite(o.eps) &&
+                kdp::detail::is_finite_nonnegative(o.weight_decay) &&
+                kdp::detail::is_finite_nonnegative(o.lr),
+            ValueError,
             "rho {} must be in [0, 1], and lr {}, eps {} and weight_decay {} "
             "finite and >= 0",
             o.rho, o.lr, o.eps, o.weight_decay);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "core/parallel_for.hpp"
 #include "hyperparameters.hpp"
@@ -61,16 +62,14 @@ Adam::Adam(NamedParameters params, AdamOptions options)
 namespace {
 
 void check_options(const AdamOptions& o, const std::string& type) {
-  if (!(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0)) {
-    throw ValueError(
-        fmt::format("kdp::optim::{}: betas ({}, {}) must be in [0, 1)", type, o.beta1, o.beta2));
-  }
-  if (!kdp::detail::is_finite_nonnegative(o.eps) ||
-      !kdp::detail::is_finite_nonnegative(o.weight_decay)) {
-    throw ValueError(
-        fmt::format("kdp::optim::{}: eps {} and weight_decay {} must be finite and >= 0", type,
-                    o.eps, o.weight_decay));
-  }
+  KDP_CHECK_FOR("kdp::optim::" + type,
+                o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, ValueError,
+                "betas ({}, {}) must be in [0, 1)", o.beta1, o.beta2);
+  KDP_CHECK_FOR("kdp::optim::" + type,
+                kdp::detail::is_finite_nonnegative(o.eps) &&
+                    kdp::detail::is_finite_nonnegative(o.weight_decay),
+                ValueError, "eps {} and weight_decay {} must be finite and >= 0", o.eps,
+                o.weight_decay);
 }
 
 }  // namespace

@@ -24,14 +24,11 @@ std::map<std::string, double> LRScheduler::state_dict() const {
 void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
   auto e = state.find("last_epoch");
   auto b = state.find("base_lr");
-  KDP_CHECK(!(e == state.end() || b == state.end()), ValueError,
-            "kdp::optim::LRScheduler::load_state_dict", "needs last_epoch and base_lr");
+  KDP_CHECK(e != state.end() && b != state.end(), ValueError, "needs last_epoch and base_lr");
   KDP_CHECK(kdp::detail::is_count(e->second), ValueError,
-            "kdp::optim::LRScheduler::load_state_dict",
             "last_epoch = {} is not a whole number >= 0", e->second);
   KDP_CHECK(kdp::detail::is_finite_nonnegative(b->second), ValueError,
-            "kdp::optim::LRScheduler::load_state_dict", "base_lr = {} is not a finite number >= 0",
-            b->second);
+            "base_lr = {} is not a finite number >= 0", b->second);
   last_epoch_ = static_cast<int64_t>(e->second);
   base_lr_ = b->second;
   optimizer_.set_lr(lr_at(last_epoch_));
@@ -39,7 +36,7 @@ void LRScheduler::load_state_dict(const std::map<std::string, double>& state) {
 
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
-  KDP_CHECK(step_size >= 1, ValueError, "kdp::optim::StepLR", "step_size {} < 1", step_size);
+  KDP_CHECK(step_size >= 1, ValueError, "step_size {} < 1", step_size);
 }
 
 double StepLR::lr_at(int64_t epoch) const {
@@ -49,12 +46,12 @@ double StepLR::lr_at(int64_t epoch) const {
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones, double gamma)
     : LRScheduler(optimizer), milestones_(std::move(milestones)), gamma_(gamma) {
   for (size_t i = 0; i < milestones_.size(); ++i) {
-    KDP_CHECK(!(milestones_[i] < 1 || (i > 0 && milestones_[i] <= milestones_[i - 1])), ValueError,
-              "kdp::optim::MultiStepLR", "milestones [{}] must be increasing whole numbers >= 1",
+    KDP_CHECK(milestones_[i] >= 1 && (i == 0 || milestones_[i] > milestones_[i - 1]), ValueError,
+              "milestones [{}] must be increasing whole numbers >= 1",
               fmt::join(milestones_, ", "));
   }
-  KDP_CHECK(!(!std::isfinite(gamma) || gamma < 0.0), ValueError, "kdp::optim::MultiStepLR",
-            "gamma {} must be finite and >= 0", gamma);
+  KDP_CHECK(std::isfinite(gamma) && gamma >= 0.0, ValueError, "gamma {} must be finite and >= 0",
+            gamma);
 }
 
 double MultiStepLR::lr_at(int64_t epoch) const {
@@ -65,7 +62,7 @@ double MultiStepLR::lr_at(int64_t epoch) const {
 
 CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
     : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
-  KDP_CHECK(t_max >= 1, ValueError, "kdp::optim::CosineAnnealingLR", "t_max {} < 1", t_max);
+  KDP_CHECK(t_max >= 1, ValueError, "t_max {} < 1", t_max);
 }
 
 double CosineAnnealingLR::lr_at(int64_t epoch) const {
@@ -81,8 +78,7 @@ LinearWarmup::LinearWarmup(Optimizer& optimizer, int64_t total_iters, double sta
       total_iters_(total_iters),
       start_factor_(start_factor),
       end_factor_(end_factor) {
-  KDP_CHECK(!(total_iters < 1 || start_factor <= 0.0 || start_factor > 1.0), ValueError,
-            "kdp::optim::LinearWarmup",
+  KDP_CHECK(total_iters >= 1 && start_factor > 0.0 && start_factor <= 1.0, ValueError,
             "needs total_iters >= 1 and 0 < start_factor <= 1, got {} and {}", total_iters,
             start_factor);
   optimizer_.set_lr(lr_at(0));

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/check.hpp"
 #include "core/numbers.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
@@ -13,28 +14,22 @@ namespace kdp::optim {
 
 Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
     : type_(std::move(type)), params_(std::move(params)), lr_(lr) {
-  if (!kdp::detail::is_finite_nonnegative(lr)) {
-    throw ValueError(
-        fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
-  }
+  KDP_CHECK_FOR("kdp::optim::" + type_, kdp::detail::is_finite_nonnegative(lr), ValueError,
+                "learning rate {} is not finite and >= 0", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
-    if (!p.defined())
-      throw StateError("kdp::optim::" + type_, fmt::format("parameter '{}' is undefined", name));
+    KDP_CHECK_FOR("kdp::optim::" + type_, p.defined(), StateError, "parameter '{}' is undefined",
+                  name);
     for (size_t j = 0; j < i; ++j) {
-      if (params_[j].first == name) {
-        throw ValueError(
-            fmt::format("kdp::optim::{}: parameter name '{}' appears twice", type_, name));
-      }
+      KDP_CHECK_FOR("kdp::optim::" + type_, params_[j].first != name, ValueError,
+                    "parameter name '{}' appears twice", name);
     }
   }
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!kdp::detail::is_finite_nonnegative(lr)) {
-    throw ValueError(
-        fmt::format("kdp::optim::{}: learning rate {} is not finite and >= 0", type_, lr));
-  }
+  KDP_CHECK_FOR("kdp::optim::" + type_, kdp::detail::is_finite_nonnegative(lr), ValueError,
+                "learning rate {} is not finite and >= 0", lr);
   lr_ = lr;
 }
 
@@ -59,8 +54,8 @@ void Optimizer::step() {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (g.shape() != p.shape()) {
-      throw ShapeError("kdp::optim::" + type_, fmt::format("gradient {} of parameter '{}' {}",
-                                                           g.shape().str(), name, p.shape().str()));
+      KDP_FAIL_FOR("kdp::optim::" + type_, ShapeError, "gradient {} of parameter '{}' {}",
+                   g.shape().str(), name, p.shape().str());
     }
     update(name, p, g);
     p.mark_written();
@@ -144,10 +139,8 @@ std::vector<std::string> Optimizer::state_problems(const OptimizerState& state) 
 
 void Optimizer::load_state(const OptimizerState& state, bool adopt) {
   const std::vector<std::string> problems = state_problems(state);
-  if (!problems.empty()) {
-    throw ValueError(
-        fmt::format("kdp::optim::{}::load_state_dict: {}", type_, fmt::join(problems, "; ")));
-  }
+  KDP_CHECK_FOR("kdp::optim::" + type_ + "::load_state_dict", problems.empty(), ValueError, "{}",
+                fmt::join(problems, "; "));
   // Checked above: from here on nothing is refused.
   set_hyperparameters(state.hyperparameters);
   auto lr = state.hyperparameters.find("lr");

@@ -36,14 +36,14 @@ void sgd_kernel(const Device& device, View1 p, ConstView1 g, View1 buf, bool fir
 namespace {
 
 void check_options(const SGDOptions& o) {
-  KDP_CHECK(!(!kdp::detail::is_finite_nonnegative(o.momentum) ||
-              !kdp::detail::is_finite_nonnegative(o.weight_decay) || !std::isfinite(o.dampening)),
-            ValueError, "kdp::optim::SGD",
+  KDP_CHECK(kdp::detail::is_finite_nonnegative(o.momentum) &&
+                kdp::detail::is_finite_nonnegative(o.weight_decay) && std::isfinite(o.dampening),
+            ValueError,
             "momentum {} and weight_decay {} must be finite and >= 0, dampening {} "
             "finite",
             o.momentum, o.weight_decay, o.dampening);
-  KDP_CHECK(!(o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0)), ValueError,
-            "kdp::optim::SGD", "Nesterov momentum needs momentum > 0 and dampening = 0");
+  KDP_CHECK(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), ValueError,
+            "Nesterov momentum needs momentum > 0 and dampening = 0");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 
 void check_module_on(const nn::Module& module, const Device& device) {
   for (const auto& [name, p] : module.named_parameters()) {
-    KDP_CHECK(p.device() == device, DeviceError, "kdp::data_parallel",
+    KDP_CHECK(p.device() == device, DeviceError,
               "parameter '{}' is on {} but must be on the first device, {} "
               "(move the module there with module->to(devices[0]))",
               name, p.device().str(), device.str());
@@ -36,8 +36,7 @@ void merge_buffers(nn::Module& module, const std::vector<std::shared_ptr<nn::Mod
     for (size_t k = 1; k < replicas.size(); ++k) {
       const auto* bound = dynamic_cast<const nn::BoundModule*>(replicas[k].get());
       const Tensor* copy = bound != nullptr ? bound->bindings().find(buffer.impl().get()) : nullptr;
-      KDP_CHECK(copy != nullptr, StateError, "kdp::data_parallel",
-                "replica {} has no copy of buffer '{}'", k, name);
+      KDP_CHECK(copy != nullptr, StateError, "replica {} has no copy of buffer '{}'", k, name);
       sum.add_(copy->to(buffer.device()));
     }
     Tensor target = buffer;
@@ -49,9 +48,9 @@ void merge_buffers(nn::Module& module, const std::vector<std::shared_ptr<nn::Mod
 
 Tensor data_parallel(const std::shared_ptr<nn::Module>& module, const nn::TensorList& inputs,
                      const std::vector<Device>& devices, const Device* output_device, int dim) {
-  KDP_CHECK(module, StateError, "kdp::data_parallel", "the module is null");
-  KDP_CHECK(!devices.empty(), ValueError, "kdp::data_parallel", "no devices");
-  KDP_CHECK(!inputs.empty(), ValueError, "kdp::data_parallel", "no inputs");
+  KDP_CHECK(module, StateError, "the module is null");
+  KDP_CHECK(!devices.empty(), ValueError, "no devices");
+  KDP_CHECK(!inputs.empty(), ValueError, "no inputs");
   const Device& out_device = output_device != nullptr ? *output_device : devices[0];
   check_module_on(*module, devices[0]);
 
@@ -59,14 +58,13 @@ Tensor data_parallel(const std::shared_ptr<nn::Module>& module, const nn::Tensor
   std::vector<std::vector<Tensor>> per_input;
   per_input.reserve(inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) {
-    KDP_CHECK(!(!inputs[k].defined()), StateError, "kdp::data_parallel", "input {} is undefined",
-              k);
-    KDP_CHECK(!(inputs[k].dim() == 0 || inputs[0].dim() == 0 ||
-                inputs[k].size(dim) != inputs[0].size(dim)),
-              ShapeError, "kdp::data_parallel",
-              "input {} {} and input 0 {} must have the same size along the "
-              "split dimension {}",
-              k, inputs[k].shape().str(), inputs[0].shape().str(), dim);
+    KDP_CHECK(inputs[k].defined(), StateError, "input {} is undefined", k);
+    KDP_CHECK(
+        inputs[k].dim() != 0 && inputs[0].dim() != 0 && inputs[k].size(dim) == inputs[0].size(dim),
+        ShapeError,
+        "input {} {} and input 0 {} must have the same size along the "
+        "split dimension {}",
+        k, inputs[k].shape().str(), inputs[0].shape().str(), dim);
     per_input.push_back(scatter(inputs[k], devices, dim));
   }
   const size_t chunks = per_input[0].size();
@@ -101,8 +99,8 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
       devices_(std::move(devices)),
       output_device_(std::move(output_device)),
       dim_(dim) {
-  KDP_CHECK(module_, StateError, "kdp::DataParallel", "the module is null");
-  KDP_CHECK(!devices_.empty(), ValueError, "kdp::DataParallel", "no devices");
+  KDP_CHECK(module_, StateError, "the module is null");
+  KDP_CHECK(!devices_.empty(), ValueError, "no devices");
   module_->to(devices_[0]);
   register_module("module", module_);
 }

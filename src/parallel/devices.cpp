@@ -23,6 +23,7 @@ int device_count() {
     char* end = nullptr;
     const long n = std::strtol(env, &end, 10);
     if (end == env || *end != '\0' || n < 1) {
+      // The message names the environment variable at fault, not a function.
       throw ValueError(fmt::format("KDP_DEVICES='{}' is not a positive integer", env));
     }
     return static_cast<int>(n);

@@ -16,7 +16,8 @@ namespace kdp {
 
 namespace {
 
-// Rethrows `error` as the same kind of kdp error with `context` before its message.
+// Rethrows `error` as the same kind of kdp error with `context` before its message
+// (raw throws: the message already has its origin; the context names the replica).
 [[noreturn]] void rethrow_in_context(const std::exception_ptr& error, const std::string& context) {
   try {
     std::rethrow_exception(error);
@@ -89,9 +90,9 @@ std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<voi
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
                                    const std::vector<nn::TensorList>& inputs,
                                    const std::vector<Device>& devices) {
-  KDP_CHECK(!(replicas.size() != inputs.size() || replicas.size() > devices.size()), ValueError,
-            "kdp::parallel_apply", "{} replicas, {} inputs and {} devices", replicas.size(),
-            inputs.size(), devices.size());
+  KDP_CHECK(replicas.size() == inputs.size() && replicas.size() <= devices.size(), ValueError,
+            "{} replicas, {} inputs and {} devices", replicas.size(), inputs.size(),
+            devices.size());
   const size_t n = replicas.size();
   std::vector<Tensor> outputs(n);
   const bool grad = autograd::GradMode::enabled();

@@ -14,7 +14,7 @@ thread_local int current_instance = 0;
 }  // namespace
 
 ReplicaGroup::ReplicaGroup(int size) : size_(size), parts_(static_cast<size_t>(size)) {
-  KDP_CHECK(size >= 1, ValueError, "kdp::ReplicaGroup", "size {} < 1", size);
+  KDP_CHECK(size >= 1, ValueError, "size {} < 1", size);
 }
 
 ReplicaGroup* ReplicaGroup::current() {

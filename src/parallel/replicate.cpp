@@ -8,7 +8,7 @@ namespace kdp {
 
 std::vector<std::shared_ptr<nn::Module>> replicate(const std::shared_ptr<nn::Module>& module,
                                                    const std::vector<Device>& devices) {
-  KDP_CHECK(module, StateError, "kdp::replicate", "the module is null");
+  KDP_CHECK(module, StateError, "the module is null");
   const Device home = module->device();
   std::vector<std::shared_ptr<nn::Module>> replicas;
   replicas.reserve(devices.size());

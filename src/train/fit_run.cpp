@@ -81,6 +81,7 @@ void on_rank0(dist::Communicator& comm, const std::function<void()>& work,
     comm.broadcast(&reason, sizeof(reason), 0);
     for (std::string& t : texts) broadcast_string(comm, t);
   }
+  // Rank 0's error, rethrown on every rank as it was (its origin is in its text).
   if (kind == 1) {
     throw io::RunDirectoryError(static_cast<io::RunDirectoryError::Reason>(reason), texts[0],
                                 texts[1], texts[2]);
@@ -92,7 +93,7 @@ void MetricsLog::open(const std::string& path, const io::FileLock& file, uint64_
   attempt(
       [&] {
         const int fd = ::dup(file.fd());  // the lock stays with the plan's descriptor
-        KDP_CHECK(fd >= 0, IOError, "kdp::train", "cannot open the metrics file '{}': {}", path,
+        KDP_CHECK(fd >= 0, IOError, "cannot open the metrics file '{}': {}", path,
                   describe_file_error(errno));
         writer_.emplace(path, fd, keep_bytes);
       },
@@ -223,7 +224,7 @@ void FitRun::load_resumed(StartPlan& plan) {
   }
   int64_t failed = error.empty() ? 0 : 1;
   comm_.allreduce(&failed, 1, dist::ReduceOp::Max);
-  if (failed != 0) {
+  if (failed != 0) {  // this rank's error as it was, or the origin of another's
     throw IOError(error.empty() ? fmt::format("kdp::train: another rank could not load '{}'",
                                               plan.resume_path)
                                 : error);
@@ -249,13 +250,13 @@ void FitRun::apply(const io::TrainingState& st, const std::string& from) {
       in_.scheduler->load_state_dict(
           {{"last_epoch", value("scheduler.last_epoch", 0)},
            {"base_lr", value("scheduler.base_lr", in_.scheduler->base_lr())}});
-    } catch (const ValueError& e) {
+    } catch (const ValueError& e) {  // the scheduler's error (with its origin), as the file's
       throw IOError(fmt::format("{} (the scheduler state in '{}')", e.what(), from));
     }
   }
   best_ = value("best_metric", std::nan(""));
   const double bad = value("bad_epochs", 0);
-  KDP_CHECK(kdp::detail::is_count(bad), IOError, "kdp::train",
+  KDP_CHECK(kdp::detail::is_count(bad), IOError,
             "training/bad_epochs = {} in '{}' is not a whole number >= 0", bad, from);
   bad_epochs_ = static_cast<int64_t>(bad);
   result_.resumed_from = from;
@@ -381,11 +382,11 @@ FitRun::StepProbe FitRun::probe_step(Epoch& e) {
 // A NaN or Inf stops training before the optimizer step.
 void FitRun::check_step(const Epoch& e, const StepProbe& p) const {
   if (!o_.detect_anomaly) return;
-  KDP_CHECK(std::isfinite(p.values[0]), NumericalError, "kdp::train",
+  KDP_CHECK(std::isfinite(p.values[0]), NumericalError,
             "the loss is {} at step {} (epoch {}, batch {}) on rank {}; training "
             "stopped before the optimizer step, no checkpoint was written after it",
             p.values[0], p.step, e.index + 1, e.batch - 1, comm_.rank());
-  KDP_CHECK(p.values[1] <= 0.0f, NumericalError, "kdp::train",
+  KDP_CHECK(p.values[1] <= 0.0f, NumericalError,
             "the gradient of '{}' holds NaN or Inf at step {} (epoch {}, batch {}) on "
             "rank {}; training stopped before the optimizer step",
             first_non_finite_grad(in_.optimizer), p.step, e.index + 1, e.batch - 1, comm_.rank());
@@ -596,6 +597,7 @@ void FitRun::stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> s
   }
   std::string error = metrics_.error();
   broadcast_string(comm_, error);
+  // The metrics writer's error (with its origin) and where training stopped.
   throw IOError(fmt::format("{}{}; training stopped at step {} ({})",
                             rank0_ ? "" : "rank 0 could not write its metrics: ", error,
                             global_step_, saved));

@@ -72,8 +72,7 @@ uint64_t MetricsFileContents::bytes_through_step(int64_t step) const {
 
 MetricsFileContents inspect_metrics_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  KDP_CHECK(in, IOError, "kdp::train", "cannot read the metrics file '{}': {}", path,
-            describe_file_error(errno));
+  KDP_CHECK(in, IOError, "cannot read the metrics file '{}': {}", path, describe_file_error(errno));
   MetricsFileContents c;
   const bool csv = MetricsWriter::is_csv(path);
   std::string line;

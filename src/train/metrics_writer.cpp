@@ -54,8 +54,8 @@ MetricsWriter::~MetricsWriter() {
 }
 
 void MetricsWriter::fail(const char* doing, int error) const {
-  throw IOError("kdp::train", fmt::format("cannot {} the metrics file '{}': {}", doing, path_,
-                                          describe_file_error(error)));
+  KDP_FAIL(IOError, "cannot {} the metrics file '{}': {}", doing, path_,
+           describe_file_error(error));
 }
 
 void MetricsWriter::write_text(const std::string& text) {
@@ -69,7 +69,7 @@ void MetricsWriter::write_text(const std::string& text) {
 }
 
 void MetricsWriter::write(const std::string& type, const std::map<std::string, double>& values) {
-  KDP_CHECK(fd_ >= 0, StateError, "kdp::train", "the metrics file '{}' is closed", path_);
+  KDP_CHECK(fd_ >= 0, StateError, "the metrics file '{}' is closed", path_);
   std::string line;
   if (csv_) {
     line = type;

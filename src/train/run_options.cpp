@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::train::detail {
@@ -11,9 +12,7 @@ Monitor parse_monitor(const std::string& name) {
   if (name == "val_accuracy") return Monitor::ValAccuracy;
   if (name == "loss") return Monitor::Loss;
   if (name == "accuracy") return Monitor::Accuracy;
-  throw ValueError(
-      "kdp::train::Trainer",
-      fmt::format("cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name));
+  KDP_FAIL(ValueError, "cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name);
 }
 
 bool maximised(Monitor m) {

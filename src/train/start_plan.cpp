@@ -15,6 +15,8 @@ namespace kdp::train {
 
 namespace fs = std::filesystem;
 using Reason = io::RunDirectoryError::Reason;
+// RunDirectoryError is thrown as it is, not through KDP_FAIL: it carries the
+// reason kdp-train turns into its exit status, and its texts say what to do.
 
 namespace {
 

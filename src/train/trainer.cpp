@@ -23,15 +23,13 @@ Trainer::Trainer(TrainerOptions options, dist::Communicator comm)
       monitor_(detail::parse_monitor(options_.monitor)),
       resume_(detail::parse_resume(options_.resume)),
       comm_(std::move(comm)) {
-  KDP_CHECK(!(options_.epochs < 0 || options_.accumulate_grad_batches < 1), ValueError,
-            "kdp::train::Trainer",
+  KDP_CHECK(options_.epochs >= 0 && options_.accumulate_grad_batches >= 1, ValueError,
             "epochs {} must be >= 0 and "
             "accumulate_grad_batches {} >= 1",
             options_.epochs, options_.accumulate_grad_batches);
-  KDP_CHECK(!(resume_ == detail::Resume::Auto && options_.checkpoint_dir.empty()), ValueError,
-            "kdp::train::Trainer", "resume = auto needs a checkpoint_dir");
-  KDP_CHECK(!(options_.overwrite && resume_ != detail::Resume::Fresh), ValueError,
-            "kdp::train::Trainer",
+  KDP_CHECK(resume_ != detail::Resume::Auto || !options_.checkpoint_dir.empty(), ValueError,
+            "resume = auto needs a checkpoint_dir");
+  KDP_CHECK(!options_.overwrite || resume_ == detail::Resume::Fresh, ValueError,
             "overwrite discards what is there; it goes with a fresh start "
             "(resume = \"never\"), not with resume = \"{}\"",
             options_.resume);
