@@ -112,8 +112,11 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
   const auto scheduler = make_scheduler(o, *optimizer);
 
+  // Every sample once per epoch, in batches over all ranks that do not depend
+  // on their number: a run resumes at any layout where it stopped.
   data::DistributedSamplerOptions train_sampling;
   train_sampling.seed = o.seed;
+  train_sampling.exact = true;
   data::DistributedSamplerOptions test_sampling;
   test_sampling.shuffle = false;
   test_sampling.exact = true;  // every test sample counted once

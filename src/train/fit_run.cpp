@@ -159,6 +159,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
 
 FitResult FitRun::run() {
   agree_on_precision();
+  agree_on_epoch();
   resume_or_start();
   start_trace();
   StopSignal stop;
@@ -189,6 +190,34 @@ void FitRun::agree_on_precision() {
     p = bf16 == 1 ? Precision::bf16 : Precision::fp32;
   }
   result_.precision = p;
+}
+
+// The epoch every rank steps through: as many batches as the rank with the
+// most (a sampler that gives every sample once, as DistributedSampler's exact
+// mode, may leave a rank without a share of the last batch: it takes part
+// with none, see train_epoch), and the global batch that a checkpoint's
+// position is counted in. KDP_TEST_SAMPLE_LOG names a file to which each rank
+// appends the epoch, step and index of every sample it trains on (for tests
+// that count them).
+void FitRun::agree_on_epoch() {
+  int64_t most = in_.train_loader.num_batches();
+  int64_t batch = in_.train_loader.options().batch_size;
+  const int64_t samples = in_.train_loader.sampler().size();
+  int64_t fewest = samples;
+  if (comm_.size() > 1) {
+    comm_.allreduce(&most, 1, dist::ReduceOp::Max);
+    comm_.allreduce(&batch, 1, dist::ReduceOp::Sum);
+    comm_.allreduce(&fewest, 1, dist::ReduceOp::Min);
+  }
+  KDP_CHECK(fewest > 0 || most == 0, ValueError,
+            "rank {} has no training sample (its sampler gives {} per epoch): give every rank a "
+            "share",
+            comm_.rank(), samples);
+  batches_ = most;
+  global_batch_ = batch;
+  if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
+    sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
+  }
 }
 
 // ---- where the run starts ------------------------------------------------------
@@ -260,11 +289,21 @@ void FitRun::apply(const io::TrainingState& st, const std::string& from) {
             "training/bad_epochs = {} in '{}' is not a whole number >= 0", bad, from);
   bad_epochs_ = static_cast<int64_t>(bad);
   result_.resumed_from = from;
-  if (st.world_size != comm_.size()) {
+  // The position is global: batches of the global batch, the same samples at
+  // any number of ranks and devices (with a sampler whose batches over all
+  // ranks do not depend on their number: DistributedSampler's exact mode).
+  const double written_batch = value("global_batch", static_cast<double>(global_batch_));
+  KDP_CHECK(written_batch == static_cast<double>(global_batch_), IOError,
+            "'{}' stopped after {} batches of {} samples over all ranks; this run's batch is {} "
+            "samples (batch size x ranks): resume with the same global batch",
+            from, st.batch_in_epoch, written_batch, global_batch_);
+  if (st.world_size != comm_.size() ||
+      st.devices_per_rank != static_cast<int64_t>(o_.devices.size())) {
     progress_.message(fmt::format(
-        "note: {} was written by {} ranks, this run has {}; the sample order differs from an "
-        "uninterrupted run",
-        from, st.world_size, comm_.size()));
+        "note: {} was written by {} rank(s) x {} device(s), this run has {} x {}; it goes on "
+        "at sample {} of epoch {}",
+        from, st.world_size, st.devices_per_rank, comm_.size(), o_.devices.size(),
+        st.batch_in_epoch * global_batch_, st.epoch + 1));
   }
   progress_.message(fmt::format("resumed from {} (epoch {}, batch {}, step {})", from, st.epoch + 1,
                                 st.batch_in_epoch, st.global_step));
@@ -285,10 +324,21 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   e.comm_before = exchange_ != nullptr ? exchange_->comm_wait_seconds() : 0.0;
   e.start = Clock::now();
   const int64_t accum = o_.accumulate_grad_batches;
+  bool stopped = false;
   for (data::Batch& b : loader) {
     const bool last_micro = (e.batch + 1) % accum == 0 || e.batch + 1 == batches_;
-    train_micro_batch(e, b, last_micro);
-    if (last_micro && train_step(e) == Next::Stop) break;
+    train_micro_batch(e, &b, last_micro);
+    if (last_micro && train_step(e) == Next::Stop) {
+      stopped = true;
+      break;
+    }
+  }
+  // This rank's share ran out before the others': it takes part in the
+  // remaining batches with no samples.
+  while (!stopped && e.batch < batches_) {
+    const bool last_micro = (e.batch + 1) % accum == 0 || e.batch + 1 == batches_;
+    train_micro_batch(e, nullptr, last_micro);
+    stopped = last_micro && train_step(e) == Next::Stop;
   }
   samples_total_ += e.samples;
   if (result_.stopped_by_signal) return Next::Stop;
@@ -300,10 +350,16 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
 }
 
 // Forward and backward of one micro-batch (DDP exchanges gradients only on the
-// last of a step's micro-batches).
-void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
+// last of a step's micro-batches). Without a share of it (`b` null), the rank
+// runs a batch it trained on before with weight 0: every rank runs the same
+// collectives (DDP's, SyncBatchNorm's) and its gradient adds nothing.
+void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) {
   const int64_t accum = o_.accumulate_grad_batches;
-  const auto n = b.features.size(0);
+  const data::Batch& batch = b != nullptr ? *b : stand_in_batch(e.index);
+  const int64_t n = b != nullptr ? batch.features.size(0) : 0;
+  // The epoch's last batch may be shared unevenly: each rank's mean is weighted
+  // by its share, so that the average over ranks is the mean over the batch.
+  const float share = e.batch + 1 == batches_ ? share_of_last_batch(n) : 1.0f;
   std::optional<nn::GradientExchange::Pause> no_sync;
   if (exchange_ != nullptr && !last_micro) no_sync.emplace(*exchange_);
   Tensor out, loss;
@@ -312,20 +368,57 @@ void FitRun::train_micro_batch(Epoch& e, data::Batch& b, bool last_micro) {
     if (test_delay_s_ > 0.0)
       std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
     autocast mixed(result_.precision);
-    out = in_.model.forward(b.features);
-    loss = in_.loss(out, b.labels);
+    out = in_.model.forward(batch.features);
+    loss = in_.loss(out, batch.labels);
   }
   {
     trace::Region region("kdp::train::backward", "compute");
-    (accum > 1 ? loss / static_cast<float>(accum) : loss).backward();
+    const float scale = share / static_cast<float>(accum);
+    (scale != 1.0f ? loss * scale : loss).backward();
   }
-  NoGradGuard no_grad;
-  e.running.add(loss.detach(), static_cast<float>(n), classes_ ? out.detach() : Tensor(), b.labels);
-  if (o_.detect_anomaly) {
-    e.step_loss = e.step_loss.defined() ? e.step_loss + loss.detach() : loss.detach();
-  }
-  e.samples += n;
   ++e.batch;
+  NoGradGuard no_grad;
+  if (o_.detect_anomaly) {  // a stand-in batch's loss is checked as weighted: 0 when finite
+    const Tensor checked = b != nullptr ? loss.detach() : loss.detach() * 0.0f;
+    e.step_loss = e.step_loss.defined() ? e.step_loss + checked : checked;
+  }
+  if (b == nullptr) return;
+  last_batch_ = *b;
+  e.running.add(loss.detach(), static_cast<float>(n), classes_ ? out.detach() : Tensor(),
+                batch.labels);
+  e.samples += n;
+  if (!sample_log_.empty()) {
+    std::string lines;
+    for (int64_t i : batch.indices)
+      lines += fmt::format("{} {} {}\n", e.index, global_step_ + 1, i);
+    if (FILE* f = std::fopen(sample_log_.c_str(), "a")) {
+      std::fputs(lines.c_str(), f);
+      std::fclose(f);
+    }
+  }
+}
+
+// A batch this rank trained on, for a micro-batch it has no share of: the last
+// one, or (right after resuming) the first of the epoch.
+const data::Batch& FitRun::stand_in_batch(int64_t epoch) {
+  if (!last_batch_) {
+    data::DataLoader& loader = in_.train_loader;
+    loader.set_epoch(epoch);
+    last_batch_ = *loader.begin();
+  }
+  return *last_batch_;
+}
+
+// This rank's weight in the mean over a batch whose `samples` here are part of
+// one batch over all ranks: samples x ranks / the batch's samples (1 when
+// every rank has the same count).
+float FitRun::share_of_last_batch(int64_t samples) {
+  if (comm_.size() == 1) return 1.0f;
+  int64_t total = samples;
+  comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
+  if (total == 0) return 0.0f;
+  return static_cast<float>(static_cast<double>(samples) * comm_.size() /
+                            static_cast<double>(total));
 }
 
 // The optimizer step after the checks, then what the step shows and writes,
@@ -563,6 +656,7 @@ io::TrainingState FitRun::state_at(int64_t epoch, int64_t batch) const {
   }
   for (const auto& [key, v] : o_.record) st.values[key] = v;
   st.values["best_metric"] = best_;
+  st.values["global_batch"] = static_cast<double>(global_batch_);
   st.values["bad_epochs"] = static_cast<double>(bad_epochs_);
   return st;
 }

@@ -109,7 +109,9 @@ class FitRun {
   void load_resumed(StartPlan& plan);
   void apply(const io::TrainingState& st, const std::string& from);
   Next train_epoch(int64_t epoch);
-  void train_micro_batch(Epoch& e, data::Batch& b, bool last_micro);
+  void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
+  const data::Batch& stand_in_batch(int64_t epoch);
+  float share_of_last_batch(int64_t samples);
   Next train_step(Epoch& e);
   StepProbe probe_step(Epoch& e);
   void check_step(const Epoch& e, const StepProbe& p) const;
@@ -125,6 +127,7 @@ class FitRun {
   void stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> save_at);
   FitResult finish();
   void agree_on_precision();
+  void agree_on_epoch();
   void start_trace();
   void write_trace();
 
@@ -138,7 +141,10 @@ class FitRun {
   nn::Module& bare_;                // what checkpoints hold
   const bool rank0_;
   const bool classes_;
-  const int64_t batches_;
+  int64_t batches_;                        // per epoch, the same on every rank (agree_on_epoch)
+  int64_t global_batch_ = 0;               // samples per batch over all ranks
+  std::optional<data::Batch> last_batch_;  // stand_in_batch()
+  std::string sample_log_;                 // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;
   std::string trace_path_;  // o_.trace_path, or its resumed part's name
