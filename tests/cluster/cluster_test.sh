@@ -8,7 +8,8 @@
 #                      bit-identical to the same run on 2 ranks of one node
 #   link_down          a node losing its link mid-run ends every rank with a
 #                      non-zero status within the collective timeout, the
-#                      watchdog naming the rank and the node
+#                      watchdog naming the rank and the node; the surviving
+#                      node then resumes alone from the last step checkpoint
 #   hierarchical       on 2 nodes x 2 ranks, the hierarchical hook sends 2/3
 #                      of the plain ring's bytes over the network, and the
 #                      bf16 one half of that
@@ -50,7 +51,8 @@ link_down)
   "$cluster" up --name "$name" --nodes 2 --rate 1gbit >/dev/null || fail "cluster up"
   export KDP_COLLECTIVE_TIMEOUT=5
   start=$SECONDS
-  timeout 90 "$cluster" run --name "$name" -- "${train[@]}" --epochs 400 >run.log 2>&1 &
+  timeout 90 "$cluster" run --name "$name" -- "${train[@]}" --epochs 400 --checkpoint-dir ckpt \
+    --checkpoint-every 5 >run.log 2>&1 &
   pid=$!
   # Training is under way on both nodes: then node 1 loses its link.
   for ((i = 0; i < 200; i++)); do grep -q "^epoch 1 step" run.log && break; sleep 0.1; done
@@ -74,6 +76,21 @@ link_down)
     ((left == 0)) || fail "$left rank(s) left on node $node"
   done
   echo "ok: node 1 lost its link; every rank ended with status $status $ended s later (timeout ${KDP_COLLECTIVE_TIMEOUT} s)"
+  # The survivor, node 0, goes on alone from the last step checkpoint (the
+  # layout is an execution detail: 2 ranks' checkpoint, 1 rank now), as a
+  # requeued job would, and trains 20 more steps.
+  last=$(ls ckpt/ckpt-*.h5 | tail -1)
+  [[ -n $last ]] || fail "no step checkpoint was written before the cut: $(ls ckpt)"
+  step=$((10#$(basename "$last" .h5 | sed 's/^ckpt-//')))
+  timeout 60 ip netns exec "${name}0" "${train[@]}" --epochs 400 --checkpoint-dir ckpt \
+    --checkpoint-every 5 --resume auto --max-steps $((step + 20)) >resumed.log 2>&1 ||
+    { cat resumed.log; fail "the survivor did not resume"; }
+  again=$((SECONDS - cut_at))
+  grep -q "written by 2 rank(s) x 1 device(s), this run has 1 x 1; it goes on at sample" resumed.log ||
+    { cat resumed.log; fail "the survivor's run did not resume the 2-rank checkpoint"; }
+  grep -q "steps=$((step + 20)) ranks=1" resumed.log ||
+    { tail -3 resumed.log; fail "the survivor did not reach step $((step + 20))"; }
+  echo "ok: node 0 resumed alone from $(basename "$last") and trained to step $((step + 20)); $again s from the cut to the end of its 20 steps"
   ;;
 hierarchical)
   # Per step and N gradient values (4 bytes each): the plain ring over 4 ranks
