@@ -15,6 +15,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -110,6 +111,8 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
   const std::shared_ptr<nn::Module> model = parallel_model(o, m.net, devs, comm);
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
+  std::optional<dist::ZeroRedundancyOptimizer> sharded;
+  if (o.shard_optimizer) sharded.emplace(*optimizer, comm);
   const auto scheduler = make_scheduler(o, *optimizer);
 
   // Every sample once per epoch, in batches over all ranks that do not depend

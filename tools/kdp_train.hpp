@@ -48,6 +48,7 @@ struct Options {
   double stop_at_accuracy = 0.0;  // 0: train every epoch
   std::string trace;
   std::string comm_hook = "allreduce";
+  bool shard_optimizer = false;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };

@@ -86,6 +86,9 @@ void add_distributed_options(CLI::App& app, Options& o) {
                  "(half the bytes, error feedback), hierarchical (inside each node first), "
                  "hierarchical-bf16")
       ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
+  app.add_flag("--shard-optimizer", o.shard_optimizer,
+               "Each rank keeps and updates the optimizer state of 1/N of the parameters and "
+               "broadcasts them (ZeRO-1); checkpoints are the same");
   app.add_option("--bucket-mb", o.bucket_mb,
                  "Gradient bucket size in MB for the reductions (0: 25 on one node, 4 across "
                  "nodes)")

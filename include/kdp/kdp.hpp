@@ -65,6 +65,7 @@
 #include "kdp/dist/gradient_bucket.hpp"
 #include "kdp/dist/sync_batch_norm.hpp"
 #include "kdp/dist/watchdog.hpp"
+#include "kdp/dist/zero_redundancy_optimizer.hpp"
 
 #include "kdp/data/data_loader.hpp"
 #include "kdp/data/dataset.hpp"

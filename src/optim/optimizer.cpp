@@ -49,10 +49,12 @@ void Optimizer::remove_pre_step_hook(uint64_t id) {
 
 void Optimizer::step() {
   for (auto& [id, hook] : pre_step_hooks_) hook();
+  gathered_.reset();
   NoGradGuard no_grad;
   for (auto& [name, p] : params_) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (sharding_.owns && !sharding_.owns(name)) continue;
     if (g.shape() != p.shape()) {
       KDP_FAIL_FOR("kdp::optim::" + type_, ShapeError, "gradient {} of parameter '{}' {}",
                    g.shape().str(), name, p.shape().str());
@@ -60,6 +62,25 @@ void Optimizer::step() {
     update(name, p, g);
     p.mark_written();
   }
+  if (sharding_.after_step) sharding_.after_step();
+}
+
+void Optimizer::set_sharding(Sharding sharding) {
+  KDP_CHECK_FOR("kdp::optim::" + type_, tensor_state_.empty() && scalar_state_.empty(), StateError,
+                "shard the optimizer before its first step (it holds state for {} parameter(s))",
+                tensor_state_.size());
+  sharding_ = std::move(sharding);
+  gathered_.reset();
+}
+
+void Optimizer::clear_sharding() {
+  sharding_ = Sharding{};
+  gathered_.reset();
+}
+
+void Optimizer::gather_state() {
+  gathered_.reset();
+  if (sharding_.gather) gathered_ = sharding_.gather(local_state());
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
@@ -75,6 +96,11 @@ void Optimizer::zero_grad(bool set_to_none) {
 }
 
 OptimizerState Optimizer::state_dict() const {
+  if (gathered_) return *gathered_;
+  return local_state();
+}
+
+OptimizerState Optimizer::local_state() const {
   OptimizerState s;
   s.type = type_;
   s.hyperparameters = hyperparameters();
@@ -146,7 +172,9 @@ void Optimizer::load_state(const OptimizerState& state, bool adopt) {
   auto lr = state.hyperparameters.find("lr");
   if (lr != state.hyperparameters.end()) set_lr(lr->second);
   tensor_state_.clear();
+  gathered_.reset();
   for (const auto& [name, entries] : state.tensors) {
+    if (sharding_.owns && !sharding_.owns(name)) continue;  // another rank's
     const Tensor* p = nn::find(params_, name);
     for (const auto& [key, t] : entries) {
       if (adopt && t.device() == p->device()) {
@@ -159,7 +187,10 @@ void Optimizer::load_state(const OptimizerState& state, bool adopt) {
       tensor_state_[name][key] = copy;
     }
   }
-  scalar_state_ = state.scalars;
+  scalar_state_.clear();
+  for (const auto& [name, entries] : state.scalars) {
+    if (!sharding_.owns || sharding_.owns(name)) scalar_state_[name] = entries;
+  }
 }
 
 NamedParameters name_parameters(const std::vector<Tensor>& params) {

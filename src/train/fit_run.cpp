@@ -597,6 +597,7 @@ void FitRun::checkpoint_policy(int64_t epoch, bool improved) {
   if (o_.checkpoint_every_epoch) save(epoch + 1, 0);
   if (!o_.keep_best || !improved) return;
   int64_t wrote = 0;
+  in_.optimizer.gather_state();  // a sharded optimizer's whole state, for rank 0 to write
   on_rank0(
       comm_,
       [&] {
@@ -666,6 +667,7 @@ std::string FitRun::save(int64_t epoch, int64_t batch) {
   if (!checkpoints_) return "";
   const std::string path = checkpoints_->path_for(global_step_);
   trace::Region region("kdp::train::checkpoint", "compute");  // rank 0 writes, the others wait
+  in_.optimizer.gather_state();  // a sharded optimizer's whole state, for rank 0 to write
   on_rank0(
       comm_, [&] { checkpoints_->save(bare_, in_.optimizer, state_at(epoch, batch)); },
       "checkpoint not written by rank 0: ");

@@ -9,6 +9,8 @@
 #   2 -> 1 rank    stopped by SIGTERM (its checkpoint written, exit 75)
 #   1 -> 2 x 2     resumed from a step checkpoint (--checkpoint-every) after
 #                  the run went on past it
+#   2 -> 3 ranks   with --shard-optimizer (ZeRO-1): its checkpoint equals the
+#                  replicated optimizer's bit for bit, weights and state
 #
 #   resize_resume.sh TOOLS_DIR TESTS_SOURCE_DIR
 set -uo pipefail
@@ -98,3 +100,24 @@ run b22 2 --checkpoint-dir d3 --resume auto --devices 2 || { cat b22.log; fail "
 grep -q "resumed from .*ckpt-000000008.h5" b22.log || { cat b22.log; fail "1 -> 2x2: not resumed from step 8"; }
 ok=$(once "$work/a1.samples.*:8" "$work/b22.samples.*:0") || fail "1 -> 2x2: $ok"
 echo "ok: 1 -> 2 ranks x 2 devices from a step checkpoint: $ok"
+
+# 2 -> 3 with the optimizer sharded: the same checkpoint as without sharding.
+run p2 2 --checkpoint-dir d4p --max-steps 8 || { cat p2.log; fail "the replicated run"; }
+run z2 2 --checkpoint-dir d4z --max-steps 8 --shard-optimizer || { cat z2.log; fail "the sharded run"; }
+digest() {
+  /usr/bin/python3 - "$1" <<'PY'
+import hashlib, sys, h5py
+h = hashlib.sha256()
+with h5py.File(sys.argv[1], "r") as f:
+    def add(name, obj):
+        if isinstance(obj, h5py.Dataset) and name.split("/")[0] in ("model", "optimizer"):
+            h.update(name.encode()); h.update(obj[()].tobytes())
+    f.visititems(add)
+print(h.hexdigest())
+PY
+}
+[[ $(digest d4p/ckpt-000000008.h5) == $(digest d4z/ckpt-000000008.h5) ]] ||
+  fail "2 ranks: the sharded optimizer's checkpoint differs from the replicated one's"
+run z3 3 --checkpoint-dir d4z --resume auto --shard-optimizer || { cat z3.log; fail "the sharded 3-rank resume"; }
+ok=$(once "$work/z2.samples.*:0" "$work/z3.samples.*:0") || fail "sharded 2 -> 3: $ok"
+echo "ok: --shard-optimizer: the checkpoint of the replicated optimizer bit for bit; 2 -> 3 ranks: $ok"

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,23 @@ class Optimizer {
   uint64_t add_pre_step_hook(std::function<void()> hook);
   void remove_pre_step_hook(uint64_t id);
 
+  /// Sharding (dist::ZeroRedundancyOptimizer sets it up): this optimizer
+  /// updates, and keeps state for, only the parameters `owns` accepts; after
+  /// every step `after_step` runs (it brings the others' updates); and
+  /// gather_state() runs `gather`, whose result state_dict() returns until the
+  /// next step. Loading a state keeps only the owned parameters' entries.
+  struct Sharding {
+    std::function<bool(const std::string&)> owns;
+    std::function<void()> after_step;
+    std::function<OptimizerState(const OptimizerState& mine)> gather;
+  };
+  void set_sharding(Sharding sharding);
+  void clear_sharding();
+  bool sharded() const { return static_cast<bool>(sharding_.owns); }
+  /// With sharding, on every rank together: the whole state, for state_dict()
+  /// (a checkpoint) to return. Without, nothing.
+  void gather_state();
+
   /// A snapshot (copies) of the optimizer's state.
   OptimizerState state_dict() const;
   /// Everything load_state_dict() would refuse in `state`, one message each
@@ -83,11 +101,14 @@ class Optimizer {
 
  private:
   void load_state(const OptimizerState& state, bool adopt);
+  OptimizerState local_state() const;
 
   std::string type_;
   NamedParameters params_;
   double lr_;
   std::vector<std::pair<uint64_t, std::function<void()>>> pre_step_hooks_;
+  Sharding sharding_;
+  std::optional<OptimizerState> gathered_;  // gather_state()'s, until the next step
   uint64_t next_hook_id_ = 1;
 };
 

@@ -1,0 +1,139 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using namespace kdp::dist;
+
+namespace {
+
+constexpr int64_t kBatch = 12;  // divisible by 1, 2 and 3 ranks
+
+std::shared_ptr<nn::Module> make_model() {
+  manual_seed(21);  // the same weights on every rank
+  return nn::mlp({6, 32, 16, 3});
+}
+
+// This rank's share of step `step`'s batch (the same global batch at any rank count).
+std::pair<Tensor, Tensor> batch(int step, const Communicator& comm) {
+  const Tensor x = test::random_tensor({kBatch, 6}, 100 + static_cast<uint64_t>(step));
+  std::vector<float> y(kBatch);
+  for (int64_t i = 0; i < kBatch; ++i)
+    y[static_cast<size_t>(i)] = static_cast<float>((i + step) % 3);
+  const int64_t per = kBatch / comm.size();
+  return {x.slice(0, per * comm.rank(), per * (comm.rank() + 1)),
+          Tensor::from_host(y, {kBatch}).slice(0, per * comm.rank(), per * (comm.rank() + 1))};
+}
+
+// `steps` DDP steps with Adam, sharded or not; the model's parameters after them.
+void run_steps(nn::Module& model, DistributedDataParallel& ddp, optim::Optimizer& opt, int from,
+               int steps, const Communicator& comm) {
+  for (int s = from; s < from + steps; ++s) {
+    const auto [x, y] = batch(s, comm);
+    opt.zero_grad();
+    cross_entropy(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  (void)model;
+}
+
+std::vector<std::vector<float>> values(const nn::Module& m) {
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, p] : m.named_parameters()) out.push_back(p.to_vector());
+  return out;
+}
+
+optim::AdamOptions adam() {
+  return optim::AdamOptions{}.with_lr(0.01).with_weight_decay(0.01);
+}
+
+}  // namespace
+
+// The same averaged gradients and the same element-wise update: sharded Adam
+// ends with the replicated optimizer's weights bit for bit, every rank holding
+// only its share of the state.
+TEST(ZeroRedundancyOptimizer, EqualsTheReplicatedOptimizerBitForBit) {
+  Communicator comm = Communicator::world();
+  auto plain_model = make_model();
+  DistributedDataParallel plain_ddp(plain_model, comm);
+  optim::Adam plain(plain_model->named_parameters(), adam());
+  run_steps(*plain_model, plain_ddp, plain, 0, 5, comm);
+
+  auto model = make_model();
+  DistributedDataParallel ddp(model, comm);
+  optim::Adam sharded(model->named_parameters(), adam());
+  ZeroRedundancyOptimizer zero(sharded, comm);
+  run_steps(*model, ddp, sharded, 0, 5, comm);
+
+  EXPECT_EQ(values(*model), values(*plain_model));
+  // Each parameter's state is on its owner alone, and the shares cover the model.
+  const optim::OptimizerState mine = sharded.state_dict();
+  for (const auto& [name, p] : model->named_parameters()) {
+    EXPECT_EQ(mine.tensors.count(name) == 1, zero.owner(name) == comm.rank()) << name;
+  }
+  int64_t owned = zero.owned_elements();
+  comm.allreduce(&owned, 1, ReduceOp::Sum);
+  EXPECT_EQ(owned, zero.total_elements());
+  EXPECT_EQ(zero.state_bytes(), static_cast<size_t>(zero.owned_elements()) * 2 * sizeof(float))
+      << "Adam keeps two moments per element it updates";
+}
+
+// A checkpoint holds the whole state, as the replicated optimizer's; loading
+// it keeps each rank's share, and training goes on as without sharding.
+TEST(ZeroRedundancyOptimizer, GathersTheWholeStateAndResplitsItOnLoad) {
+  Communicator comm = Communicator::world();
+  auto plain_model = make_model();
+  DistributedDataParallel plain_ddp(plain_model, comm);
+  optim::Adam plain(plain_model->named_parameters(), adam());
+  run_steps(*plain_model, plain_ddp, plain, 0, 3, comm);
+
+  auto model = make_model();
+  DistributedDataParallel ddp(model, comm);
+  optim::Adam sharded(model->named_parameters(), adam());
+  auto zero = std::make_unique<ZeroRedundancyOptimizer>(sharded, comm);
+  run_steps(*model, ddp, sharded, 0, 3, comm);
+  sharded.gather_state();
+  const optim::OptimizerState whole = sharded.state_dict();
+  const optim::OptimizerState want = plain.state_dict();
+  ASSERT_EQ(whole.tensors.size(), want.tensors.size());
+  for (const auto& [name, entries] : want.tensors) {
+    for (const auto& [key, t] : entries) {
+      EXPECT_EQ(whole.tensors.at(name).at(key).to_vector(), t.to_vector()) << name << "/" << key;
+    }
+  }
+  EXPECT_EQ(whole.scalars, want.scalars);
+
+  // The replicated optimizer's state loaded into a fresh sharded one (another
+  // run, possibly at another rank count): three more steps agree bit for bit.
+  auto resumed_model = make_model();
+  resumed_model->load_state_dict(plain_model->state_dict());
+  DistributedDataParallel resumed_ddp(resumed_model, comm);
+  optim::Adam resumed(resumed_model->named_parameters(), adam());
+  ZeroRedundancyOptimizer resumed_zero(resumed, comm);
+  resumed.load_state_dict(want);
+  const optim::OptimizerState kept = resumed.state_dict();
+  for (const auto& [name, p] : resumed_model->named_parameters()) {
+    EXPECT_EQ(kept.tensors.count(name) == 1, resumed_zero.owner(name) == comm.rank())
+        << name << ": loading keeps this rank's share only";
+  }
+  run_steps(*plain_model, plain_ddp, plain, 3, 3, comm);
+  run_steps(*resumed_model, resumed_ddp, resumed, 3, 3, comm);
+  EXPECT_EQ(values(*resumed_model), values(*plain_model));
+}
+
+TEST(ZeroRedundancyOptimizer, RefusesAnOptimizerThatHasStepped) {
+  Communicator comm = Communicator::world();
+  auto model = make_model();
+  optim::Adam opt(model->named_parameters(), adam());
+  const auto [x, y] = batch(0, comm);
+  cross_entropy(model->forward(x), y).backward();
+  opt.step();
+  try {
+    ZeroRedundancyOptimizer zero(opt, comm);
+    FAIL() << "sharded an optimizer with state";
+  } catch (const StateError& e) {
+    EXPECT_NE(std::string(e.what()).find("before its first step"), std::string::npos) << e.what();
+  }
+}
