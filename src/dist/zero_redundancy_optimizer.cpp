@@ -12,30 +12,32 @@ namespace kdp::dist {
 
 struct ZeroRedundancyOptimizer::Shared {
   Communicator comm;
-  std::map<std::string, int> owner;
-  int64_t owned = 0, total = 0;
+  // Each parameter's offset in the concatenation of all of them (flat, in
+  // the optimizer's order), its element count and shape.
+  struct Place {
+    int64_t offset = 0, numel = 0;
+    Shape shape;
+  };
+  std::map<std::string, Place> place;
+  int64_t total = 0;
   explicit Shared(Communicator c) : comm(std::move(c)) {}
+
+  // Rank r's elements of the concatenation: [r T / N, (r + 1) T / N).
+  std::pair<int64_t, int64_t> slice(int r) const {
+    const int64_t n = comm.size();
+    return {total * r / n, total * (r + 1) / n};
+  }
+  // Rank r's range of parameter `name`'s flat elements (empty: none).
+  std::pair<int64_t, int64_t> range(const std::string& name, int r) const {
+    const Place& p = place.at(name);
+    const auto [lo, hi] = slice(r);
+    const int64_t begin = std::clamp(lo - p.offset, int64_t{0}, p.numel);
+    const int64_t end = std::clamp(hi - p.offset, int64_t{0}, p.numel);
+    return {begin, std::max(begin, end)};
+  }
 };
 
 namespace {
-
-// Whole parameters to ranks, the largest first, each to the rank with the
-// fewest elements so far (the lowest such rank): the same on every rank.
-std::map<std::string, int> partition(const optim::NamedParameters& params, int ranks) {
-  std::vector<size_t> order(params.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return params[a].second.numel() > params[b].second.numel();
-  });
-  std::vector<int64_t> load(static_cast<size_t>(ranks), 0);
-  std::map<std::string, int> owner;
-  for (size_t i : order) {
-    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
-    owner[params[i].first] = static_cast<int>(least);
-    load[static_cast<size_t>(least)] += params[i].second.numel();
-  }
-  return owner;
-}
 
 // The byte stream of serialize(): sizes, names and values in order.
 class Writer {
@@ -144,45 +146,85 @@ optim::OptimizerState deserialize(const std::vector<char>& bytes) {
   return s;
 }
 
+namespace {
+
+// Every rank's pieces of each entry of the states in `parts`, put together
+// into whole entries of the parameters' shapes.
+optim::OptimizerState assemble(const ZeroRedundancyOptimizer::Shared& sh,
+                               const std::vector<optim::OptimizerState>& parts) {
+  optim::OptimizerState whole = parts.front();
+  whole.tensors.clear();
+  whole.scalars.clear();
+  std::map<std::string, std::map<std::string, std::vector<float>>> values;
+  for (size_t r = 0; r < parts.size(); ++r) {
+    for (const auto& [name, entries] : parts[r].tensors) {
+      const auto [begin, end] = sh.range(name, static_cast<int>(r));
+      for (const auto& [key, t] : entries) {
+        std::vector<float>& v = values[name][key];
+        v.resize(static_cast<size_t>(sh.place.at(name).numel));
+        const std::vector<float> piece = t.to_vector();
+        KDP_CHECK(static_cast<int64_t>(piece.size()) == end - begin, StateError,
+                  "rank {} holds {} elements of '{}/{}', its share is {}", r, piece.size(), name,
+                  key, end - begin);
+        std::copy(piece.begin(), piece.end(), v.begin() + begin);
+      }
+    }
+    for (const auto& [name, entries] : parts[r].scalars) whole.scalars[name] = entries;
+  }
+  for (auto& [name, entries] : values) {
+    for (auto& [key, v] : entries) {
+      whole.tensors[name][key] = Tensor::from_host(v, sh.place.at(name).shape);
+    }
+  }
+  return whole;
+}
+
+}  // namespace
+
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(optim::Optimizer& optimizer, Communicator comm)
     : optimizer_(optimizer), shared_(std::make_shared<Shared>(std::move(comm))) {
   Shared& s = *shared_;
-  s.owner = partition(optimizer.parameters(), s.comm.size());
-  const int me = s.comm.rank();
   for (const auto& [name, p] : optimizer.parameters()) {
+    s.place[name] = {s.total, p.numel(), p.shape()};
     s.total += p.numel();
-    if (s.owner.at(name) == me) s.owned += p.numel();
   }
+  const int me = s.comm.rank();
   std::weak_ptr<Shared> weak = shared_;
   optim::Optimizer* opt = &optimizer_;
   optim::Optimizer::Sharding sharding;
-  sharding.owns = [weak, me](const std::string& name) {
+  sharding.range = [weak, me](const std::string& name) {
     auto sh = weak.lock();
-    return !sh || sh->owner.at(name) == me;
+    return sh ? sh->range(name, me) : std::pair<int64_t, int64_t>{0, 0};
   };
-  // Every parameter from the rank that updated it, queued so that the
-  // broadcasts of one step travel back to back.
+  // Every rank's updated pieces from it, queued so that the broadcasts of one
+  // step travel back to back.
   sharding.after_step = [weak, opt] {
     auto sh = weak.lock();
     if (!sh || sh->comm.size() == 1) return;
     std::vector<Request> sent;
     for (const auto& [name, p] : opt->parameters()) {
-      Tensor t = p;
-      sent.push_back(sh->comm.ibroadcast(t, sh->owner.at(name)));
+      for (int r = 0; r < sh->comm.size(); ++r) {
+        const auto [begin, end] = sh->range(name, r);
+        if (begin >= end) continue;
+        Tensor piece = alias(p, begin, {end - begin}, p.device());
+        sent.push_back(sh->comm.ibroadcast(piece, r));
+      }
     }
     for (Request& r : sent) r.wait();
   };
   sharding.gather = [weak](const optim::OptimizerState& mine) {
     auto sh = weak.lock();
-    if (!sh || sh->comm.size() == 1) return mine;
-    const std::vector<char> bytes = serialize(mine);
-    optim::OptimizerState whole = mine;
-    for (const std::vector<char>& part : sh->comm.allgather_bytes(bytes.data(), bytes.size())) {
-      const optim::OptimizerState theirs = deserialize(part);
-      for (const auto& [name, entries] : theirs.tensors) whole.tensors[name] = entries;
-      for (const auto& [name, entries] : theirs.scalars) whole.scalars[name] = entries;
+    if (!sh) return mine;
+    std::vector<optim::OptimizerState> parts;
+    if (sh->comm.size() == 1) {
+      parts.push_back(mine);
+    } else {
+      const std::vector<char> bytes = serialize(mine);
+      for (const auto& part : sh->comm.allgather_bytes(bytes.data(), bytes.size())) {
+        parts.push_back(deserialize(part));
+      }
     }
-    return whole;
+    return assemble(*sh, parts);
   };
   optimizer_.set_sharding(std::move(sharding));
 }
@@ -191,15 +233,15 @@ ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
   optimizer_.clear_sharding();
 }
 
-int ZeroRedundancyOptimizer::owner(const std::string& name) const {
-  const auto it = shared_->owner.find(name);
-  KDP_CHECK(it != shared_->owner.end(), ValueError, "'{}' is not a parameter of the optimizer",
+std::pair<int64_t, int64_t> ZeroRedundancyOptimizer::range(const std::string& name) const {
+  KDP_CHECK(shared_->place.count(name) == 1, ValueError, "'{}' is not a parameter of the optimizer",
             name);
-  return it->second;
+  return shared_->range(name, shared_->comm.rank());
 }
 
 int64_t ZeroRedundancyOptimizer::owned_elements() const {
-  return shared_->owned;
+  const auto [lo, hi] = shared_->slice(shared_->comm.rank());
+  return hi - lo;
 }
 
 int64_t ZeroRedundancyOptimizer::total_elements() const {
@@ -210,8 +252,11 @@ size_t ZeroRedundancyOptimizer::state_bytes() const {
   size_t bytes = 0;
   const int me = shared_->comm.rank();
   for (const auto& [name, entries] : optimizer_.state_dict().tensors) {
-    if (shared_->owner.at(name) != me) continue;  // gathered for a checkpoint
-    for (const auto& [key, t] : entries) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
+    const auto [begin, end] = shared_->range(name, me);
+    // (After gather_state() the entries are whole: this rank's part of them.)
+    for (const auto& [key, t] : entries) {
+      bytes += static_cast<size_t>(std::min(t.numel(), end - begin)) * sizeof(float);
+    }
   }
   return bytes;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/check.hpp"
 #include "core/numbers.hpp"
@@ -54,12 +55,18 @@ void Optimizer::step() {
   for (auto& [name, p] : params_) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (sharding_.owns && !sharding_.owns(name)) continue;
     if (g.shape() != p.shape()) {
       KDP_FAIL_FOR("kdp::optim::" + type_, ShapeError, "gradient {} of parameter '{}' {}",
                    g.shape().str(), name, p.shape().str());
     }
-    update(name, p, g);
+    if (!sharding_.range) {
+      update(name, p, g);
+    } else {
+      const auto [begin, end] = sharding_.range(name);
+      if (begin >= end) continue;  // another rank's
+      Tensor part = alias(p, begin, {end - begin}, p.device());
+      update(name, part, alias(g, begin, {end - begin}, g.device()));
+    }
     p.mark_written();
   }
   if (sharding_.after_step) sharding_.after_step();
@@ -174,22 +181,31 @@ void Optimizer::load_state(const OptimizerState& state, bool adopt) {
   tensor_state_.clear();
   gathered_.reset();
   for (const auto& [name, entries] : state.tensors) {
-    if (sharding_.owns && !sharding_.owns(name)) continue;  // another rank's
     const Tensor* p = nn::find(params_, name);
-    for (const auto& [key, t] : entries) {
-      if (adopt && t.device() == p->device()) {
+    // Sharded: this rank's range of each entry, flat.
+    int64_t begin = 0, end = p->numel();
+    if (sharding_.range) std::tie(begin, end) = sharding_.range(name);
+    if (begin >= end) continue;  // another rank's
+    const bool whole = !sharding_.range;
+    for (const auto& [key, full] : entries) {
+      const Tensor t = whole ? full : alias(full, begin, {end - begin}, full.device());
+      if (adopt && whole && t.device() == p->device()) {  // a share is copied: the rest freed
         tensor_state_[name][key] = t.detach();
         continue;
       }
       Tensor copy =
-          Tensor::empty_labeled(p->shape(), p->device(), "kdp::optim::" + type_ + "::" + key);
+          Tensor::empty_labeled(t.shape(), p->device(), "kdp::optim::" + type_ + "::" + key);
       copy.copy_(t.device() == p->device() ? t : t.to(p->device()));
       tensor_state_[name][key] = copy;
     }
   }
   scalar_state_.clear();
   for (const auto& [name, entries] : state.scalars) {
-    if (!sharding_.owns || sharding_.owns(name)) scalar_state_[name] = entries;
+    if (sharding_.range) {
+      const auto [begin, end] = sharding_.range(name);
+      if (begin >= end) continue;
+    }
+    scalar_state_[name] = entries;
   }
 }
 

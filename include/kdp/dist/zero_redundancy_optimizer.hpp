@@ -11,8 +11,9 @@
 ///   dist::ZeroRedundancyOptimizer zero(adam, comm);   // before the first step
 ///   trainer.fit(ddp, loss, adam, loader);             // the optimizer as usual
 ///
-/// Parameters are shared whole, greedily by size (the largest first, to the
-/// rank with the fewest elements so far), the same on every rank. A checkpoint
+/// The parameters, flat and one after another, are cut into N equal slices:
+/// rank r updates elements [r T / N, (r + 1) T / N) of the T, and its state
+/// for a parameter is the flat length of its part of it. A checkpoint
 /// holds the whole state in the usual format: the Trainer gathers it
 /// (Optimizer::gather_state) before rank 0 writes, and loading a whole state
 /// keeps each rank's share, so a checkpoint resumes sharded or not, at any
@@ -21,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/dist/communicator.hpp"
@@ -37,8 +39,9 @@ class ZeroRedundancyOptimizer {
   ZeroRedundancyOptimizer(const ZeroRedundancyOptimizer&) = delete;
   ZeroRedundancyOptimizer& operator=(const ZeroRedundancyOptimizer&) = delete;
 
-  /// The rank that updates parameter `name`.
-  int owner(const std::string& name) const;
+  /// The flat elements [begin, end) of parameter `name` this rank updates
+  /// (empty: none).
+  std::pair<int64_t, int64_t> range(const std::string& name) const;
   /// Elements of the parameters this rank updates, and of all of them.
   int64_t owned_elements() const;
   int64_t total_elements() const;

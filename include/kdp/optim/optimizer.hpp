@@ -49,18 +49,20 @@ class Optimizer {
   void remove_pre_step_hook(uint64_t id);
 
   /// Sharding (dist::ZeroRedundancyOptimizer sets it up): this optimizer
-  /// updates, and keeps state for, only the parameters `owns` accepts; after
-  /// every step `after_step` runs (it brings the others' updates); and
-  /// gather_state() runs `gather`, whose result state_dict() returns until the
-  /// next step. Loading a state keeps only the owned parameters' entries.
+  /// updates, and keeps state for, only the elements `range` gives for each
+  /// parameter ([begin, end) of its flat elements; empty: none), its state
+  /// then the flat length of that range; after every step `after_step` runs
+  /// (it brings the others' updates); gather_state() runs `gather`, whose
+  /// result state_dict() returns until the next step. Loading a whole state
+  /// keeps the owned range of each entry.
   struct Sharding {
-    std::function<bool(const std::string&)> owns;
+    std::function<std::pair<int64_t, int64_t>(const std::string&)> range;
     std::function<void()> after_step;
     std::function<OptimizerState(const OptimizerState& mine)> gather;
   };
   void set_sharding(Sharding sharding);
   void clear_sharding();
-  bool sharded() const { return static_cast<bool>(sharding_.owns); }
+  bool sharded() const { return static_cast<bool>(sharding_.range); }
   /// With sharding, on every rank together: the whole state, for state_dict()
   /// (a checkpoint) to return. Without, nothing.
   void gather_state();
