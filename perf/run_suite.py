@@ -103,6 +103,9 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     runs.append(("ddp_r1_D", launch(1, p("kdp_bench_ddp"), "--kdp_model=D", *q, *reps), per_rank))
     runs.append(("allreduce_r2", launch(2, p("kdp_bench_allreduce"), *q, *reps), {}))
     runs.append(("ddp_r2", launch(2, p("kdp_bench_ddp"), *q, *reps), {}))
+    # ZeRO-1 against the replicated optimizer, side by side in one run.
+    for ranks in (2, 4):
+        runs.append((f"zero_r{ranks}", launch(ranks, p("kdp_bench_zero"), *q), {}))
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
@@ -297,6 +300,8 @@ PATTERNS = [
     # RATIO <label> <value>  (target >= <t>: met|MISSED)
     (re.compile(r"RATIO (.+?)\s+(-?[\d.]+)\s+\(target >= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), float(m[3]), "higher")),
+    (re.compile(r"ZERO (\S+) ([\d.]+) \(target <= ([\d.]+)\)"),
+     lambda m, run: (f"zero_{m[1]}", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
