@@ -68,6 +68,8 @@ int stopped_by_signal(const train::FitResult& r, bool rank0) {
 std::shared_ptr<nn::Module> parallel_model(const Options& o, std::shared_ptr<nn::Module> net,
                                            const std::vector<Device>& devs,
                                            dist::Communicator& comm) {
+  // Reproducible mode reduces the gradients itself, on each rank's first device.
+  if (o.reproducible) return net;
   if (o.devices > 1) net = std::make_shared<DataParallel>(net, devs);
   if (comm.size() == 1) return net;
   return std::make_shared<dist::DistributedDataParallel>(

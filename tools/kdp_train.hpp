@@ -49,6 +49,7 @@ struct Options {
   std::string trace;
   std::string comm_hook = "allreduce";
   bool shard_optimizer = false;
+  bool reproducible = false;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };

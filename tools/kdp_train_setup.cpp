@@ -228,6 +228,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.detect_anomaly = !o.no_anomaly_check;
   t.precision = parse_precision(o.precision);
   t.require_locks = !o.without_locks;
+  t.reproducible = o.reproducible;
   t.devices = devs;
   t.sampler_seed = o.seed;
   t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", d.mean}, {"data.std", d.stddev}};

@@ -215,6 +215,10 @@ void FitRun::agree_on_epoch() {
             comm_.rank(), samples);
   batches_ = most;
   global_batch_ = batch;
+  if (o_.reproducible) {
+    check_reproducible();
+    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_);
+  }
   if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
     sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
   }
@@ -354,6 +358,10 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
 // runs a batch it trained on before with weight 0: every rank runs the same
 // collectives (DDP's, SyncBatchNorm's) and its gradient adds nothing.
 void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) {
+  if (exact_) {
+    train_shards(e, b);
+    return;
+  }
   const int64_t accum = o_.accumulate_grad_batches;
   const data::Batch& batch = b != nullptr ? *b : stand_in_batch(e.index);
   const int64_t n = b != nullptr ? batch.features.size(0) : 0;
@@ -387,15 +395,92 @@ void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) 
   e.running.add(loss.detach(), static_cast<float>(n), classes_ ? out.detach() : Tensor(),
                 batch.labels);
   e.samples += n;
-  if (!sample_log_.empty()) {
-    std::string lines;
-    for (int64_t i : batch.indices)
-      lines += fmt::format("{} {} {}\n", e.index, global_step_ + 1, i);
-    if (FILE* f = std::fopen(sample_log_.c_str(), "a")) {
-      std::fputs(lines.c_str(), f);
-      std::fclose(f);
+  log_samples(e, batch);
+}
+
+void FitRun::log_samples(const Epoch& e, const data::Batch& b) const {
+  if (sample_log_.empty()) return;
+  std::string lines;
+  for (int64_t i : b.indices) lines += fmt::format("{} {} {}\n", e.index, global_step_ + 1, i);
+  if (FILE* f = std::fopen(sample_log_.c_str(), "a")) {
+    std::fputs(lines.c_str(), f);
+    std::fclose(f);
+  }
+}
+
+// What reproducible mode cannot give the same bits at every layout, refused
+// before training.
+void FitRun::check_reproducible() const {
+  KDP_CHECK(o_.shards >= 1 && o_.shards % comm_.size() == 0, ValueError,
+            "reproducible mode cuts each batch into {} shards, which {} ranks cannot share "
+            "evenly: use a rank count that divides it",
+            o_.shards, comm_.size());
+  KDP_CHECK(o_.accumulate_grad_batches == 1, ValueError,
+            "reproducible mode does not take gradient accumulation ({} micro-batches per step)",
+            o_.accumulate_grad_batches);
+  KDP_CHECK(exchange_ == nullptr && in_.model.wrapped() == nullptr, ValueError,
+            "reproducible mode reduces the gradients itself: pass the bare model, not {}",
+            in_.model.type_name());
+  for (const auto& [name, m] : bare_.named_modules()) {
+    const std::string& type = m->type_name();
+    KDP_CHECK(
+        type.find("BatchNorm") == std::string::npos && type.find("Dropout") == std::string::npos,
+        ValueError,
+        "reproducible mode does not take {} layers yet (their statistics or masks depend "
+        "on the layout): '{}'",
+        type, name);
+  }
+}
+
+// Reproducible mode's micro-batch: each of the batch's shards on this rank
+// forward and backward on its own (loss weighted by its share of the global
+// batch), then the exact sum over every rank's shards.
+void FitRun::train_shards(Epoch& e, const data::Batch* b) {
+  const int64_t n = b != nullptr ? b->features.size(0) : 0;
+  int64_t total = n;
+  comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
+  NoGradGuard outside;
+  Tensor step_loss = Tensor::zeros({}, o_.devices.front());
+  if (b != nullptr && n > 0) {
+    const std::vector<float> features = b->features.to_vector(), labels = b->labels.to_vector();
+    const int64_t frow = b->features.numel() / n, lrow = b->labels.numel() / n;
+    for (const std::vector<int64_t>& rows : shard_rows(n, comm_.rank(), comm_.size(), o_.shards)) {
+      if (rows.empty()) continue;
+      std::vector<float> x, y;
+      for (int64_t r : rows) {
+        x.insert(x.end(), features.begin() + r * frow, features.begin() + (r + 1) * frow);
+        y.insert(y.end(), labels.begin() + r * lrow, labels.begin() + (r + 1) * lrow);
+      }
+      const auto s = static_cast<int64_t>(rows.size());
+      const Tensor xs = Tensor::from_host(x, b->features.shape().with(0, s), o_.devices.front());
+      const Tensor ys = Tensor::from_host(y, b->labels.shape().with(0, s), o_.devices.front());
+      in_.optimizer.zero_grad();
+      Tensor out, loss, weighted;
+      {
+        autograd::GradModeGuard grad(true);
+        trace::Region region("kdp::train::forward", "compute");
+        autocast mixed(result_.precision);
+        out = in_.model.forward(xs);
+        loss = in_.loss(out, ys);
+        weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total));
+      }
+      {
+        autograd::GradModeGuard grad(true);
+        trace::Region region("kdp::train::backward", "compute");
+        weighted.backward();
+      }
+      exact_->keep_shard();
+      e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
+      step_loss = step_loss + weighted.detach();
     }
   }
+  exact_->reduce(o_.shards);
+  if (o_.detect_anomaly) e.step_loss = step_loss;
+  ++e.batch;
+  if (b == nullptr) return;
+  last_batch_ = *b;
+  e.samples += n;
+  log_samples(e, *b);
 }
 
 // A batch this rank trained on, for a micro-batch it has no share of: the last

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "exact_gradient.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/nn/gradient_exchange.hpp"
 #include "kdp/train/metrics_writer.hpp"
@@ -110,6 +111,9 @@ class FitRun {
   void apply(const io::TrainingState& st, const std::string& from);
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
+  void train_shards(Epoch& e, const data::Batch* b);
+  void check_reproducible() const;
+  void log_samples(const Epoch& e, const data::Batch& b) const;
   const data::Batch& stand_in_batch(int64_t epoch);
   float share_of_last_batch(int64_t samples);
   Next train_step(Epoch& e);
@@ -144,6 +148,7 @@ class FitRun {
   int64_t batches_;                        // per epoch, the same on every rank (agree_on_epoch)
   int64_t global_batch_ = 0;               // samples per batch over all ranks
   std::optional<data::Batch> last_batch_;  // stand_in_batch()
+  std::unique_ptr<ExactGradient> exact_;   // reproducible mode
   std::string sample_log_;                 // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;

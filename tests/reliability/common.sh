@@ -22,6 +22,33 @@ make_tiny_data() {  # -> $work/tiny.h5
   done
 }
 
+make_uneven_data() {  # -> $work/uneven.h5: tiny.h5 with 602 training samples
+  make_tiny_data
+  /usr/bin/python3 - "$work/tiny.h5" "$work/uneven.h5" <<'PY' || fail "the 602-sample dataset"
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for name in ("images", "labels"):
+        d = f["train"][name][()]
+        del f["train"][name]
+        f["train"][name] = np.concatenate([d, d[:2]])
+PY
+}
+
+# The /model and /optimizer datasets of a checkpoint as one digest.
+state_digest() {
+  /usr/bin/python3 - "$1" <<'PY'
+import hashlib, sys, h5py
+h = hashlib.sha256()
+with h5py.File(sys.argv[1], "r") as f:
+    def add(name, obj):
+        if isinstance(obj, h5py.Dataset) and name.split("/")[0] in ("model", "optimizer"):
+            h.update(name.encode()); h.update(obj[()].tobytes())
+    f.visititems(add)
+print(h.hexdigest())
+PY
+}
+
 # The /model datasets of a checkpoint as one digest (bit-for-bit comparison).
 model_digest() {
   /usr/bin/python3 - "$1" <<'PY'

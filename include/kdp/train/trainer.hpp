@@ -108,6 +108,19 @@ struct TrainerOptions {
   int progress = -1;
   /// Check the loss and the gradients for NaN and Inf every step.
   bool detect_anomaly = true;
+  /// Reproducible mode: the weights and optimizer state after N steps are the
+  /// same bits at any number of ranks that divides `shards` (with the same
+  /// seed, global batch and data, and DistributedSampler's exact order). Each
+  /// global batch is cut into `shards` virtual shards by position; each
+  /// shard's gradient is computed on its own and the shards are summed
+  /// exactly (integers on a grid fixed per step), so neither who computed a
+  /// shard nor the order of the sums shows. The model goes to fit() bare (the
+  /// Trainer reduces the gradients itself, not DistributedDataParallel); a
+  /// rank computes on its first device; BatchNorm, Dropout and gradient
+  /// accumulation are refused (their statistics and masks would depend on the
+  /// layout). docs/architecture.md, "Reproducible mode", has the cost.
+  bool reproducible = false;
+  int shards = 12;
   /// The precision of the products and convolutions of forward and loss, in
   /// training and evaluation (kdp::autocast around them): fp32, bf16, or Auto
   /// (bf16 where every rank's first device has bf16 matrix units). Master
