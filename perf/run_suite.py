@@ -113,6 +113,7 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
         runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of up to 1 s
         # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks.
         runs += cluster_accuracy_runs(os.path.join(build, "tools", "kdp-train"))
+        runs += reproducible_runs(os.path.join(build, "tools", "kdp-train"))
     # Side by side with PyTorch at processes x threads layouts, taking turns so
     # that a busy machine slows both alike; the best round of each counts.
     cores = len(os.sched_getaffinity(0))
@@ -202,6 +203,26 @@ def cluster_runs(bench, q, reps):
         runs.append((f"cluster2x2_L_1gbit_{hook}",
                      on_cluster("1gbit", 2, 2, bench, "--kdp_model=L", "--kdp_label=1gbit_2x2",
                                 f"--kdp_hook={hook}", *q, *reps), one))
+    return runs
+
+
+def reproducible_runs(train):
+    """kdp-train's step in reproducible mode against the default one, L on
+    Fashion-MNIST at a global batch of 240, one after the other in one run."""
+    data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
+    if not os.path.exists(train) or not os.path.exists(data) or mpirun(2) is None:
+        return []
+    runs = []
+    for ranks in (2, 4):
+        launch = " ".join(mpirun(ranks))
+        common = (f"{launch} {train} --data {data} --model 784,1024,1024,10 --batch-size 240 "
+                  f"--threads 1 --max-steps 60 --progress lines --log-every 1000000")
+        rate = "sed -n 's/.*samples_per_s=\\([0-9.]*\\).*/\\1/p'"
+        cmd = (f"a=$({common} | {rate}); b=$({common} --reproducible | {rate}); "
+               f"echo \"INFO  default $a samples/s, reproducible $b samples/s\"; "
+               f"awk -v a=\"$a\" -v b=\"$b\" 'BEGIN {{printf \"REPRODUCIBLE step_r{ranks} %.3f "
+               f"(target <= 1.10)\\n\", a / b}}'")
+        runs.append((f"reproducible_r{ranks}", ["bash", "-c", cmd], {}))
     return runs
 
 
@@ -300,8 +321,8 @@ PATTERNS = [
     # RATIO <label> <value>  (target >= <t>: met|MISSED)
     (re.compile(r"RATIO (.+?)\s+(-?[\d.]+)\s+\(target >= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), float(m[3]), "higher")),
-    (re.compile(r"ZERO (\S+) ([\d.]+) \(target <= ([\d.]+)\)"),
-     lambda m, run: (f"zero_{m[1]}", float(m[2]), float(m[3]), "lower")),
+    (re.compile(r"(ZERO|REPRODUCIBLE) (\S+) ([\d.]+) \(target <= ([\d.]+)\)"),
+     lambda m, run: (f"{m[1].lower()}_{m[2]}", float(m[3]), float(m[4]), "lower")),
     (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
