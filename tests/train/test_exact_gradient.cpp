@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "test_util.hpp"
+#include "train/exact_gradient.hpp"
+
+using namespace kdp;
+using kdp::train::detail::ExactGradient;
+using kdp::train::detail::shard_rows;
+
+// Row l of rank r is position r + l R of the global batch; shard j holds the
+// positions p with p mod 12 = j: at every rank count dividing 12 the ranks'
+// shards together are the same sets of positions.
+TEST(ExactGradient, ShardsAreTheSamePositionsAtEveryRankCount) {
+  const int64_t batch = 29;  // an uneven last batch too
+  for (int ranks : {1, 2, 3, 4, 6, 12}) {
+    std::vector<std::set<int64_t>> shards(12);
+    for (int r = 0; r < ranks; ++r) {
+      const int64_t rows = (batch - r + ranks - 1) / ranks;
+      const auto mine = shard_rows(rows, r, ranks, 12);
+      for (size_t j = 0; j < 12; ++j) {
+        for (int64_t l : mine[j]) shards[j].insert(r + l * ranks);
+      }
+    }
+    for (int64_t j = 0; j < 12; ++j) {
+      std::set<int64_t> want;
+      for (int64_t p = j; p < batch; p += 12) want.insert(p);
+      EXPECT_EQ(shards[static_cast<size_t>(j)], want) << ranks << " ranks, shard " << j;
+    }
+  }
+}
+
+// The sum of the kept shards does not depend on their order (float sums do),
+// and is the exact sum to within the grid (2^-58 of the largest element).
+TEST(ExactGradient, TheSumIsExactAndInAnyOrder) {
+  dist::Communicator comm = dist::Communicator::world();
+  Tensor p = Tensor::zeros({1000});
+  const optim::NamedParameters params{{"p", p}};
+  std::vector<std::vector<float>> shards;
+  for (uint64_t s = 0; s < 5; ++s) {
+    std::vector<float> g = test::random_tensor({1000}, 70 + s).to_vector();
+    for (size_t i = 0; i < g.size(); i += 7) g[i] *= 1e-6f;  // magnitudes far apart
+    shards.push_back(g);
+  }
+  const auto sum_in = [&](const std::vector<size_t>& order) {
+    ExactGradient exact(params, comm);
+    for (size_t k : order) {
+      p.set_grad(Tensor::from_host(shards[k], {1000}));
+      exact.keep_shard();
+    }
+    exact.reduce(12);
+    return p.grad().to_vector();
+  };
+  const std::vector<float> a = sum_in({0, 1, 2, 3, 4}), b = sum_in({4, 2, 0, 3, 1});
+  EXPECT_EQ(a, b);
+  float largest = 0.0f;
+  for (const auto& g : shards)
+    for (float v : g) largest = std::max(largest, std::fabs(v));
+  for (size_t i = 0; i < a.size(); ++i) {
+    double exact = 0.0;
+    for (const auto& g : shards) exact += g[i];  // 5 floats: exact in double
+    ASSERT_NEAR(a[i], exact, std::fabs(exact) * 1e-7 + largest * 1e-15) << i;
+  }
+}
