@@ -17,6 +17,18 @@ Tensor MSELoss::forward(const Tensor& output, const Tensor& target) {
   return mse_loss(output, target, reduction());
 }
 
+Tensor L1Loss::forward(const Tensor& output, const Tensor& target) {
+  return l1_loss(output, target, reduction());
+}
+
+Tensor SmoothL1Loss::forward(const Tensor& output, const Tensor& target) {
+  return smooth_l1_loss(output, target, reduction(), beta_);
+}
+
+Tensor HuberLoss::forward(const Tensor& output, const Tensor& target) {
+  return huber_loss(output, target, reduction(), delta_);
+}
+
 Tensor CrossEntropyLoss::forward(const Tensor& output, const Tensor& target) {
   return cross_entropy(output, target, options_);
 }

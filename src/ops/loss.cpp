@@ -277,42 +277,81 @@ class NllNode : public autograd::Node {
   Reduction reduction_;
 };
 
-void mse_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b) {
+// The element-wise losses of an input and a target of one shape, as functions
+// of d = input - target (PyTorch's definitions): the loss and its slope.
+struct Pointwise {
+  enum Kind { Mse, L1, SmoothL1, Huber } kind = Mse;
+  double beta = 1.0;  // SmoothL1's beta, Huber's delta
+
+  KOKKOS_INLINE_FUNCTION double value(double d) const {
+    const double m = d < 0 ? -d : d;
+    switch (kind) {
+      case Mse:
+        return d * d;
+      case L1:
+        return m;
+      case SmoothL1:
+        if (beta == 0.0) return m;
+        return m < beta ? 0.5 * d * d / beta : m - 0.5 * beta;
+      case Huber:
+        return m < beta ? 0.5 * d * d : beta * (m - 0.5 * beta);
+    }
+    return 0.0;
+  }
+  KOKKOS_INLINE_FUNCTION float slope(float d) const {
+    const float sign = d > 0.0f ? 1.0f : (d < 0.0f ? -1.0f : 0.0f);
+    const auto b = static_cast<float>(beta);
+    switch (kind) {
+      case Mse:
+        return 2.0f * d;
+      case L1:
+        return sign;
+      case SmoothL1:
+        return d <= -b || d >= b ? sign : d / b;  // beta 0: the sign
+      case Huber:
+        return d <= -b || d >= b ? b * sign : d;
+    }
+    return 0.0f;
+  }
+};
+
+void pointwise_kernel(const char* name, const Device& device, View1 out, ConstView1 a, ConstView1 b,
+                      Pointwise f) {
   Kokkos::parallel_for(
-      "kdp::mse_loss", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
+      name, kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) {
         const float d = a(i) - b(i);
-        out(i) = d * d;
+        out(i) = static_cast<float>(f.value(static_cast<double>(d)));
       });
 }
 
-void mse_sum_kernel(const Device& device, View1 out, ConstView1 a, ConstView1 b, double scale) {
+void pointwise_sum_kernel(const char* name, const Device& device, View1 out, ConstView1 a,
+                          ConstView1 b, double scale, Pointwise f) {
   kdp::detail::sum_into(
-      "kdp::mse_loss", device, out, static_cast<int64_t>(a.extent(0)), scale,
-      KOKKOS_LAMBDA(const int64_t i) {
-        const double d = static_cast<double>(a(i)) - static_cast<double>(b(i));
-        return d * d;
+      name, device, out, static_cast<int64_t>(a.extent(0)), scale, KOKKOS_LAMBDA(const int64_t i) {
+        return f.value(static_cast<double>(a(i)) - static_cast<double>(b(i)));
       });
 }
 
-// ga = gs * 2 (a - b), gb = -ga
-void mse_backward_kernel(const Device& device, View1 ga, View1 gb, ConstView1 a, ConstView1 b,
-                         ConstView1 g, bool per_element, float scale, bool want_a, bool want_b) {
+// ga = gs f'(a - b), gb = -ga
+void pointwise_backward_kernel(const Device& device, View1 ga, View1 gb, ConstView1 a, ConstView1 b,
+                               ConstView1 g, bool per_element, float scale, bool want_a,
+                               bool want_b, Pointwise f) {
   Kokkos::parallel_for(
-      "kdp::mse_loss backward", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
+      "kdp::pointwise_loss backward", kdp::detail::range(device, static_cast<int64_t>(a.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) {
         const float gs = (per_element ? g(i) : g(0)) * scale;
-        const float v = 2.0f * gs * (a(i) - b(i));
+        const float v = gs * f.slope(a(i) - b(i));
         if (want_a) ga(i) = v;
         if (want_b) gb(i) = -v;
       });
 }
 
-class MseNode : public autograd::Node {
+class PointwiseNode : public autograd::Node {
  public:
-  MseNode(const Tensor& a, const Tensor& b, Reduction r)
-      : Node(a.device()), a_(a), b_(b), reduction_(r) {}
-  const char* name() const override { return "kdp::mse_loss"; }
+  PointwiseNode(const char* name, const Tensor& a, const Tensor& b, Reduction r, Pointwise f)
+      : Node(a.device()), name_(name), a_(a), b_(b), reduction_(r), f_(f) {}
+  const char* name() const override { return name_; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& a = a_.get(*this);
     const Tensor& b = b_.get(*this);
@@ -321,9 +360,9 @@ class MseNode : public autograd::Node {
     Tensor ga = want_a ? Tensor::empty(a.shape(), device()) : Tensor();
     Tensor gb = want_b ? Tensor::empty(b.shape(), device()) : Tensor();
     const float scale = reduction_ == Reduction::Mean ? 1.0f / static_cast<float>(a.numel()) : 1.0f;
-    mse_backward_kernel(device(), want_a ? ga.flat() : View1(), want_b ? gb.flat() : View1(),
-                        a.cflat(), b.cflat(), grads[0].cflat(), reduction_ == Reduction::None,
-                        scale, want_a, want_b);
+    pointwise_backward_kernel(device(), want_a ? ga.flat() : View1(), want_b ? gb.flat() : View1(),
+                              a.cflat(), b.cflat(), grads[0].cflat(), reduction_ == Reduction::None,
+                              scale, want_a, want_b, f_);
     return {ga, gb};
   }
   void release_saved() override {
@@ -332,9 +371,43 @@ class MseNode : public autograd::Node {
   }
 
  private:
+  const char* name_;
   autograd::SavedTensor a_, b_;
   Reduction reduction_;
+  Pointwise f_;
 };
+
+// An element-wise loss of `a` against `b` (one shape), reduced.
+Tensor pointwise_loss(const char* op, const Tensor& a_in, const Tensor& b_in, Reduction reduction,
+                      Pointwise f) {
+  trace::Region region(op);
+  const Tensor& a = resolve(a_in);
+  const Tensor& b = resolve(b_in);
+  check_defined(op, a, "input");
+  check_defined(op, b, "target");
+  KDP_CHECK_FOR(op, a.shape() == b.shape(), ShapeError,
+                "input {} and target {} must have one shape", a.shape().str(), b.shape().str());
+  check_same_device(op, a, "input", b, "target");
+  KDP_CHECK_FOR(op, a.numel() != 0 || reduction != Reduction::Mean, ShapeError,
+                "mean over an empty tensor");
+  KDP_CHECK_FOR(op, std::isfinite(f.beta) && f.beta >= 0.0, ValueError,
+                "beta (delta) {} must be finite and >= 0", f.beta);
+  Tensor out;
+  if (reduction == Reduction::None) {
+    out = Tensor::empty(a.shape(), a.device());
+    pointwise_kernel(op, a.device(), out.flat(), a.cflat(), b.cflat(), f);
+  } else {
+    out = Tensor::empty(Shape{}, a.device());
+    const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(a.numel()) : 1.0;
+    pointwise_sum_kernel(op, a.device(), out.flat(), a.cflat(), b.cflat(), scale, f);
+  }
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<PointwiseNode>(op, a, b, reduction, f);
+    node->set_next_edges({&a, &b});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
 
 }  // namespace ops_detail
 
@@ -401,32 +474,20 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, const ClassLossOptions&
   return class_loss("kdp::nll_loss", lp, t, options, 0.0);
 }
 
-Tensor mse_loss(const Tensor& a_in, const Tensor& b_in, Reduction reduction) {
-  trace::Region region("kdp::mse_loss");
-  const Tensor& a = resolve(a_in);
-  const Tensor& b = resolve(b_in);
-  check_defined("kdp::mse_loss", a, "input");
-  check_defined("kdp::mse_loss", b, "target");
-  KDP_CHECK(a.shape() == b.shape(), ShapeError, "input {} and target {} must have one shape",
-            a.shape().str(), b.shape().str());
-  check_same_device("kdp::mse_loss", a, "input", b, "target");
-  KDP_CHECK(a.numel() != 0 || reduction != Reduction::Mean, ShapeError,
-            "mean over an empty tensor");
-  Tensor out;
-  if (reduction == Reduction::None) {
-    out = Tensor::empty(a.shape(), a.device());
-    mse_kernel(a.device(), out.flat(), a.cflat(), b.cflat());
-  } else {
-    out = Tensor::empty(Shape{}, a.device());
-    const double scale = reduction == Reduction::Mean ? 1.0 / static_cast<double>(a.numel()) : 1.0;
-    mse_sum_kernel(a.device(), out.flat(), a.cflat(), b.cflat(), scale);
-  }
-  if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<MseNode>(a, b, reduction);
-    node->set_next_edges({&a, &b});
-    autograd::set_history(out, node);
-  }
-  return out;
+Tensor mse_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  return pointwise_loss("kdp::mse_loss", a, b, reduction, {Pointwise::Mse});
+}
+
+Tensor l1_loss(const Tensor& a, const Tensor& b, Reduction reduction) {
+  return pointwise_loss("kdp::l1_loss", a, b, reduction, {Pointwise::L1});
+}
+
+Tensor smooth_l1_loss(const Tensor& a, const Tensor& b, Reduction reduction, double beta) {
+  return pointwise_loss("kdp::smooth_l1_loss", a, b, reduction, {Pointwise::SmoothL1, beta});
+}
+
+Tensor huber_loss(const Tensor& a, const Tensor& b, Reduction reduction, double delta) {
+  return pointwise_loss("kdp::huber_loss", a, b, reduction, {Pointwise::Huber, delta});
 }
 
 }  // namespace kdp

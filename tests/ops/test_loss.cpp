@@ -145,6 +145,61 @@ TEST(Loss, MseMatchesDefinitionAndGradients) {
   }
 }
 
+// L1, smooth L1 and Huber by PyTorch's definitions (d = input - target):
+// values against the formulas written out here, gradients against central
+// differences on differences away from the kinks (0 and +-beta), and the
+// kinks' own slopes (PyTorch's: 0 at d = 0 for L1, the sign at |d| = beta).
+TEST(Loss, RegressionLossesMatchPyTorchsDefinitions) {
+  const std::vector<float> d = {-2.3f, -0.7f, -0.31f, 0.45f,  0.8f, 1.9f,
+                                -1.2f, 0.2f,  0.61f,  -0.15f, 3.0f, -0.9f};
+  Tensor a = leaf(random_tensor({3, 4}, 23));
+  std::vector<float> bv = a.to_vector();
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] -= d[i];
+  Tensor b = leaf(Tensor::from_host(bv, {3, 4}));
+  const auto av = a.to_vector();
+  const double beta = 0.5, delta = 1.0;
+  double l1 = 0.0, smooth = 0.0, huber = 0.0;
+  for (size_t i = 0; i < av.size(); ++i) {
+    const double x = static_cast<double>(av[i]) - static_cast<double>(bv[i]);
+    const double m = std::fabs(x);
+    l1 += m;
+    smooth += m < beta ? 0.5 * x * x / beta : m - 0.5 * beta;
+    huber += m < delta ? 0.5 * x * x : delta * (m - 0.5 * delta);
+  }
+  EXPECT_NEAR(l1_loss(a, b).item(), l1 / 12.0, 1e-6);
+  EXPECT_NEAR(l1_loss(a, b, Reduction::Sum).item(), l1, 1e-5);
+  EXPECT_NEAR(smooth_l1_loss(a, b, Reduction::Mean, beta).item(), smooth / 12.0, 1e-6);
+  EXPECT_NEAR(huber_loss(a, b, Reduction::Sum, delta).item(), huber, 1e-5);
+  EXPECT_NEAR(smooth_l1_loss(a, b, Reduction::Sum, 0.0).item(), l1, 1e-5) << "beta 0 is L1";
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None}) {
+    check_gradients([&](const std::vector<Tensor>& in) { return l1_loss(in[0], in[1], r); }, {a, b},
+                    {}, "l1_loss");
+    check_gradients(
+        [&](const std::vector<Tensor>& in) { return smooth_l1_loss(in[0], in[1], r, beta); },
+        {a, b}, {}, "smooth_l1_loss");
+    check_gradients(
+        [&](const std::vector<Tensor>& in) { return huber_loss(in[0], in[1], r, delta); }, {a, b},
+        {}, "huber_loss");
+  }
+  // The kinks.
+  Tensor x = leaf(Tensor::from_host({0.0f, 0.5f, -0.5f, 1.0f}, {4}));
+  Tensor zero = Tensor::zeros({4});
+  l1_loss(x, zero, Reduction::Sum).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0.0f, 1.0f, -1.0f, 1.0f}));
+  x.set_grad(Tensor());
+  smooth_l1_loss(x, zero, Reduction::Sum, 0.5).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0.0f, 1.0f, -1.0f, 1.0f}));
+  x.set_grad(Tensor());
+  huber_loss(x, zero, Reduction::Sum, 0.5).backward();
+  EXPECT_EQ(x.grad().to_vector(), (std::vector<float>{0.0f, 0.5f, -0.5f, 0.5f}));
+  try {
+    huber_loss(a, b, Reduction::Mean, -1.0);
+    FAIL() << "a negative delta was taken";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("kdp::huber_loss"), std::string::npos) << e.what();
+  }
+}
+
 namespace {
 
 // PyTorch's weighted, ignoring, smoothed cross entropy, by its definition in

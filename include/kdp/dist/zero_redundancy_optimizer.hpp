@@ -30,6 +30,7 @@
 
 namespace kdp::dist {
 
+/// Shards an optimizer's state over the ranks of a communicator (see above).
 class ZeroRedundancyOptimizer {
  public:
   /// Shards `optimizer` (which must not have stepped yet) over `comm`'s ranks

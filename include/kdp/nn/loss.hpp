@@ -36,6 +36,38 @@ class MSELoss : public Loss {
   using Loss::forward;
 };
 
+/// Mean absolute error.
+class L1Loss : public Loss {
+ public:
+  explicit L1Loss(Reduction reduction = Reduction::Mean) : Loss("L1Loss", reduction) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+};
+
+/// PyTorch's SmoothL1Loss (quadratic below beta, linear above).
+class SmoothL1Loss : public Loss {
+ public:
+  explicit SmoothL1Loss(Reduction reduction = Reduction::Mean, double beta = 1.0)
+      : Loss("SmoothL1Loss", reduction), beta_(beta) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+
+ private:
+  double beta_;
+};
+
+/// PyTorch's HuberLoss (quadratic below delta, delta-sloped above).
+class HuberLoss : public Loss {
+ public:
+  explicit HuberLoss(Reduction reduction = Reduction::Mean, double delta = 1.0)
+      : Loss("HuberLoss", reduction), delta_(delta) {}
+  Tensor forward(const Tensor& output, const Tensor& target) override;
+  using Loss::forward;
+
+ private:
+  double delta_;
+};
+
 /// Cross entropy of logits [B, C] against class indices [B], with PyTorch's
 /// class weights, ignored index and label smoothing.
 class CrossEntropyLoss : public Loss {

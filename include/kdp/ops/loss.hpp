@@ -11,6 +11,16 @@ enum class Reduction { None, Mean, Sum };
 
 /// mean((input - target)^2); input and target must have one shape.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+/// mean(|input - target|); the gradient at 0 is 0, as PyTorch's.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+/// PyTorch's smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, |d| - 0.5 beta
+/// elsewhere (d = input - target; beta 0: the L1 loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::Mean, double beta = 1.0);
+/// PyTorch's huber_loss: 0.5 d^2 where |d| < delta, delta (|d| - 0.5 delta)
+/// elsewhere (delta times smooth_l1_loss with beta = delta).
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                  double delta = 1.0);
 
 /// Cross entropy of logits [B, C] against class indices [B]: log-softmax and
 /// negative log-likelihood fused, computed without overflow for large logits.
