@@ -248,6 +248,14 @@ void check_batch(const Options& o, int ranks) {
     throw ValueError(fmt::format("--batch-size {} (global) does not divide evenly among {} ranks",
                                  o.batch_size, ranks));
   }
+  // Reproducible mode sums gradients exactly itself: a hook (bf16 rounds,
+  // hierarchical reorders) would not keep its guarantee.
+  if (o.reproducible && o.comm_hook != Options{}.comm_hook) {
+    throw ValueError(
+        fmt::format("--comm-hook {} does not apply with --reproducible, whose exact "
+                    "sums are its own reduction: leave --comm-hook out",
+                    o.comm_hook));
+  }
 }
 
 }  // namespace kdp::train_tool

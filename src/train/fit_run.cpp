@@ -16,6 +16,7 @@
 #include "kdp/core/error.hpp"
 #include "kdp/core/stop_signal.hpp"
 #include "kdp/core/trace.hpp"
+#include "kdp/data/distributed_sampler.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "kdp/nn/clip_grad.hpp"
 #include "kdp/ops/elementwise.hpp"
@@ -421,6 +422,13 @@ void FitRun::check_reproducible() const {
   KDP_CHECK(exchange_ == nullptr && in_.model.wrapped() == nullptr, ValueError,
             "reproducible mode reduces the gradients itself: pass the bare model, not {}",
             in_.model.type_name());
+  // Shards are positions in DistributedSampler's order: rank r holds r, r + R, ...
+  const auto* sampler = dynamic_cast<const data::DistributedSampler*>(&in_.train_loader.sampler());
+  KDP_CHECK(comm_.size() == 1 || (sampler != nullptr && sampler->options().exact), ValueError,
+            "reproducible mode at {} ranks needs the training loader's sampler to be a "
+            "DistributedSampler in exact mode (every sample once, in an order that does not "
+            "depend on the rank count)",
+            comm_.size());
   for (const auto& [name, m] : bare_.named_modules()) {
     const std::string& type = m->type_name();
     KDP_CHECK(

@@ -73,3 +73,46 @@ TEST(TrainerLayouts, AnUnevenLastBatchIsTheMeanOverItsSamples) {
     }
   }
 }
+
+// What reproducible mode cannot keep bit for bit is refused before training,
+// with the reason.
+TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
+  dist::Communicator comm = dist::Communicator::world();
+  auto set = data::synthetic_classification(24, 6, 3, 5);
+  const auto refusal = [&](std::shared_ptr<nn::Module> model, nn::Module& fitted, bool exact) {
+    optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
+    data::DataLoaderOptions o;
+    o.batch_size = kGlobalBatch / comm.size();
+    data::DataLoader loader(
+        set,
+        std::make_shared<data::DistributedSampler>(
+            24, comm.size(), comm.rank(), data::DistributedSamplerOptions{}.with_exact(exact)),
+        o);
+    train::TrainerOptions t;
+    t.progress = -1;
+    t.reproducible = true;
+    train::Trainer trainer(t, comm);
+    nn::CrossEntropyLoss ce;
+    try {
+      trainer.fit(fitted, std::ref(ce), opt, loader);
+    } catch (const ValueError& e) {
+      return std::string(e.what());
+    }
+    return std::string("trained");
+  };
+  auto bare = make_model();
+  EXPECT_EQ(refusal(bare, *bare, true), "trained");
+  auto wrapped = make_model();
+  dist::DistributedDataParallel ddp(wrapped, comm);
+  EXPECT_NE(refusal(wrapped, ddp, true).find("pass the bare model"), std::string::npos);
+  manual_seed(11);
+  auto dropout =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::Dropout>(0.2f),
+          std::make_shared<nn::Linear>(16, 3)});
+  EXPECT_NE(refusal(dropout, *dropout, true).find("Dropout layers"), std::string::npos);
+  if (comm.size() > 1) {
+    auto padded = make_model();
+    EXPECT_NE(refusal(padded, *padded, false).find("exact mode"), std::string::npos);
+  }
+}

@@ -49,4 +49,6 @@ grep -q "which 5 ranks cannot share" five.log || { cat five.log; fail "5 ranks: 
 "${train[@]}" --model 'flatten,linear(16),relu,dropout(0.2),linear(10)' --max-steps 1 >drop.log 2>&1 &&
   fail "dropout was accepted"
 grep -q "does not take Dropout layers yet" drop.log || { cat drop.log; fail "dropout: no clear message"; }
-echo "ok: 5 ranks and a dropout layer refused with one line each"
+"${train[@]}" --comm-hook bf16 --max-steps 1 >hook.log 2>&1 && fail "a comm hook was accepted"
+grep -q "does not apply with --reproducible" hook.log || { cat hook.log; fail "hook: no clear message"; }
+echo "ok: 5 ranks, a dropout layer and a comm hook refused with one line each"
