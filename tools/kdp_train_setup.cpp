@@ -100,6 +100,13 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) 
   h5.as_images = images;
   TrainingData d;
   d.train = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
+  if (d.train->num_classes() == 0) {
+    throw ValueError(fmt::format(
+        "--data '{}': /train/labels holds float targets {} (a regression); kdp-train trains "
+        "classifiers with cross entropy: train a regression through kdp::train::Trainer with "
+        "mse_loss, l1_loss, smooth_l1_loss or huber_loss",
+        o.data, d.train->label_shape().str()));
+  }
   std::tie(d.mean, d.stddev) = feature_moments(*d.train);
   h5.mean = d.mean;
   h5.stddev = d.stddev;

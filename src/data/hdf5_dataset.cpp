@@ -148,6 +148,72 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
 
 HDF5Dataset::~HDF5Dataset() = default;
 
+namespace {
+
+// Targets: class indices (integers, one per sample) or values (floats, [N,
+// ...] of any shape: a regression), read whole.
+struct Targets {
+  std::vector<float> values;
+  Shape shape;
+  int64_t row = 1;  // floats per sample
+  int64_t classes = 0;
+};
+
+Targets read_targets(io::h5::File& file, io::h5::Dataset& lab, const std::string& path,
+                     const std::string& images, const std::string& labels, int64_t n,
+                     int64_t num_classes) {
+  Targets t;
+  const std::vector<int64_t> ldims = lab.dims();
+  const io::h5::Type ltype = lab.type();
+  KDP_CHECK(!ldims.empty() && ldims[0] == n, IOError,
+            "'{}' has {} samples but '{}' has {} labels in '{}'", images, n, labels,
+            ldims.empty() ? 0 : ldims[0], path);
+  if (ltype == io::h5::Type::Float32 || ltype == io::h5::Type::Float64) {
+    const std::vector<int64_t> per(ldims.begin() + 1, ldims.end());
+    t.shape = Shape(per);
+    t.row = checked_numel(
+        per, sizeof(float),
+        fmt::format("kdp::data::HDF5Dataset: a target of '{}' in '{}'", labels, path));
+    t.values = lab.read_all<float>();
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      KDP_CHECK(std::isfinite(t.values[i]), IOError,
+                "target {} of sample {} in '{}' of '{}' is {}: targets must be finite",
+                i % static_cast<size_t>(t.row), i / static_cast<size_t>(t.row), labels, path,
+                t.values[i]);
+    }
+    return t;
+  }
+  KDP_CHECK(ldims.size() == 1, IOError,
+            "labels '{}' in '{}' have shape [{}]; class labels are one index per sample (float "
+            "targets may have any shape)",
+            labels, path, fmt::join(ldims, ", "));
+  KDP_CHECK(ltype == io::h5::Type::UInt8 || ltype == io::h5::Type::Int64, IOError,
+            "labels '{}' in '{}' hold {}; they must be integer classes or float targets", labels,
+            path, io::h5::to_string(ltype));
+  const std::vector<int64_t> values = lab.read_all<int64_t>();
+  int64_t& classes = t.classes;
+  classes = num_classes;
+  if (classes <= 0) {
+    const std::string group = labels.substr(0, labels.rfind('/'));
+    io::h5::Group g = group.empty() ? io::h5::Group(file.open_group("/")) : file.open_group(group);
+    if (g.has_attribute("num_classes")) {
+      classes = g.attribute_int("num_classes");
+    } else {
+      classes = values.empty() ? 0 : *std::max_element(values.begin(), values.end()) + 1;
+    }
+  }
+  t.values.resize(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    KDP_CHECK(values[i] >= 0 && values[i] < classes, IOError,
+              "label {} of sample {} in '{}' of '{}' is out of range for {} classes", values[i], i,
+              labels, path, classes);
+    t.values[i] = static_cast<float>(values[i]);
+  }
+  return t;
+}
+
+}  // namespace
+
 HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
                          const std::string& labels, HDF5DatasetOptions options)
     : path_(path), images_(images), labels_(labels), options_(options) {
@@ -183,40 +249,11 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
             images, path, fmt::join(sample, ", "));
   sample_shape_ = options.flatten ? Shape{row_} : Shape(sample);
 
-  const std::vector<int64_t> ldims = lab.dims();
-  KDP_CHECK(ldims.size() == 1, IOError,
-            "labels '{}' in '{}' have shape [{}]; they "
-            "must be one class index per sample",
-            labels, path, fmt::join(ldims, ", "));
-  KDP_CHECK(ldims[0] == n_, IOError,
-            "'{}' has {} samples but '{}' has {} labels "
-            "in '{}'",
-            images, n_, labels, ldims[0], path);
-  const io::h5::Type ltype = lab.type();
-  KDP_CHECK(ltype == io::h5::Type::UInt8 || ltype == io::h5::Type::Int64, IOError,
-            "labels '{}' in '{}' hold {}; they must be "
-            "integers",
-            labels, path, io::h5::to_string(ltype));
-  const std::vector<int64_t> values = lab.read_all<int64_t>();
-
-  num_classes_ = options.num_classes;
-  if (num_classes_ <= 0) {
-    const std::string group = labels.substr(0, labels.rfind('/'));
-    io::h5::Group g = group.empty() ? io::h5::Group(file.open_group("/")) : file.open_group(group);
-    if (g.has_attribute("num_classes")) {
-      num_classes_ = g.attribute_int("num_classes");
-    } else {
-      num_classes_ = values.empty() ? 0 : *std::max_element(values.begin(), values.end()) + 1;
-    }
-  }
-  label_values_.resize(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    KDP_CHECK(values[i] >= 0 && values[i] < num_classes_, IOError,
-              "label {} of sample {} in '{}' of '{}' is "
-              "out of range for {} classes",
-              values[i], i, labels, path, num_classes_);
-    label_values_[i] = static_cast<float>(values[i]);
-  }
+  Targets t = read_targets(file, lab, path, images, labels, n_, options.num_classes);
+  label_values_ = std::move(t.values);
+  label_shape_ = t.shape;
+  label_row_ = t.row;
+  num_classes_ = t.classes;
   const int64_t chunk = img.chunk_rows();
   // Blocks of at most 64 MiB, however large a sample or a chunk claims to be.
   const int64_t row_bytes = std::max<int64_t>(1, row_ * (uint8_ ? 1 : 4));
@@ -281,7 +318,9 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
     const size_t offset = static_cast<size_t>(i % block_rows_) * row;
-    labels[k] = label_values_[static_cast<size_t>(i)];
+    const auto lrow = static_cast<size_t>(label_row_);
+    std::memcpy(labels + k * lrow, label_values_.data() + static_cast<size_t>(i) * lrow,
+                lrow * sizeof(float));
     if (bytes != nullptr) {
       std::memcpy(bytes + k * row, block.data() + offset, row);
       continue;

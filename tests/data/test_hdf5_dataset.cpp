@@ -169,3 +169,37 @@ TEST(HDF5Dataset, BytesConvertedOnTheDeviceEqualTheHostConversion) {
   EXPECT_EQ(device_bytes, 30 * 6 + labels_bytes);
   fs::remove(path);
 }
+
+// Float targets of any shape are a regression's: read as they are, batched
+// with their shape, no classes; a NaN among them is refused at open, naming the
+// sample.
+TEST(HDF5Dataset, FloatTargetsOfAnyShape) {
+  const std::string path = temp_file("regression.h5");
+  {
+    io::h5::File f = io::h5::File::create(path);
+    io::h5::Group g = f.create_group("fields");
+    std::vector<float> x(10 * 4), y(10 * 2 * 3), bad(10, 0.5f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.25f;
+    for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i) - 7.5f;
+    bad[6] = std::nanf("");
+    g.create_dataset("inputs", io::h5::Type::Float32, {10, 4}).write_all(x.data());
+    g.create_dataset("targets", io::h5::Type::Float32, {10, 2, 3}).write_all(y.data());
+    g.create_dataset("nan_targets", io::h5::Type::Float32, {10}).write_all(bad.data());
+  }
+  data::HDF5Dataset ds(path, "/fields/inputs", "/fields/targets");
+  EXPECT_EQ(ds.num_classes(), 0);
+  EXPECT_EQ(ds.label_shape(), (Shape{2, 3}));
+  std::vector<float> features(2 * 4), targets(2 * 6);
+  ds.fetch({7, 2}, features.data(), targets.data());
+  for (int j = 0; j < 6; ++j) {
+    EXPECT_EQ(targets[static_cast<size_t>(j)], static_cast<float>(7 * 6 + j) - 7.5f);
+    EXPECT_EQ(targets[static_cast<size_t>(6 + j)], static_cast<float>(2 * 6 + j) - 7.5f);
+  }
+  try {
+    data::HDF5Dataset nan(path, "/fields/inputs", "/fields/nan_targets");
+    FAIL() << "a NaN target was taken";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("of sample 6 in '/fields/nan_targets'"), std::string::npos)
+        << e.what();
+  }
+}

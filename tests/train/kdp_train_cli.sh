@@ -99,6 +99,17 @@ check "model input does not match the data" 1 "starts with 100 inputs" \
   "${train[@]}" --model 100,10
 check "model output does not match the classes" 1 "ends with 7 outputs" \
   "${train[@]}" --model 784,7
+/usr/bin/python3 - "$work/tiny.h5" "$work/regression.h5" <<'PY'
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    for split in ("train", "test"):
+        n = f[split]["labels"].shape[0]
+        del f[split]["labels"]
+        f[split]["labels"] = np.linspace(0.0, 1.0, n, dtype=np.float32)
+PY
+check "float targets (a regression) named as such" 1 "holds float targets [] (a regression)" \
+  "$bin/kdp-train" --data "$work/regression.h5" --epochs 1
 check "bad model sizes" 1 "is not a positive layer size" "${train[@]}" --model 784,x,10
 check "batch smaller than ranks x devices" 1 "smaller than ranks x devices" \
   "${train[@]}" --devices 4 --batch-size 2

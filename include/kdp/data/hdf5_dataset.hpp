@@ -96,7 +96,8 @@ class HDF5Dataset : public Dataset {
 
   int64_t size() const override { return n_; }
   Shape sample_shape() const override { return sample_shape_; }
-  Shape label_shape() const override { return Shape{}; }
+  /// [] for class labels; a float target's shape after the sample dimension.
+  Shape label_shape() const override { return label_shape_; }
   int64_t num_classes() const override { return num_classes_; }
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
   /// uint8 images: their scale and standardisation.
@@ -134,6 +135,8 @@ class HDF5Dataset : public Dataset {
   bool uint8_ = true;
   std::string feature_type_;
   std::vector<float> label_values_;
+  Shape label_shape_;
+  int64_t label_row_ = 1;  // floats per sample's target
   int64_t block_rows_ = 128;
   mutable std::atomic<int64_t> last_runs_{0};
   mutable std::mutex cache_mutex_;
