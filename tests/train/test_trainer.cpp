@@ -638,8 +638,9 @@ TEST(TrainerMetrics, AWriteThatFailsStopsTheRun) {
         std::string::npos)
         << message;
     EXPECT_NE(message.find("; training stopped at step "), std::string::npos) << message;
-    EXPECT_NE(message.find(with_checkpoints ? "no checkpoint either: kdp::io::AtomicFile::write: cannot write"
-                                            : "no checkpoint_dir, so no checkpoint"),
+    EXPECT_NE(message.find(with_checkpoints
+                               ? "no checkpoint either: kdp::io::AtomicFile::write: cannot write"
+                               : "no checkpoint_dir, so no checkpoint"),
               std::string::npos)
         << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
