@@ -1,0 +1,167 @@
+// FitRun's independence of the layout: the epoch every rank agrees on, the
+// share of an unevenly cut last batch (and the stand-in batch of a rank with
+// none), and reproducible mode's shards, summed exactly.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/check.hpp"
+#include "fit_run.hpp"
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/precision.hpp"
+#include "kdp/core/trace.hpp"
+#include "kdp/data/distributed_sampler.hpp"
+#include "kdp/ops/elementwise.hpp"
+
+namespace kdp::train::detail {
+
+// The epoch every rank steps through: as many batches as the rank with the
+// most (a sampler that gives every sample once, as DistributedSampler's exact
+// mode, may leave a rank without a share of the last batch: it takes part
+// with none, see train_epoch), and the global batch that a checkpoint's
+// position is counted in. KDP_TEST_SAMPLE_LOG names a file to which each rank
+// appends the epoch, step and index of every sample it trains on (for tests
+// that count them).
+void FitRun::agree_on_epoch() {
+  int64_t most = in_.train_loader.num_batches();
+  int64_t batch = in_.train_loader.options().batch_size;
+  const int64_t samples = in_.train_loader.sampler().size();
+  int64_t fewest = samples;
+  if (comm_.size() > 1) {
+    comm_.allreduce(&most, 1, dist::ReduceOp::Max);
+    comm_.allreduce(&batch, 1, dist::ReduceOp::Sum);
+    comm_.allreduce(&fewest, 1, dist::ReduceOp::Min);
+  }
+  KDP_CHECK(fewest > 0 || most == 0, ValueError,
+            "rank {} has no training sample (its sampler gives {} per epoch): give every rank a "
+            "share",
+            comm_.rank(), samples);
+  batches_ = most;
+  global_batch_ = batch;
+  if (o_.reproducible) {
+    check_reproducible();
+    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_);
+  }
+  if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
+    sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
+  }
+}
+
+void FitRun::log_samples(const Epoch& e, const data::Batch& b) const {
+  if (sample_log_.empty()) return;
+  std::string lines;
+  for (int64_t i : b.indices) lines += fmt::format("{} {} {}\n", e.index, global_step_ + 1, i);
+  if (FILE* f = std::fopen(sample_log_.c_str(), "a")) {
+    std::fputs(lines.c_str(), f);
+    std::fclose(f);
+  }
+}
+
+// What reproducible mode cannot give the same bits at every layout, refused
+// before training.
+void FitRun::check_reproducible() const {
+  KDP_CHECK(o_.shards >= 1 && o_.shards % comm_.size() == 0, ValueError,
+            "reproducible mode cuts each batch into {} shards, which {} ranks cannot share "
+            "evenly: use a rank count that divides it",
+            o_.shards, comm_.size());
+  KDP_CHECK(o_.accumulate_grad_batches == 1, ValueError,
+            "reproducible mode does not take gradient accumulation ({} micro-batches per step)",
+            o_.accumulate_grad_batches);
+  KDP_CHECK(exchange_ == nullptr && in_.model.wrapped() == nullptr, ValueError,
+            "reproducible mode reduces the gradients itself: pass the bare model, not {}",
+            in_.model.type_name());
+  // Shards are positions in DistributedSampler's order: rank r holds r, r + R, ...
+  const auto* sampler = dynamic_cast<const data::DistributedSampler*>(&in_.train_loader.sampler());
+  KDP_CHECK(comm_.size() == 1 || (sampler != nullptr && sampler->options().exact), ValueError,
+            "reproducible mode at {} ranks needs the training loader's sampler to be a "
+            "DistributedSampler in exact mode (every sample once, in an order that does not "
+            "depend on the rank count)",
+            comm_.size());
+  for (const auto& [name, m] : bare_.named_modules()) {
+    const std::string& type = m->type_name();
+    KDP_CHECK(
+        type.find("BatchNorm") == std::string::npos && type.find("Dropout") == std::string::npos,
+        ValueError,
+        "reproducible mode does not take {} layers yet (their statistics or masks depend "
+        "on the layout): '{}'",
+        type, name);
+  }
+}
+
+// Reproducible mode's micro-batch: each of the batch's shards on this rank
+// forward and backward on its own (loss weighted by its share of the global
+// batch), then the exact sum over every rank's shards.
+void FitRun::train_shards(Epoch& e, const data::Batch* b) {
+  const int64_t n = b != nullptr ? b->features.size(0) : 0;
+  int64_t total = n;
+  comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
+  NoGradGuard outside;
+  Tensor step_loss = Tensor::zeros({}, o_.devices.front());
+  if (b != nullptr && n > 0) {
+    const std::vector<float> features = b->features.to_vector(), labels = b->labels.to_vector();
+    const int64_t frow = b->features.numel() / n, lrow = b->labels.numel() / n;
+    for (const std::vector<int64_t>& rows : shard_rows(n, comm_.rank(), comm_.size(), o_.shards)) {
+      if (rows.empty()) continue;
+      std::vector<float> x, y;
+      for (int64_t r : rows) {
+        x.insert(x.end(), features.begin() + r * frow, features.begin() + (r + 1) * frow);
+        y.insert(y.end(), labels.begin() + r * lrow, labels.begin() + (r + 1) * lrow);
+      }
+      const auto s = static_cast<int64_t>(rows.size());
+      const Tensor xs = Tensor::from_host(x, b->features.shape().with(0, s), o_.devices.front());
+      const Tensor ys = Tensor::from_host(y, b->labels.shape().with(0, s), o_.devices.front());
+      in_.optimizer.zero_grad();
+      Tensor out, loss, weighted;
+      {
+        autograd::GradModeGuard grad(true);
+        trace::Region region("kdp::train::forward", "compute");
+        autocast mixed(result_.precision);
+        out = in_.model.forward(xs);
+        loss = in_.loss(out, ys);
+        weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total));
+      }
+      {
+        autograd::GradModeGuard grad(true);
+        trace::Region region("kdp::train::backward", "compute");
+        weighted.backward();
+      }
+      exact_->keep_shard();
+      e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
+      step_loss = step_loss + weighted.detach();
+    }
+  }
+  exact_->reduce(o_.shards);
+  if (o_.detect_anomaly) e.step_loss = step_loss;
+  ++e.batch;
+  if (b == nullptr) return;
+  last_batch_ = *b;
+  e.samples += n;
+  log_samples(e, *b);
+}
+
+// A batch this rank trained on, for a micro-batch it has no share of: the last
+// one, or (right after resuming) the first of the epoch.
+const data::Batch& FitRun::stand_in_batch(int64_t epoch) {
+  if (!last_batch_) {
+    data::DataLoader& loader = in_.train_loader;
+    loader.set_epoch(epoch);
+    last_batch_ = *loader.begin();
+  }
+  return *last_batch_;
+}
+
+// This rank's weight in the mean over a batch whose `samples` here are part of
+// one batch over all ranks: samples x ranks / the batch's samples (1 when
+// every rank has the same count).
+float FitRun::share_of_last_batch(int64_t samples) {
+  if (comm_.size() == 1) return 1.0f;
+  int64_t total = samples;
+  comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
+  if (total == 0) return 0.0f;
+  return static_cast<float>(static_cast<double>(samples) * comm_.size() /
+                            static_cast<double>(total));
+}
+
+}  // namespace kdp::train::detail
