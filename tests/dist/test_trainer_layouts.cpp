@@ -32,6 +32,18 @@ std::vector<std::vector<float>> reference(const data::TensorDataset& set) {
   return out;
 }
 
+// This rank's loader of `set` in batches of kGlobalBatch over all ranks, in
+// DistributedSampler's order (exact: every sample once).
+data::DataLoader rank_loader(std::shared_ptr<data::TensorDataset> set, dist::Communicator& comm,
+                             data::DistributedSamplerOptions sampling) {
+  data::DataLoaderOptions o;
+  o.batch_size = kGlobalBatch / comm.size();
+  const int64_t n = set->size();
+  return data::DataLoader(
+      std::move(set),
+      std::make_shared<data::DistributedSampler>(n, comm.size(), comm.rank(), sampling), o);
+}
+
 }  // namespace
 
 // DistributedSampler's exact mode gives every sample once, so the epoch's last
@@ -46,14 +58,8 @@ TEST(TrainerLayouts, AnUnevenLastBatchIsTheMeanOverItsSamples) {
     auto model = make_model();
     dist::DistributedDataParallel ddp(model, comm);
     optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
-    data::DataLoaderOptions o;
-    o.batch_size = kGlobalBatch / comm.size();
-    data::DataLoader loader(
-        set,
-        std::make_shared<data::DistributedSampler>(
-            n, comm.size(), comm.rank(),
-            data::DistributedSamplerOptions{}.with_shuffle(false).with_exact(true)),
-        o);
+    data::DataLoader loader = rank_loader(
+        set, comm, data::DistributedSamplerOptions{}.with_shuffle(false).with_exact(true));
     train::TrainerOptions t;
     t.progress = -1;
     t.epochs = 1;
@@ -81,13 +87,8 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
   auto set = data::synthetic_classification(24, 6, 3, 5);
   const auto refusal = [&](std::shared_ptr<nn::Module> model, nn::Module& fitted, bool exact) {
     optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
-    data::DataLoaderOptions o;
-    o.batch_size = kGlobalBatch / comm.size();
-    data::DataLoader loader(
-        set,
-        std::make_shared<data::DistributedSampler>(
-            24, comm.size(), comm.rank(), data::DistributedSamplerOptions{}.with_exact(exact)),
-        o);
+    data::DataLoader loader =
+        rank_loader(set, comm, data::DistributedSamplerOptions{}.with_exact(exact));
     train::TrainerOptions t;
     t.progress = -1;
     t.reproducible = true;
