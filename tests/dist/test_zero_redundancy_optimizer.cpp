@@ -27,18 +27,6 @@ std::pair<Tensor, Tensor> batch(int step, const Communicator& comm) {
           Tensor::from_host(y, {kBatch}).slice(0, per * comm.rank(), per * (comm.rank() + 1))};
 }
 
-// `steps` DDP steps with Adam, sharded or not; the model's parameters after them.
-void run_steps(nn::Module& model, DistributedDataParallel& ddp, optim::Optimizer& opt, int from,
-               int steps, const Communicator& comm) {
-  for (int s = from; s < from + steps; ++s) {
-    const auto [x, y] = batch(s, comm);
-    opt.zero_grad();
-    cross_entropy(ddp.forward(x), y).backward();
-    opt.step();
-  }
-  (void)model;
-}
-
 std::vector<std::vector<float>> values(const nn::Module& m) {
   std::vector<std::vector<float>> out;
   for (const auto& [name, p] : m.named_parameters()) out.push_back(p.to_vector());
@@ -49,6 +37,29 @@ optim::AdamOptions adam() {
   return optim::AdamOptions{}.with_lr(0.01).with_weight_decay(0.01);
 }
 
+// A model under DDP with Adam, sharded when `sharded`: the same start on
+// every rank and in every Trainee.
+struct Trainee {
+  std::shared_ptr<nn::Module> model = make_model();
+  DistributedDataParallel ddp;
+  optim::Adam opt;
+  std::unique_ptr<ZeroRedundancyOptimizer> zero;
+
+  Trainee(Communicator& comm, bool sharded)
+      : ddp(model, comm), opt(model->named_parameters(), adam()) {
+    if (sharded) zero = std::make_unique<ZeroRedundancyOptimizer>(opt, comm);
+  }
+  // Steps from, from + 1, ... (each its global batch).
+  void steps(int from, int count, const Communicator& comm) {
+    for (int s = from; s < from + count; ++s) {
+      const auto [x, y] = batch(s, comm);
+      opt.zero_grad();
+      cross_entropy(ddp.forward(x), y).backward();
+      opt.step();
+    }
+  }
+};
+
 }  // namespace
 
 // The same averaged gradients and the same element-wise update: sharded Adam
@@ -56,21 +67,14 @@ optim::AdamOptions adam() {
 // only its share of the state.
 TEST(ZeroRedundancyOptimizer, EqualsTheReplicatedOptimizerBitForBit) {
   Communicator comm = Communicator::world();
-  auto plain_model = make_model();
-  DistributedDataParallel plain_ddp(plain_model, comm);
-  optim::Adam plain(plain_model->named_parameters(), adam());
-  run_steps(*plain_model, plain_ddp, plain, 0, 5, comm);
-
-  auto model = make_model();
-  DistributedDataParallel ddp(model, comm);
-  optim::Adam sharded(model->named_parameters(), adam());
-  ZeroRedundancyOptimizer zero(sharded, comm);
-  run_steps(*model, ddp, sharded, 0, 5, comm);
-
-  EXPECT_EQ(values(*model), values(*plain_model));
+  Trainee plain(comm, false), sharded(comm, true);
+  plain.steps(0, 5, comm);
+  sharded.steps(0, 5, comm);
+  EXPECT_EQ(values(*sharded.model), values(*plain.model));
   // Each rank holds the state of its slice alone, and the slices cover the model.
-  const optim::OptimizerState mine = sharded.state_dict();
-  for (const auto& [name, p] : model->named_parameters()) {
+  const ZeroRedundancyOptimizer& zero = *sharded.zero;
+  const optim::OptimizerState mine = sharded.opt.state_dict();
+  for (const auto& [name, p] : sharded.model->named_parameters()) {
     const auto [begin, end] = zero.range(name);
     ASSERT_EQ(mine.tensors.count(name) == 1, begin < end) << name;
     if (begin < end) {
@@ -88,19 +92,12 @@ TEST(ZeroRedundancyOptimizer, EqualsTheReplicatedOptimizerBitForBit) {
 // it keeps each rank's share, and training goes on as without sharding.
 TEST(ZeroRedundancyOptimizer, GathersTheWholeStateAndResplitsItOnLoad) {
   Communicator comm = Communicator::world();
-  auto plain_model = make_model();
-  DistributedDataParallel plain_ddp(plain_model, comm);
-  optim::Adam plain(plain_model->named_parameters(), adam());
-  run_steps(*plain_model, plain_ddp, plain, 0, 3, comm);
-
-  auto model = make_model();
-  DistributedDataParallel ddp(model, comm);
-  optim::Adam sharded(model->named_parameters(), adam());
-  auto zero = std::make_unique<ZeroRedundancyOptimizer>(sharded, comm);
-  run_steps(*model, ddp, sharded, 0, 3, comm);
-  sharded.gather_state();
-  const optim::OptimizerState whole = sharded.state_dict();
-  const optim::OptimizerState want = plain.state_dict();
+  Trainee plain(comm, false), sharded(comm, true);
+  plain.steps(0, 3, comm);
+  sharded.steps(0, 3, comm);
+  sharded.opt.gather_state();
+  const optim::OptimizerState whole = sharded.opt.state_dict();
+  const optim::OptimizerState want = plain.opt.state_dict();
   ASSERT_EQ(whole.tensors.size(), want.tensors.size());
   for (const auto& [name, entries] : want.tensors) {
     for (const auto& [key, t] : entries) {
@@ -111,21 +108,18 @@ TEST(ZeroRedundancyOptimizer, GathersTheWholeStateAndResplitsItOnLoad) {
 
   // The replicated optimizer's state loaded into a fresh sharded one (another
   // run, possibly at another rank count): three more steps agree bit for bit.
-  auto resumed_model = make_model();
-  resumed_model->load_state_dict(plain_model->state_dict());
-  DistributedDataParallel resumed_ddp(resumed_model, comm);
-  optim::Adam resumed(resumed_model->named_parameters(), adam());
-  ZeroRedundancyOptimizer resumed_zero(resumed, comm);
-  resumed.load_state_dict(want);
-  const optim::OptimizerState kept = resumed.state_dict();
-  for (const auto& [name, p] : resumed_model->named_parameters()) {
-    const auto [begin, end] = resumed_zero.range(name);
+  Trainee resumed(comm, true);
+  resumed.model->load_state_dict(plain.model->state_dict());
+  resumed.opt.load_state_dict(want);
+  const optim::OptimizerState kept = resumed.opt.state_dict();
+  for (const auto& [name, p] : resumed.model->named_parameters()) {
+    const auto [begin, end] = resumed.zero->range(name);
     EXPECT_EQ(kept.tensors.count(name) == 1, begin < end)
         << name << ": loading keeps this rank's share only";
   }
-  run_steps(*plain_model, plain_ddp, plain, 3, 3, comm);
-  run_steps(*resumed_model, resumed_ddp, resumed, 3, 3, comm);
-  EXPECT_EQ(values(*resumed_model), values(*plain_model));
+  plain.steps(3, 3, comm);
+  resumed.steps(3, 3, comm);
+  EXPECT_EQ(values(*resumed.model), values(*plain.model));
 }
 
 TEST(ZeroRedundancyOptimizer, RefusesAnOptimizerThatHasStepped) {
