@@ -35,9 +35,9 @@ void FitRun::agree_on_epoch() {
     comm_.allreduce(&fewest, 1, dist::ReduceOp::Min);
   }
   KDP_CHECK(fewest > 0 || most == 0, ValueError,
-            "rank {} has no training sample (its sampler gives {} per epoch): give every rank a "
-            "share",
-            comm_.rank(), samples);
+            "a rank's sampler gives it no training sample per epoch (rank {}'s gives {}, {} "
+            "ranks in all): give every rank a share, or use fewer ranks",
+            comm_.rank(), samples, comm_.size());
   batches_ = most;
   global_batch_ = batch;
   if (o_.reproducible) {

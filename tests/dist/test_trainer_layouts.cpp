@@ -113,6 +113,22 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
           std::make_shared<nn::Linear>(16, 3)});
   EXPECT_NE(refusal(dropout, *dropout, true).find("Dropout layers"), std::string::npos);
   if (comm.size() > 1) {
+    // Fewer samples than ranks: some rank has none in the whole epoch.
+    auto few = data::synthetic_classification(comm.size() - 1, 6, 3, 5);
+    auto model = make_model();
+    optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
+    data::DataLoader loader =
+        rank_loader(few, comm, data::DistributedSamplerOptions{}.with_exact(true));
+    train::TrainerOptions t;
+    t.progress = -1;
+    train::Trainer trainer(t, comm);
+    nn::CrossEntropyLoss ce;
+    try {
+      trainer.fit(*model, std::ref(ce), opt, loader);
+      ADD_FAILURE() << "a rank without samples trained";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("no training sample"), std::string::npos) << e.what();
+    }
     auto padded = make_model();
     EXPECT_NE(refusal(padded, *padded, false).find("exact mode"), std::string::npos);
   }
