@@ -57,14 +57,7 @@ struct Trainee {
     comm.allreduce(&s, 1, dist::ReduceOp::Max);
     return s / steps;
   }
-  size_t state_bytes() const {
-    if (zero) return zero->state_bytes();
-    size_t bytes = 0;
-    for (const auto& [name, entries] : adam->state_dict().tensors) {
-      for (const auto& [key, t] : entries) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
-    }
-    return bytes;
-  }
+  size_t state_bytes() const { return adam->state_bytes(); }
 };
 
 double median(std::vector<double> v) {

@@ -191,7 +191,7 @@ Targets read_targets(io::h5::File& file, io::h5::Dataset& lab, const std::string
             "labels '{}' in '{}' hold {}; they must be integer classes or float targets", labels,
             path, io::h5::to_string(ltype));
   const std::vector<int64_t> values = lab.read_all<int64_t>();
-  int64_t& classes = t.classes;
+  int64_t& classes = t.classes;  // given, else the group's attribute, else the largest + 1
   classes = num_classes;
   if (classes <= 0) {
     const std::string group = labels.substr(0, labels.rfind('/'));

@@ -249,16 +249,7 @@ int64_t ZeroRedundancyOptimizer::total_elements() const {
 }
 
 size_t ZeroRedundancyOptimizer::state_bytes() const {
-  size_t bytes = 0;
-  const int me = shared_->comm.rank();
-  for (const auto& [name, entries] : optimizer_.state_dict().tensors) {
-    const auto [begin, end] = shared_->range(name, me);
-    // (After gather_state() the entries are whole: this rank's part of them.)
-    for (const auto& [key, t] : entries) {
-      bytes += static_cast<size_t>(std::min(t.numel(), end - begin)) * sizeof(float);
-    }
-  }
-  return bytes;
+  return optimizer_.state_bytes();
 }
 
 }  // namespace kdp::dist

@@ -107,6 +107,14 @@ OptimizerState Optimizer::state_dict() const {
   return local_state();
 }
 
+size_t Optimizer::state_bytes() const {
+  size_t bytes = 0;
+  for (const auto& [name, entries] : tensor_state_) {
+    for (const auto& [key, t] : entries) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
+  }
+  return bytes;
+}
+
 OptimizerState Optimizer::local_state() const {
   OptimizerState s;
   s.type = type_;

@@ -69,6 +69,9 @@ class Optimizer {
 
   /// A snapshot (copies) of the optimizer's state.
   OptimizerState state_dict() const;
+  /// Bytes of the tensors of state this optimizer keeps for its updates (a
+  /// sharded one: its slices; not what gather_state() holds for a checkpoint).
+  size_t state_bytes() const;
   /// Everything load_state_dict() would refuse in `state`, one message each
   /// (another type, unknown parameter names, other shapes, hyperparameters
   /// out of range, numbers that are not finite); empty when it would load.
