@@ -2,10 +2,11 @@
 // The gradient of a global batch with the same bits at every layout (the
 // Trainer's reproducible mode, docs/architecture.md "Reproducible mode"):
 // the batch is cut into a fixed number of virtual shards by position, each
-// shard's gradient is computed on its own, rounded onto an integer grid
-// fixed for the step (from the largest magnitude over all shards, an exact
-// max), and the integers are summed, within a rank and then across ranks, in
-// int64: exactly, so in any order and grouping.
+// shard's gradient is computed on its own, rounded onto a grid fixed for the
+// step (from the largest magnitude over all shards, an exact max) coarse
+// enough that every partial sum of rounded values is a double without
+// rounding, and summed, within a rank and then across ranks: exactly, so in
+// any order and grouping. All of it on the device.
 
 #include <cstdint>
 #include <string>
@@ -19,8 +20,8 @@ namespace kdp::train::detail {
 
 class ExactGradient {
  public:
-  ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm)
-      : params_(params), comm_(comm) {}
+  ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm,
+                const Device& device);
   /// Keeps the parameters' gradients of one shard (after its backward).
   void keep_shard();
   /// Sums every rank's kept shards exactly and sets the parameters' gradients
@@ -28,14 +29,31 @@ class ExactGradient {
   void reduce(int shards);
 
  private:
+  void grow_to(int shards);
+
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
-  std::vector<std::vector<std::vector<float>>> kept_;  // shard, parameter, values
+  Device device_;
+  std::vector<int64_t> offset_;  // of each parameter in a shard's flat row
+  int64_t total_ = 0;            // elements in a row
+  Kokkos::View<float**, Kokkos::LayoutRight, MemSpace> kept_;  // [shard, element]
+  Kokkos::View<double*, MemSpace> sum_;
+  std::vector<uint32_t> largest_;  // |x|'s bits, per parameter, over the kept shards
+  int count_ = 0;
 };
 
-/// Rows of a rank's batch that belong to each of `shards` virtual shards:
-/// row l of rank r (of `ranks`) is position r + l ranks of the global batch
-/// (DistributedSampler's order), in shard (position mod shards).
-std::vector<std::vector<int64_t>> shard_rows(int64_t rows, int rank, int ranks, int shards);
+/// Rows [first, first + step, ...) of `x` (count of them) as a new tensor on
+/// x's device: the rows of one shard in a rank's batch.
+Tensor strided_rows(const Tensor& x, int64_t first, int64_t step, int64_t count);
+
+/// Rows of a rank's batch in each of `shards` virtual shards, as the first row
+/// and the stride of every shard this rank holds: row l of rank r (of `ranks`,
+/// which divide `shards`) is position r + l ranks of the global batch
+/// (DistributedSampler's order), in shard (position mod shards), so a shard's
+/// rows are l0, l0 + shards / ranks, ...
+struct ShardRows {
+  int64_t first = 0, step = 1, count = 0;
+};
+std::vector<ShardRows> shard_rows(int64_t rows, int rank, int ranks, int shards);
 
 }  // namespace kdp::train::detail

@@ -42,7 +42,7 @@ void FitRun::agree_on_epoch() {
   global_batch_ = batch;
   if (o_.reproducible) {
     check_reproducible();
-    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_);
+    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
   }
   if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
     sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
@@ -100,18 +100,12 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b) {
   NoGradGuard outside;
   Tensor step_loss = Tensor::zeros({}, o_.devices.front());
   if (b != nullptr && n > 0) {
-    const std::vector<float> features = b->features.to_vector(), labels = b->labels.to_vector();
-    const int64_t frow = b->features.numel() / n, lrow = b->labels.numel() / n;
-    for (const std::vector<int64_t>& rows : shard_rows(n, comm_.rank(), comm_.size(), o_.shards)) {
-      if (rows.empty()) continue;
-      std::vector<float> x, y;
-      for (int64_t r : rows) {
-        x.insert(x.end(), features.begin() + r * frow, features.begin() + (r + 1) * frow);
-        y.insert(y.end(), labels.begin() + r * lrow, labels.begin() + (r + 1) * lrow);
-      }
-      const auto s = static_cast<int64_t>(rows.size());
-      const Tensor xs = Tensor::from_host(x, b->features.shape().with(0, s), o_.devices.front());
-      const Tensor ys = Tensor::from_host(y, b->labels.shape().with(0, s), o_.devices.front());
+    const Tensor x = b->features.to(o_.devices.front()), y = b->labels.to(o_.devices.front());
+    for (const ShardRows& rows : shard_rows(n, comm_.rank(), comm_.size(), o_.shards)) {
+      if (rows.count == 0) continue;
+      const int64_t s = rows.count;
+      const Tensor xs = strided_rows(x, rows.first, rows.step, s);
+      const Tensor ys = strided_rows(y, rows.first, rows.step, s);
       in_.optimizer.zero_grad();
       Tensor out, loss, weighted;
       {
