@@ -109,7 +109,8 @@ void ExactGradient::keep_shard() {
   ++count_;
 }
 
-void ExactGradient::reduce(int shards) {
+// sum_ = the exact sum of every rank's kept shards.
+void ExactGradient::sum_shards(int shards) {
   const size_t n = params_.size();
   // Each parameter's grid: 2^q, from the largest magnitude over every shard of
   // every rank (a max is exact), with |sum of all shards| < 2^(q + 51): every
@@ -157,18 +158,35 @@ void ExactGradient::reduce(int shards) {
   Kokkos::deep_copy(host, sum_);
   comm_.allreduce(host.data(), static_cast<size_t>(total_), dist::ReduceOp::Sum);
   Kokkos::deep_copy(sum_, host);
-  for (size_t i = 0; i < n; ++i) {
+  std::fill(largest_.begin(), largest_.end(), 0u);
+  count_ = 0;
+}
+
+void ExactGradient::reduce(int shards, bool last) {
+  sum_shards(shards);
+  const auto sum = sum_;
+  if (!last || micro_ > 0) {
+    if (step_.extent(0) == 0) step_ = decltype(step_)("kdp::reproducible step sums", total_);
+    const auto step = step_;
+    const bool first = micro_ == 0;
+    Kokkos::parallel_for(
+        "kdp::reproducible accumulate", kdp::detail::range(device_, total_),
+        KOKKOS_LAMBDA(const int64_t e) { step(e) = first ? sum(e) : step(e) + sum(e); });
+    ++micro_;
+    if (!last) return;
+  }
+  const auto from = micro_ > 0 ? step_ : sum_;
+  micro_ = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
     Tensor p = params_[i].second;
     Tensor g = Tensor::empty(p.shape(), p.device());
     View1 out = g.flat();
     const int64_t offset = offset_[i];
     Kokkos::parallel_for(
         "kdp::reproducible gradient", kdp::detail::range(device_, p.numel()),
-        KOKKOS_LAMBDA(const int64_t e) { out(e) = static_cast<float>(sum(offset + e)); });
+        KOKKOS_LAMBDA(const int64_t e) { out(e) = static_cast<float>(from(offset + e)); });
     p.set_grad(g);
   }
-  std::fill(largest_.begin(), largest_.end(), 0u);
-  count_ = 0;
 }
 
 Tensor strided_rows(const Tensor& x, int64_t first, int64_t step, int64_t count) {

@@ -24,12 +24,16 @@ class ExactGradient {
                 const Device& device);
   /// Keeps the parameters' gradients of one shard (after its backward).
   void keep_shard();
-  /// Sums every rank's kept shards exactly and sets the parameters' gradients
-  /// to the result (every rank together); forgets the shards.
-  void reduce(int shards);
+  /// Sums every rank's kept shards exactly (every rank together) and forgets
+  /// them. The sums of a step's micro-batches are added in their order (the
+  /// same at every layout); after the step's last one (`last`), the
+  /// parameters' gradients are set to the total. `shards` bounds the number
+  /// of shards of one micro-batch over all ranks.
+  void reduce(int shards, bool last = true);
 
  private:
   void grow_to(int shards);
+  void sum_shards(int shards);
 
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
@@ -38,7 +42,9 @@ class ExactGradient {
   int64_t total_ = 0;            // elements in a row
   Kokkos::View<float**, Kokkos::LayoutRight, MemSpace> kept_;  // [shard, element]
   Kokkos::View<double*, MemSpace> sum_;
-  std::vector<uint32_t> largest_;  // |x|'s bits, per parameter, over the kept shards
+  Kokkos::View<double*, MemSpace> step_;  // the step's earlier micro-batches
+  int micro_ = 0;                         // micro-batches summed into step_
+  std::vector<uint32_t> largest_;         // |x|'s bits, per parameter, over the kept shards
   int count_ = 0;
 };
 

@@ -66,9 +66,6 @@ void FitRun::check_reproducible() const {
             "reproducible mode cuts each batch into {} shards, which {} ranks cannot share "
             "evenly: use a rank count that divides it",
             o_.shards, comm_.size());
-  KDP_CHECK(o_.accumulate_grad_batches == 1, ValueError,
-            "reproducible mode does not take gradient accumulation ({} micro-batches per step)",
-            o_.accumulate_grad_batches);
   KDP_CHECK(exchange_ == nullptr && in_.model.wrapped() == nullptr, ValueError,
             "reproducible mode reduces the gradients itself: pass the bare model, not {}",
             in_.model.type_name());
@@ -92,8 +89,10 @@ void FitRun::check_reproducible() const {
 
 // Reproducible mode's micro-batch: each of the batch's shards on this rank
 // forward and backward on its own (loss weighted by its share of the global
-// batch), then the exact sum over every rank's shards.
-void FitRun::train_shards(Epoch& e, const data::Batch* b) {
+// batch, and by 1 / the micro-batches per step as without this mode), then the
+// exact sum over every rank's shards, added to the step's earlier
+// micro-batches' in their order.
+void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   const int64_t n = b != nullptr ? b->features.size(0) : 0;
   int64_t total = n;
   comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
@@ -114,7 +113,8 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b) {
         autocast mixed(result_.precision);
         out = in_.model.forward(xs);
         loss = in_.loss(out, ys);
-        weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total));
+        weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total) /
+                                             static_cast<double>(o_.accumulate_grad_batches));
       }
       {
         autograd::GradModeGuard grad(true);
@@ -126,8 +126,8 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b) {
       step_loss = step_loss + weighted.detach();
     }
   }
-  exact_->reduce(o_.shards);
-  if (o_.detect_anomaly) e.step_loss = step_loss;
+  exact_->reduce(o_.shards, last_micro);
+  if (o_.detect_anomaly) e.step_loss = e.step_loss.defined() ? e.step_loss + step_loss : step_loss;
   ++e.batch;
   if (b == nullptr) return;
   last_batch_ = *b;

@@ -328,7 +328,7 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
 // collectives (DDP's, SyncBatchNorm's) and its gradient adds nothing.
 void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) {
   if (exact_) {
-    train_shards(e, b);
+    train_shards(e, b, last_micro);
     return;
   }
   const int64_t accum = o_.accumulate_grad_batches;

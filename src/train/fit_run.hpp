@@ -111,7 +111,7 @@ class FitRun {
   void apply(const io::TrainingState& st, const std::string& from);
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
-  void train_shards(Epoch& e, const data::Batch* b);
+  void train_shards(Epoch& e, const data::Batch* b, bool last_micro);
   void check_reproducible() const;
   void log_samples(const Epoch& e, const data::Batch& b) const;
   const data::Batch& stand_in_batch(int64_t epoch);

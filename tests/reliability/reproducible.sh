@@ -35,6 +35,21 @@ for layout in "1x2 1 --devices 2" "2x1 2" "2x2 2 --devices 2" "3x1 3" "4x1 4" "1
 done
 echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
 
+# Gradient accumulation: 3 micro-batches per step (an epoch's last step has
+# fewer), summed in their order at every layout.
+run acc1x1 1 --threads 1 --max-steps 10 --accumulate 3
+want_acc=$(state_digest acc1x1/ckpt-000000010.h5)
+run noacc 1 --threads 1 --max-steps 10
+[[ $want_acc != "$(state_digest noacc/ckpt-000000010.h5)" ]] || fail "--accumulate 3 changed nothing"
+for layout in "acc2x1 2" "acc3x1 3" "acc2x2 2 --devices 2"; do
+  read -r name ranks extra <<<"$layout"
+  # shellcheck disable=SC2086
+  run "$name" "$ranks" --threads 1 --max-steps 10 --accumulate 3 $extra
+  [[ $(state_digest "$name/ckpt-000000010.h5") == "$want_acc" ]] ||
+    fail "$name with --accumulate 3: the state after 10 steps differs from 1 x 1's"
+done
+echo "ok: with 3 micro-batches per step, the same state after 10 steps at 1x1, 2x1, 3x1 and 2x2"
+
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto
 grep -q "written by 4 rank(s)" stopped.log || { cat stopped.log; fail "the 3-rank run did not resume"; }
