@@ -230,9 +230,89 @@ class DropoutNode : public autograd::Node {
   int64_t plane_;
 };
 
+using RowSeeds = Kokkos::View<uint64_t*, MemSpace>;
+
+// Per-sample dropout: element i of row r = i / row_len keeps when the draw of
+// the row's stream for counter (i mod row_len) / plane (the element, or its
+// channel for dropout2d) is at least p.
+void keyed_dropout_kernel(const Device& device, View1 out, ConstView1 in, float p,
+                          const RowSeeds& seeds, int64_t row_len, int64_t plane) {
+  const float scale = 1.0f / (1.0f - p);
+  const uint32_t threshold = random::uniform_threshold(p);
+  kdp::detail::for_each_2d(
+      "kdp::dropout per sample", device, static_cast<int64_t>(seeds.extent(0)), row_len,
+      KOKKOS_LAMBDA(const int64_t r, const int64_t j) {
+        const bool keep =
+            random::Stream(seeds(r)).at_least(static_cast<uint64_t>(j / plane), threshold);
+        out(r * row_len + j) = in(r * row_len + j) * (keep ? scale : 0.0f);
+      });
+}
+
+class KeyedDropoutNode : public autograd::Node {
+ public:
+  KeyedDropoutNode(const Device& device, float p, RowSeeds seeds, int64_t row_len, int64_t plane)
+      : Node(device), p_(p), seeds_(std::move(seeds)), row_len_(row_len), plane_(plane) {}
+  const char* name() const override { return "kdp::dropout per sample"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    Tensor gx = Tensor::empty(grads[0].shape(), device());
+    keyed_dropout_kernel(device(), gx.flat(), grads[0].cflat(), p_, seeds_, row_len_, plane_);
+    return {gx};
+  }
+
+ private:
+  float p_;
+  RowSeeds seeds_;
+  int64_t row_len_, plane_;
+};
+
+// dropout() and dropout2d() under a SampleDraws (`plane` 1 for dropout).
+Tensor keyed_dropout(const char* op, const Tensor& x, float p, int64_t plane, SampleDraws& draws) {
+  KDP_CHECK_FOR(op, x.dim() >= 1 && static_cast<size_t>(x.size(0)) == draws.rows(), ShapeError,
+                "per-sample dropout draws for {} rows, and the input is {}", draws.rows(),
+                x.describe());
+  const std::vector<uint64_t> seeds = draws.next_call();
+  RowSeeds device_seeds(Kokkos::view_alloc(Kokkos::WithoutInitializing, "kdp::dropout row seeds"),
+                        seeds.size());
+  Kokkos::deep_copy(
+      device_seeds,
+      Kokkos::View<const uint64_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+          seeds.data(), seeds.size()));
+  const int64_t row_len = x.size(0) == 0 ? 0 : x.numel() / x.size(0);
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  keyed_dropout_kernel(x.device(), out.flat(), x.cflat(), p, device_seeds, row_len, plane);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<KeyedDropoutNode>(x.device(), p, device_seeds, row_len, plane);
+    node->set_next_edges({&x});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+thread_local SampleDraws* active_draws = nullptr;
+
 }  // namespace ops_detail
 
 using namespace ops_detail;
+
+SampleDraws::SampleDraws(uint64_t seed, std::vector<uint64_t> keys)
+    : seed_(seed), keys_(std::move(keys)), outer_(active_draws) {
+  active_draws = this;
+}
+
+SampleDraws::~SampleDraws() {
+  active_draws = outer_;
+}
+
+SampleDraws* SampleDraws::active() {
+  return active_draws;
+}
+
+std::vector<uint64_t> SampleDraws::next_call() {
+  std::vector<uint64_t> out(keys_.size());
+  const uint64_t call = random::mix64(seed_ ^ random::mix64(calls_++ + 0x5bd1e995ull));
+  for (size_t r = 0; r < keys_.size(); ++r) out[r] = call ^ random::mix64(keys_[r]);
+  return out;
+}
 
 Tensor relu(const Tensor& x) {
   return unary("kdp::relu", x, ReluF{});
@@ -262,6 +342,8 @@ Tensor dropout(const Tensor& x_in, float p, bool training) {
   check_defined("kdp::dropout", x, "input");
   KDP_CHECK(p >= 0.0f && p <= 1.0f, ValueError, "probability {} is not in [0, 1]", p);
   if (!training || p == 0.0f) return x;
+  if (SampleDraws* draws = SampleDraws::active())
+    return keyed_dropout("kdp::dropout", x, p, 1, *draws);
   Generator& gen = x.device().generator();
   const uint64_t seed = gen.seed();
   const uint64_t base = gen.reserve(static_cast<uint64_t>(x.numel()));
@@ -286,6 +368,11 @@ Tensor dropout2d(const Tensor& x_in, float p, bool training) {
             x.shape().str());
   if (!training || p == 0.0f) return x;
   const int64_t plane = x.size(-1) * x.size(-2);
+  if (SampleDraws* draws = SampleDraws::active()) {
+    KDP_CHECK(x.dim() == 4, ShapeError, "per-sample dropout draws need rows of samples: input {}",
+              x.describe());
+    return keyed_dropout("kdp::dropout2d", x, p, plane, *draws);
+  }
   Tensor out = Tensor::empty(x.shape(), x.device());
   if (plane == 0 || x.numel() == 0) return out;
   Generator& gen = x.device().generator();

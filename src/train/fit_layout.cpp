@@ -10,9 +10,11 @@
 #include "core/check.hpp"
 #include "fit_run.hpp"
 #include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/generator.hpp"
 #include "kdp/core/precision.hpp"
 #include "kdp/core/trace.hpp"
 #include "kdp/data/distributed_sampler.hpp"
+#include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 
 namespace kdp::train::detail {
@@ -78,12 +80,10 @@ void FitRun::check_reproducible() const {
             comm_.size());
   for (const auto& [name, m] : bare_.named_modules()) {
     const std::string& type = m->type_name();
-    KDP_CHECK(
-        type.find("BatchNorm") == std::string::npos && type.find("Dropout") == std::string::npos,
-        ValueError,
-        "reproducible mode does not take {} layers yet (their statistics or masks depend "
-        "on the layout): '{}'",
-        type, name);
+    KDP_CHECK(type.find("BatchNorm") == std::string::npos, ValueError,
+              "reproducible mode does not take {} layers yet (their batch statistics depend on "
+              "the layout): '{}'",
+              type, name);
   }
 }
 
@@ -111,6 +111,7 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
         autograd::GradModeGuard grad(true);
         trace::Region region("kdp::train::forward", "compute");
         autocast mixed(result_.precision);
+        SampleDraws draws(o_.sampler_seed, sample_keys(*b, rows));
         out = in_.model.forward(xs);
         loss = in_.loss(out, ys);
         weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total) /
@@ -133,6 +134,17 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   last_batch_ = *b;
   e.samples += n;
   log_samples(e, *b);
+}
+
+// Dropout's key of each of a shard's samples: the sample and the step, so
+// that a sample's mask is its own at every layout and new at every step.
+std::vector<uint64_t> FitRun::sample_keys(const data::Batch& b, const ShardRows& rows) const {
+  std::vector<uint64_t> keys;
+  const uint64_t step = random::mix64(static_cast<uint64_t>(global_step_) + 1);
+  for (int64_t k = 0; k < rows.count; ++k) {
+    keys.push_back(step + static_cast<uint64_t>(b.indices[rows.first + k * rows.step]));
+  }
+  return keys;
 }
 
 // A batch this rank trained on, for a micro-batch it has no share of: the last

@@ -112,6 +112,7 @@ class FitRun {
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
   void train_shards(Epoch& e, const data::Batch* b, bool last_micro);
+  std::vector<uint64_t> sample_keys(const data::Batch& b, const ShardRows& rows) const;
   void check_reproducible() const;
   void log_samples(const Epoch& e, const data::Batch& b) const;
   const data::Batch& stand_in_batch(int64_t epoch);

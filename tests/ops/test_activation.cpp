@@ -234,3 +234,45 @@ TEST(Activation, Dropout2dDropsWholeChannelsAndReplaysItsMask) {
   module.eval();
   EXPECT_TRUE(module.forward(x).is_same(x));
 }
+
+// Per-sample draws: a row's mask depends on its key and the call's ordinal
+// only, not on the batch it is in (reproducible training puts a sample in
+// batches of different sizes at different layouts); backward replays it.
+TEST(Activation, SampleDrawsGiveEachRowItsOwnMaskInAnyBatch) {
+  const float p = 0.5f;
+  const int64_t width = 400;
+  const auto masks = [&](const std::vector<uint64_t>& keys) {
+    Tensor x = leaf(Tensor::ones({static_cast<int64_t>(keys.size()), width}));
+    SampleDraws draws(7, keys);
+    const Tensor first = dropout(x, p, true), second = dropout(x, p, true);
+    sum(first).backward();
+    EXPECT_EQ(x.grad().to_vector(), first.to_vector());  // the mask times the scale
+    return std::make_pair(first.to_vector(), second.to_vector());
+  };
+  const auto batch = masks({11, 12, 13}), alone = masks({12});
+  const auto row = [&](const std::vector<float>& v, int64_t r) {
+    return std::vector<float>(v.begin() + r * width, v.begin() + (r + 1) * width);
+  };
+  EXPECT_EQ(row(batch.first, 1), alone.first);  // key 12 in a batch of 3 or alone
+  EXPECT_EQ(row(batch.second, 1), alone.second);
+  EXPECT_NE(row(batch.first, 0), row(batch.first, 1));  // other keys, other masks
+  EXPECT_NE(alone.first, alone.second);                 // other calls, other masks
+  int kept = 0;
+  for (float v : batch.first) {
+    ASSERT_TRUE(v == 0.0f || v == 2.0f) << v;
+    kept += v != 0.0f;
+  }
+  // Binomial(1200, 0.5): standard deviation 17; 5 sigma is 87.
+  EXPECT_NEAR(kept, 600, 87);
+  {
+    SampleDraws two(7, {1, 2});
+    EXPECT_THROW(dropout(Tensor::ones({3, 4}), p, true), ShapeError);
+    EXPECT_THROW(dropout2d(Tensor::ones({2, 3, 3}), p, true), ShapeError);
+    // dropout2d: whole channels, per row.
+    const std::vector<float> y = dropout2d(Tensor::ones({2, 6, 2, 2}), p, true).to_vector();
+    for (size_t ch = 0; ch < 12; ++ch) {
+      for (size_t j = 1; j < 4; ++j) EXPECT_EQ(y[ch * 4 + j], y[ch * 4]) << ch;
+    }
+  }
+  EXPECT_EQ(SampleDraws::active(), nullptr);
+}

@@ -2,6 +2,9 @@
 /// \file
 /// Activations, softmax and dropout. All differentiable.
 
+#include <cstdint>
+#include <vector>
+
 #include "kdp/core/tensor.hpp"
 
 namespace kdp {
@@ -25,5 +28,31 @@ Tensor dropout(const Tensor& x, float p, bool training = true);
 /// training mode and scales the rest by 1 / (1 - p), as torch's dropout2d;
 /// the channels' draws come from the device's generator, as dropout's do.
 Tensor dropout2d(const Tensor& x, float p, bool training = true);
+
+/// Dropout drawn per sample. While one lives on a thread, dropout() and
+/// dropout2d() there draw row r's mask (the input's first dimension is the
+/// rows) from (seed, keys[r], the call's ordinal since construction) instead
+/// of the device's generator: a sample's mask is the same whichever batch,
+/// rank or device it is in (the Trainer's reproducible mode keys rows by
+/// step and sample index). An input with another row count is refused.
+class SampleDraws {
+ public:
+  SampleDraws(uint64_t seed, std::vector<uint64_t> keys);
+  ~SampleDraws();
+  SampleDraws(const SampleDraws&) = delete;
+  SampleDraws& operator=(const SampleDraws&) = delete;
+
+  /// The one alive on this thread (the innermost), or null.
+  static SampleDraws* active();
+  size_t rows() const { return keys_.size(); }
+  /// The rows' seeds for the next dropout call.
+  std::vector<uint64_t> next_call();
+
+ private:
+  uint64_t seed_;
+  std::vector<uint64_t> keys_;
+  uint64_t calls_ = 0;
+  SampleDraws* outer_;
+};
 
 }  // namespace kdp
