@@ -10,6 +10,8 @@
 #                      non-zero status within the collective timeout, the
 #                      watchdog naming the rank and the node; the surviving
 #                      node then resumes alone from the last step checkpoint
+#                      (reproducible mode) and ends with the weights of a run
+#                      that never lost a node
 #   hierarchical       on 2 nodes x 2 ranks, the hierarchical hook sends 2/3
 #                      of the plain ring's bytes over the network, and the
 #                      bf16 one half of that
@@ -52,7 +54,7 @@ link_down)
   export KDP_COLLECTIVE_TIMEOUT=5
   start=$SECONDS
   timeout 90 "$cluster" run --name "$name" -- "${train[@]}" --epochs 400 --checkpoint-dir ckpt \
-    --checkpoint-every 5 >run.log 2>&1 &
+    --checkpoint-every 5 --reproducible >run.log 2>&1 &
   pid=$!
   # Training is under way on both nodes: then node 1 loses its link.
   for ((i = 0; i < 200; i++)); do grep -q "^epoch 1 step" run.log && break; sleep 0.1; done
@@ -83,7 +85,7 @@ link_down)
   [[ -n $last ]] || fail "no step checkpoint was written before the cut: $(ls ckpt)"
   step=$((10#$(basename "$last" .h5 | sed 's/^ckpt-//')))
   timeout 60 ip netns exec "${name}0" "${train[@]}" --epochs 400 --checkpoint-dir ckpt \
-    --checkpoint-every 5 --resume auto --max-steps $((step + 20)) >resumed.log 2>&1 ||
+    --checkpoint-every 5 --reproducible --resume auto --max-steps $((step + 20)) >resumed.log 2>&1 ||
     { cat resumed.log; fail "the survivor did not resume"; }
   again=$((SECONDS - cut_at))
   grep -q "written by 2 rank(s) x 1 device(s), this run has 1 x 1; it goes on at sample" resumed.log ||
@@ -91,6 +93,15 @@ link_down)
   grep -q "steps=$((step + 20)) ranks=1" resumed.log ||
     { tail -3 resumed.log; fail "the survivor did not reach step $((step + 20))"; }
   echo "ok: node 0 resumed alone from $(basename "$last") and trained to step $((step + 20)); $again s from the cut to the end of its 20 steps"
+  # In reproducible mode the survivor's weights and optimizer state are those
+  # of a run that never lost a node.
+  end=$(printf 'ckpt-%09d.h5' $((step + 20)))
+  timeout 60 "${train[@]}" --epochs 400 --checkpoint-dir never_lost --checkpoint-every 5 \
+    --reproducible --max-steps $((step + 20)) >never_lost.log 2>&1 ||
+    { cat never_lost.log; fail "the uninterrupted run"; }
+  [[ $(state_digest "ckpt/$end") == "$(state_digest "never_lost/$end")" ]] ||
+    fail "the survivor's state at step $((step + 20)) differs from an uninterrupted run's"
+  echo "ok: at step $((step + 20)) the survivor's weights and optimizer state equal an uninterrupted run's bit for bit"
   ;;
 hierarchical)
   # Per step and N gradient values (4 bytes each): the plain ring over 4 ranks
