@@ -508,7 +508,10 @@ FitRun::Next FitRun::end_epoch(Epoch& e) {
          {"data_wait_s", in_.train_loader.wait_seconds() - e.wait_before},
          {"comm_s", exchange_ != nullptr ? exchange_->comm_wait_seconds() - e.comm_before : 0.0},
          {"val_loss", rec.val_loss},
-         {"val_accuracy", rec.val_accuracy}});
+         {"val_accuracy", rec.val_accuracy},
+         {"val_mse", rec.val_mse},
+         {"val_mae", rec.val_mae},
+         {"val_r2", rec.val_r2}});
     metrics_.sync();
   }
   stop_if_metrics_failed(std::nullopt);  // the epoch's checkpoint is written already
@@ -533,6 +536,9 @@ EpochRecord FitRun::epoch_record(const Epoch& e) {
     const EvalResult v = trainer_.evaluate(in_.model, in_.loss, *in_.val_loader);
     rec.val_loss = v.loss;
     rec.val_accuracy = v.accuracy;
+    rec.val_mse = v.mse;
+    rec.val_mae = v.mae;
+    rec.val_r2 = v.r2;
   }
   return rec;
 }
@@ -579,6 +585,9 @@ void FitRun::report_epoch(const Epoch& e, const EpochRecord& rec) {
   if (in_.val_loader != nullptr) {
     summary += fmt::format(" val_loss {:.4f}", rec.val_loss);
     if (!std::isnan(rec.val_accuracy)) summary += fmt::format(" val_acc {:.4f}", rec.val_accuracy);
+    if (!std::isnan(rec.val_mae)) {
+      summary += fmt::format(" val_mae {:.4g} val_r2 {:.4f}", rec.val_mae, rec.val_r2);
+    }
   }
   summary += fmt::format(" ({:.0f} samples/s, {:.1f} s)", rec.samples_per_s, rec.seconds);
   progress_.end_epoch(summary);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -16,9 +17,10 @@
 namespace kdp::train {
 
 const std::vector<std::string>& MetricsWriter::columns() {
-  static const std::vector<std::string> c = {"epoch",    "step",          "loss",        "accuracy",
-                                             "lr",       "samples_per_s", "data_wait_s", "comm_s",
-                                             "val_loss", "val_accuracy",  "grad_norm"};
+  // Columns added later go at the end, so that older files keep their meaning.
+  static const std::vector<std::string> c = {
+      "epoch",  "step",     "loss",         "accuracy",  "lr",      "samples_per_s", "data_wait_s",
+      "comm_s", "val_loss", "val_accuracy", "grad_norm", "val_mse", "val_mae",       "val_r2"};
   return c;
 }
 
@@ -40,6 +42,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool append)
   const uint64_t keep = append ? static_cast<uint64_t>(size) : 0;
   if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) fail("truncate", errno);
   if (csv_ && keep == 0) write_text(csv_header() + "\n");
+  read_kept_columns(keep);
 }
 
 MetricsWriter::MetricsWriter(std::string path, int fd, uint64_t keep_bytes)
@@ -47,6 +50,24 @@ MetricsWriter::MetricsWriter(std::string path, int fd, uint64_t keep_bytes)
   if (::ftruncate(fd_, static_cast<off_t>(keep_bytes)) != 0) fail("cut", errno);
   if (::lseek(fd_, 0, SEEK_END) < 0) fail("seek in", errno);
   if (csv_ && keep_bytes == 0) write_text(csv_header() + "\n");
+  read_kept_columns(keep_bytes);
+}
+
+void MetricsWriter::read_kept_columns(uint64_t keep_bytes) {
+  if (!csv_ || keep_bytes == 0) return;
+  std::string head(static_cast<size_t>(std::min<uint64_t>(keep_bytes, 4096)), '\0');
+  const ssize_t n = ::pread(fd_, head.data(), head.size(), 0);
+  if (n < 0) fail("read the header of", errno);
+  head.resize(static_cast<size_t>(n));
+  head = head.substr(0, head.find('\n'));
+  if (head.rfind("type,", 0) != 0) return;  // not a header of kdp's: rows as today
+  columns_.clear();
+  size_t from = 5;
+  while (from <= head.size()) {
+    const size_t comma = std::min(head.find(',', from), head.size());
+    columns_.push_back(head.substr(from, comma - from));
+    from = comma + 1;
+  }
 }
 
 MetricsWriter::~MetricsWriter() {
@@ -73,7 +94,7 @@ void MetricsWriter::write(const std::string& type, const std::map<std::string, d
   std::string line;
   if (csv_) {
     line = type;
-    for (const auto& c : columns()) {
+    for (const auto& c : columns_) {
       line += ",";
       auto it = values.find(c);
       if (it != values.end() && std::isfinite(it->second))

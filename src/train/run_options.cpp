@@ -12,11 +12,17 @@ Monitor parse_monitor(const std::string& name) {
   if (name == "val_accuracy") return Monitor::ValAccuracy;
   if (name == "loss") return Monitor::Loss;
   if (name == "accuracy") return Monitor::Accuracy;
-  KDP_FAIL(ValueError, "cannot monitor '{}' (val_loss, val_accuracy, loss or accuracy)", name);
+  if (name == "val_mse") return Monitor::ValMse;
+  if (name == "val_mae") return Monitor::ValMae;
+  if (name == "val_r2") return Monitor::ValR2;
+  KDP_FAIL(ValueError,
+           "cannot monitor '{}' (val_loss, val_accuracy, loss, accuracy, val_mse, val_mae or "
+           "val_r2)",
+           name);
 }
 
 bool maximised(Monitor m) {
-  return m == Monitor::ValAccuracy || m == Monitor::Accuracy;
+  return m == Monitor::ValAccuracy || m == Monitor::Accuracy || m == Monitor::ValR2;
 }
 
 double monitored_value(Monitor m, const EpochRecord& record) {
@@ -29,6 +35,12 @@ double monitored_value(Monitor m, const EpochRecord& record) {
       return record.loss;
     case Monitor::Accuracy:
       return record.accuracy;
+    case Monitor::ValMse:
+      return record.val_mse;
+    case Monitor::ValMae:
+      return record.val_mae;
+    case Monitor::ValR2:
+      return record.val_r2;
   }
   return record.val_loss;
 }

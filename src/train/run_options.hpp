@@ -8,11 +8,11 @@
 namespace kdp::train::detail {
 
 /// The metric for best checkpoints, early stopping and stopping thresholds.
-enum class Monitor { ValLoss, ValAccuracy, Loss, Accuracy };
+enum class Monitor { ValLoss, ValAccuracy, Loss, Accuracy, ValMse, ValMae, ValR2 };
 
 /// TrainerOptions::monitor; a ValueError for anything else.
 Monitor parse_monitor(const std::string& name);
-/// Accuracies are maximised, losses minimised.
+/// Accuracies and R² are maximised, losses and errors minimised.
 bool maximised(Monitor m);
 /// The epoch's value of the monitored metric.
 double monitored_value(Monitor m, const EpochRecord& record);

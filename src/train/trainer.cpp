@@ -8,6 +8,7 @@
 #include "fit_run.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "regression_sums.hpp"
 #include "run_options.hpp"
 
 namespace kdp::train {
@@ -48,12 +49,14 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
   NoGradGuard no_grad;
   const bool classes = loader.dataset().num_classes() > 0;
   detail::EpochSums running(options_.devices.front());
+  detail::RegressionSums regression(options_.devices.front());
   int64_t samples = 0;
   for (data::Batch& b : loader) {
     autocast mixed(precision_);
     const Tensor out = local.forward(b.features);
     const auto n = b.features.size(0);
     running.add(loss(out, b.labels), static_cast<float>(n), classes ? out : Tensor(), b.labels);
+    if (!classes) regression.add(out, b.labels);
     samples += n;
   }
   local.train(was_training);
@@ -64,6 +67,7 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
   r.count = static_cast<int64_t>(sums[2]);
   r.loss = sums[2] > 0 ? sums[0] / sums[2] : std::nan("");
   r.accuracy = classes && sums[2] > 0 ? sums[1] / sums[2] : std::nan("");
+  if (!classes) regression.finish(comm_, r);
   return r;
 }
 

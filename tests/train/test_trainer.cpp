@@ -695,3 +695,69 @@ TEST(Trainer, StopsAfterTheEpochThatReachesTheThreshold) {
   EXPECT_LE(by_loss.history.back().val_loss, t.stopping_threshold);
   EXPECT_LE(by_loss.epochs_completed, 3);
 }
+
+// A regression's evaluation: MSE, MAE and R² against a direct computation
+// over the whole set (R² with each target component about its own mean), with
+// targets far from zero so that a sum-of-squares formula would cancel.
+TEST(Trainer, EvaluatesARegressionsErrorsAndR2) {
+  auto set = data::synthetic_regression(50, 4, 3, 9);
+  std::vector<int64_t> all(50);
+  for (int64_t i = 0; i < 50; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<float> x(50 * 4), y(50 * 3);
+  set->fetch(all, x.data(), y.data());
+  for (size_t i = 0; i < y.size(); ++i) y[i] = 1000.0f + y[i] * static_cast<float>(1 + i % 3);
+  auto shifted = std::make_shared<data::TensorDataset>(x, Shape{4}, y, Shape{3});
+  data::DataLoaderOptions o;
+  o.batch_size = 16;  // an uneven last batch
+  data::DataLoader loader(shifted, std::make_shared<data::SequentialSampler>(50), o);
+  manual_seed(3);
+  nn::Linear model(4, 3);
+  {
+    NoGradGuard no_grad;
+    model.named_parameters().back().second.fill_(1000.0f);  // the bias: near the targets
+  }
+  train::Trainer trainer(quiet(), dist::Communicator::world());
+  nn::MSELoss mse;
+  const train::EvalResult e = trainer.evaluate(model, std::ref(mse), loader);
+  EXPECT_TRUE(std::isnan(e.accuracy));
+  NoGradGuard no_grad;
+  const std::vector<float> out = model.forward(Tensor::from_host(x, {50, 4})).to_vector();
+  double se = 0, ae = 0, spread = 0;
+  for (int c = 0; c < 3; ++c) {
+    double mean = 0;
+    for (int s = 0; s < 50; ++s) mean += y[static_cast<size_t>(s * 3 + c)] / 50.0;
+    for (int s = 0; s < 50; ++s) {
+      const double d = y[static_cast<size_t>(s * 3 + c)] - mean;
+      spread += d * d;
+    }
+  }
+  for (size_t i = 0; i < y.size(); ++i) {
+    se += (out[i] - y[i]) * static_cast<double>(out[i] - y[i]);
+    ae += std::fabs(out[i] - y[i]);
+  }
+  EXPECT_NEAR(e.mse, se / 150.0, 1e-4 * se / 150.0);
+  EXPECT_NEAR(e.loss, se / 150.0, 1e-4 * se / 150.0);  // MSELoss is the MSE
+  EXPECT_NEAR(e.mae, ae / 150.0, 1e-4 * ae / 150.0);
+  EXPECT_NEAR(e.r2, 1.0 - se / spread, 1e-4);
+  EXPECT_LT(e.r2, 1.0);
+}
+
+// Rows appended to a CSV file of an earlier version follow its header, which
+// had fewer columns.
+TEST(TrainerMetrics, RowsAppendedToAnOlderFileFollowItsHeader) {
+  TempDir dir;
+  const std::string path = dir.file("old.csv");
+  std::ofstream(path) << "type,epoch,step,loss\nepoch,1,6,0.5\n";
+  {
+    train::MetricsWriter w(path, /*append=*/true);
+    w.write("epoch", {{"epoch", 2}, {"step", 12}, {"loss", 0.25}, {"val_r2", 0.5}});
+    w.close();
+  }
+  std::ifstream in(path);
+  std::string header, first, second;
+  std::getline(in, header);
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(header, "type,epoch,step,loss");
+  EXPECT_EQ(second, "epoch,2,12,0.25");
+}

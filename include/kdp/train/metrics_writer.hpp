@@ -38,18 +38,23 @@ class MetricsWriter {
   const std::string& path() const { return path_; }
 
   static const std::vector<std::string>& columns();
-  /// The first line of a CSV metrics file: "type,epoch,step,...".
+  /// The first line of a CSV metrics file: "type,epoch,step,...". Rows
+  /// appended to a file kept from an earlier version follow its header.
   static std::string csv_header();
   /// Whether rows go to `path` as CSV (else JSON lines).
   static bool is_csv(const std::string& path);
 
  private:
   void write_text(const std::string& text);
+  // A CSV file kept from an earlier run: the columns of its header (older
+  // versions wrote fewer), so that its rows keep one layout.
+  void read_kept_columns(uint64_t keep_bytes);
   [[noreturn]] void fail(const char* doing, int error) const;
 
   std::string path_;
   bool csv_;
   int fd_ = -1;
+  std::vector<std::string> columns_ = columns();
 };
 
 }  // namespace kdp::train

@@ -28,6 +28,7 @@
 /// NumericalError naming the step and the parameter, before the optimizer step,
 /// so no poisoned checkpoint is written.
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -70,7 +71,8 @@ struct TrainerOptions {
   int keep_last = 3;
   bool keep_best = true;
   /// The metric for best checkpoints and early stopping: val_loss, val_accuracy,
-  /// loss or accuracy (losses are minimised, accuracies maximised).
+  /// loss, accuracy, or for regressions val_mse, val_mae, val_r2 (losses and
+  /// errors are minimised, accuracies and R² maximised).
   std::string monitor = "val_loss";
   /// "" or "never" (start fresh), "auto" (the newest checkpoint in
   /// checkpoint_dir that reads, fits and was written by this configuration; the
@@ -259,6 +261,11 @@ struct EvalResult {
   double loss = 0.0;
   double accuracy = 0.0;  // NaN when the labels are not classes
   int64_t count = 0;      // samples over all ranks
+  /// Regressions (targets that are not classes; NaN otherwise): the mean
+  /// squared and absolute error over every target value, and R² = 1 - the
+  /// squared errors / the targets' squared deviations, each target component
+  /// about its own mean (scikit-learn's variance-weighted R²).
+  double mse = std::nan(""), mae = std::nan(""), r2 = std::nan("");
 };
 
 /// The figures of one epoch.
@@ -267,6 +274,7 @@ struct EpochRecord {
   int64_t step = 0;  // the global step at the epoch's end
   double loss = 0.0, accuracy = 0.0;
   double val_loss = 0.0, val_accuracy = 0.0;
+  double val_mse = std::nan(""), val_mae = std::nan(""), val_r2 = std::nan("");  // regressions
   double samples_per_s = 0.0, seconds = 0.0;
 };
 
