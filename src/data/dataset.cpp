@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/data/sampler.hpp"
 
 namespace kdp::data {
 
@@ -94,6 +96,51 @@ std::shared_ptr<TensorDataset> synthetic_classification(int64_t n, int64_t input
   }
   return std::make_shared<TensorDataset>(std::move(x), Shape{inputs}, std::move(y), Shape{},
                                          classes);
+}
+
+Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)
+    : dataset_(std::move(dataset)), indices_(std::move(indices)) {
+  KDP_CHECK(dataset_ != nullptr, ValueError, "no dataset to take samples of");
+  const int64_t n = dataset_->size();
+  for (int64_t i : indices_) {
+    KDP_CHECK(i >= 0 && i < n, ValueError, "index {} is outside the dataset's [0, {})", i, n);
+  }
+}
+
+std::vector<int64_t> Subset::map(const std::vector<int64_t>& indices) const {
+  std::vector<int64_t> out;
+  out.reserve(indices.size());
+  for (int64_t i : indices) {
+    KDP_CHECK(i >= 0 && i < size(), ValueError, "index {} is outside [0, {})", i, size());
+    out.push_back(indices_[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
+void Subset::fetch(const std::vector<int64_t>& indices, float* features, float* labels) const {
+  dataset_->fetch(map(indices), features, labels);
+}
+
+void Subset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                         float* labels) const {
+  dataset_->fetch_bytes(map(indices), features, labels);
+}
+
+HoldoutSplit holdout_split(int64_t n, double fraction, uint64_t seed) {
+  KDP_CHECK(fraction > 0.0 && fraction < 1.0, ValueError,
+            "a held-out fraction of {} is not in (0, 1)", fraction);
+  const auto held = static_cast<int64_t>(std::llround(static_cast<double>(n) * fraction));
+  KDP_CHECK(held >= 1 && held < n, ValueError,
+            "holding out {} of {} samples leaves {} for validation and {} for training; both "
+            "need at least one",
+            fraction, n, held, n - held);
+  const std::vector<int64_t> order = permutation(n, seed);
+  HoldoutSplit s;
+  s.held_out.assign(order.begin(), order.begin() + held);
+  s.train.assign(order.begin() + held, order.end());
+  std::sort(s.held_out.begin(), s.held_out.end());
+  std::sort(s.train.begin(), s.train.end());
+  return s;
 }
 
 }  // namespace kdp::data

@@ -228,13 +228,16 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
             "'{}' in '{}' has shape [{}]; features need "
             "a sample dimension and at least one more",
             images, path, fmt::join(dims, ", "));
+  // Bytes are handed over as stored (and scaled by 1/255); every other
+  // integer or float type is converted to float32 as it is read.
   const io::h5::Type type = img.type();
-  KDP_CHECK(type != io::h5::Type::Other && type != io::h5::Type::Int64, IOError,
-            "'{}' in '{}' holds {}; features must be "
-            "uint8, float32 or float64",
-            images, path, io::h5::to_string(type));
+  feature_type_ = img.type_name();
+  KDP_CHECK(type != io::h5::Type::Other && feature_type_ != "int64" && feature_type_ != "uint64",
+            IOError,
+            "'{}' in '{}' holds {}; features must be numbers of uint8, int8, int16, uint16, "
+            "int32, uint32, float16, float32 or float64",
+            images, path, feature_type_);
   uint8_ = type == io::h5::Type::UInt8;
-  feature_type_ = io::h5::to_string(type);
   n_ = dims[0];
   std::vector<int64_t> sample(dims.begin() + 1, dims.end());
   row_ =

@@ -513,6 +513,18 @@ Type Dataset::type() const {
   return Type::Other;
 }
 
+std::string Dataset::type_name() const {
+  silence_errors();
+  Handle t(H5Dget_type(id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(t.id());
+  const size_t bits = 8 * H5Tget_size(t.id());
+  if (cls == H5T_INTEGER) {
+    return fmt::format("{}int{}", H5Tget_sign(t.id()) == H5T_SGN_2 ? "" : "u", bits);
+  }
+  if (cls == H5T_FLOAT) return fmt::format("float{}", bits);
+  return "other";
+}
+
 template <class T>
 std::vector<T> Dataset::read_all() const {
   check_plausible();

@@ -132,6 +132,9 @@ class Dataset : public Object {
   using Object::Object;
   std::vector<int64_t> dims() const;
   Type type() const;
+  /// The stored type as numpy names it: "uint8", "int16", "float16", ...,
+  /// or "other" (strings, compounds).
+  std::string type_name() const;
   /// Rows per chunk (0 for contiguous storage).
   int64_t chunk_rows() const;
   /// Throws IOError when the dataset claims far more data than the file stores

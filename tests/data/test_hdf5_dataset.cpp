@@ -203,3 +203,61 @@ TEST(HDF5Dataset, FloatTargetsOfAnyShape) {
         << e.what();
   }
 }
+
+// Features of every numeric type scientists store: bytes as stored (scaled by
+// 1/255), every other type converted to float32 as read; 64-bit integers are
+// refused with the type named.
+TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
+  const std::string path = temp_file("dtypes.h5");
+  // float16 as h5py and numpy store it: IEEE half precision.
+  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(half, 15, 10, 5, 0, 10);
+  H5Tset_size(half, 2);
+  H5Tset_ebias(half, 15);
+  H5Tset_precision(half, 16);
+  const std::vector<std::pair<std::string, hid_t>> types = {
+      {"int8", H5T_STD_I8LE},      {"uint16", H5T_STD_U16LE}, {"int16", H5T_STD_I16LE},
+      {"int32", H5T_STD_I32LE},    {"uint32", H5T_STD_U32LE}, {"float16", half},
+      {"float64", H5T_IEEE_F64LE}, {"int64", H5T_STD_I64LE}};
+  std::vector<float> values(6 * 2 * 3);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 10.0f;
+  {
+    io::h5::File f = io::h5::File::create(path);
+    std::vector<int64_t> labels = {0, 1, 2, 0, 1, 2};
+    f.create_dataset("labels", io::h5::Type::Int64, {6}).write_all(labels.data());
+    const hsize_t dims[3] = {6, 2, 3};
+    for (const auto& [name, type] : types) {
+      std::vector<float> stored = values;
+      if (name[0] == 'u') {
+        for (float& v : stored) v += 10.0f;  // unsigned: 0..35
+      }
+      const hid_t space = H5Screate_simple(3, dims, nullptr);
+      const hid_t d =
+          H5Dcreate2(f.id(), name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      ASSERT_GE(d, 0) << name;
+      ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, stored.data()), 0);
+      H5Dclose(d);
+      H5Sclose(space);
+    }
+  }
+  H5Tclose(half);
+  for (const auto& [name, type] : types) {
+    if (name == "int64") {
+      try {
+        data::HDF5Dataset ds(path, "/" + name, "/labels");
+        ADD_FAILURE() << "int64 features were taken";
+      } catch (const IOError& e) {
+        EXPECT_NE(std::string(e.what()).find("holds int64"), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    data::HDF5Dataset ds(path, "/" + name, "/labels");
+    EXPECT_EQ(ds.feature_type(), name);
+    EXPECT_EQ(ds.sample_shape(), (Shape{2, 3}));
+    std::vector<float> got(6 * 6), labels(6);
+    ds.fetch({0, 1, 2, 3, 4, 5}, got.data(), labels.data());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], values[i] + (name[0] == 'u' ? 10.0f : 0.0f)) << name << " value " << i;
+    }
+  }
+}

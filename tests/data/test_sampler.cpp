@@ -82,3 +82,38 @@ TEST(DistributedSampler, RejectsBadArguments) {
   o.drop_last = true;
   EXPECT_THROW(DistributedSampler(10, 2, 0, o), kdp::ValueError);
 }
+
+// A held-out split: every sample in exactly one part, the parts' sizes as
+// asked, the same parts for the same seed and other ones for another seed.
+TEST(HoldoutSplit, EverySampleInOnePartDrawnBySeed) {
+  const HoldoutSplit a = holdout_split(1000, 0.1, 7);
+  EXPECT_EQ(a.held_out.size(), 100u);
+  EXPECT_EQ(a.train.size(), 900u);
+  std::vector<int64_t> all = a.train;
+  all.insert(all.end(), a.held_out.begin(), a.held_out.end());
+  std::sort(all.begin(), all.end());
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(all[static_cast<size_t>(i)], i);
+  EXPECT_TRUE(std::is_sorted(a.held_out.begin(), a.held_out.end()));
+  EXPECT_EQ(holdout_split(1000, 0.1, 7).held_out, a.held_out);
+  EXPECT_NE(holdout_split(1000, 0.1, 8).held_out, a.held_out);
+  // Not simply the first or last tenth.
+  EXPECT_LT(a.held_out.front(), 100);
+  EXPECT_GT(a.held_out.back(), 900);
+  EXPECT_THROW(holdout_split(1000, 0.0, 7), kdp::ValueError);
+  EXPECT_THROW(holdout_split(1000, 1.0, 7), kdp::ValueError);
+  EXPECT_THROW(holdout_split(3, 0.1, 7), kdp::ValueError);  // nothing held out
+}
+
+TEST(Subset, FetchesTheChosenSamplesOfItsDataset) {
+  auto base = synthetic_regression(10, 3, 2, 4);
+  Subset sub(base, {7, 2, 9});
+  EXPECT_EQ(sub.size(), 3);
+  EXPECT_EQ(sub.sample_shape(), base->sample_shape());
+  std::vector<float> x(2 * 3), y(2 * 2), bx(2 * 3), by(2 * 2);
+  sub.fetch({2, 0}, x.data(), y.data());
+  base->fetch({9, 7}, bx.data(), by.data());
+  EXPECT_EQ(x, bx);
+  EXPECT_EQ(y, by);
+  EXPECT_THROW(sub.fetch({3}, x.data(), y.data()), kdp::ValueError);
+  EXPECT_THROW(Subset(base, {10}), kdp::ValueError);
+}

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/kokkos_compat.hpp"
@@ -73,6 +74,36 @@ class TensorDataset : public Dataset {
   int64_t num_classes_;
   int64_t n_;
 };
+
+/// Samples `indices` of another dataset, in that order (torch.utils.data.Subset).
+class Subset : public Dataset {
+ public:
+  /// Indices outside the dataset are a ValueError.
+  Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Shape sample_shape() const override { return dataset_->sample_shape(); }
+  Shape label_shape() const override { return dataset_->label_shape(); }
+  int64_t num_classes() const override { return dataset_->num_classes(); }
+  void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
+  std::optional<ByteFeatures> byte_features() const override { return dataset_->byte_features(); }
+  void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                   float* labels) const override;
+  const std::vector<int64_t>& indices() const { return indices_; }
+
+ private:
+  std::vector<int64_t> map(const std::vector<int64_t>& indices) const;
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<int64_t> indices_;
+};
+
+/// A held-out split of n samples: a permutation of 0..n-1 drawn from `seed`
+/// (the same on every machine), its first round(n * fraction) samples held
+/// out for validation and the rest for training; each part sorted, so that
+/// reads stay in file order. `fraction` in (0, 1), and both parts non-empty.
+struct HoldoutSplit {
+  std::vector<int64_t> train, held_out;
+};
+HoldoutSplit holdout_split(int64_t n, double fraction, uint64_t seed);
 
 /// n samples of `inputs` standard-normal features with `outputs` standard-normal
 /// targets (the explainer's random regression data).

@@ -112,8 +112,9 @@ class HDF5Dataset : public Dataset {
   /// Rows per block (the dataset's chunk rows).
   int64_t block_rows() const { return block_rows_; }
   const std::string& path() const { return path_; }
-  /// The type the features are stored as: "uint8", "float32" or "float64"
-  /// (uint8 ones are scaled by 1/255 when options().scale).
+  /// The type the features are stored as, as numpy names it: "uint8",
+  /// "int16", "float16", "float32", ... (uint8 ones are scaled by 1/255 when
+  /// options().scale; the others are converted to float32 as read).
   const std::string& feature_type() const { return feature_type_; }
   const HDF5DatasetOptions& options() const { return options_; }
 
