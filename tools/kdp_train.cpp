@@ -149,26 +149,36 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
     std::fflush(stdout);
   }
   if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;
-  nn::CrossEntropyLoss ce;
+  const nn::LossFunction loss = make_loss(o, d);
   const train::FitResult r =
-      trainer.fit(*model, std::ref(ce), *optimizer, train_loader, &test_loader, scheduler.get());
+      trainer.fit(*model, loss, *optimizer, train_loader, &test_loader, scheduler.get());
   if (r.stopped_by_signal) return stopped_by_signal(r, rank0);
   // The test split is the validation split: the last epoch's evaluation is the
   // final one unless steps were taken after it (a step limit inside an epoch).
   train::EvalResult test;
   if (!r.history.empty() && r.history.back().step == r.global_step &&
       !std::isnan(r.history.back().val_loss)) {
-    test.loss = r.history.back().val_loss;
-    test.accuracy = r.history.back().val_accuracy;
+    const train::EpochRecord& last = r.history.back();
+    test.loss = last.val_loss;
+    test.accuracy = last.val_accuracy;
+    test.mse = last.val_mse;
+    test.mae = last.val_mae;
+    test.r2 = last.val_r2;
   } else {
-    test = trainer.evaluate(*model, std::ref(ce), test_loader);
+    test = trainer.evaluate(*model, loss, test_loader);
   }
   report_traffic(o, comm);
   if (rank0) {
+    // The validation figures: accuracy for classes, errors and R² for a regression.
+    const std::string figures =
+        d.regression()
+            ? fmt::format("val_loss={:.6g} val_mse={:.6g} val_mae={:.6g} val_r2={:.4f}", test.loss,
+                          test.mse, test.mae, test.r2)
+            : fmt::format("test_accuracy={:.4f} test_loss={:.4f}", test.accuracy, test.loss);
     std::printf(
-        "kdp-train: test_accuracy=%.4f test_loss=%.4f samples_per_s=%.0f wall_time_s=%.1f "
+        "kdp-train: %s samples_per_s=%.0f wall_time_s=%.1f "
         "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d precision=%s\n",
-        test.accuracy, test.loss, r.samples_per_s, r.wall_seconds,
+        figures.c_str(), r.samples_per_s, r.wall_seconds,
         static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
         o.devices, precision_name(r.precision));
     if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());

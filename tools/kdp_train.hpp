@@ -15,6 +15,12 @@ namespace kdp::train_tool {
 // Every option of kdp-train, with its default.
 struct Options {
   std::string data = "data/fashion-mnist.h5";
+  std::string inputs = "images";  // a name in /train and /test, or one dataset's path
+  std::string targets = "labels";
+  std::string val_data;       // the validation samples from this file instead
+  double val_fraction = 0.0;  // hold out this fraction of the training samples
+  std::string loss;           // "": cross_entropy for classes, mse otherwise
+  std::string monitor;        // "": val_accuracy for classes, val_loss otherwise
   std::string model = "784,256,256,10";
   std::string activation = "relu";
   int64_t epochs = 10;
@@ -54,13 +60,19 @@ struct Options {
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };
 
-// The training and test splits, normalised by the training features' mean
-// and standard deviation; flat samples or images, as the model's first layer
-// takes them.
+// The training and validation samples, normalised by the training features'
+// mean and standard deviation; flat samples or images, as the model's first
+// layer takes them. Targets are class indices or, for a regression, floats.
 struct TrainingData {
-  std::shared_ptr<data::HDF5Dataset> train, test;
+  std::shared_ptr<data::HDF5Dataset> source;  // the training samples' file
+  std::shared_ptr<data::Dataset> train, test;
+  std::string train_name, test_name;  // "'/train/images' of 'data/x.h5'", for messages
   float mean = 0.0f, stddev = 1.0f;
+  bool regression() const { return train->num_classes() == 0; }
 };
+
+// The loss of --loss, checked against the targets.
+nn::LossFunction make_loss(const Options& o, const TrainingData& d);
 
 // The model of --model: a layer list ("conv(32,3),relu,...") or MLP sizes
 // ("784,256,10"), checked against the data's samples and classes, and how the

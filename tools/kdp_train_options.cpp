@@ -8,9 +8,30 @@ namespace kdp::train_tool {
 
 // What is trained and how: data, model, optimizer and schedule, devices, seed.
 void add_training_options(CLI::App& app, Options& o) {
-  app.add_option(
-      "--data", o.data,
-      "HDF5 dataset with /train and /test (default: Fashion-MNIST, imported on first use)");
+  app.add_option("--data", o.data,
+                 "HDF5 file with /train and /test groups, or one set of samples (see --inputs) "
+                 "(default: Fashion-MNIST, imported on first use)");
+  app.add_option("--inputs", o.inputs,
+                 "The features' dataset: a name in the /train and /test groups, or a path "
+                 "('/fields') in a file of one set of samples");
+  app.add_option("--targets", o.targets,
+                 "The targets' dataset, named as --inputs: integer classes, or floats of any "
+                 "shape (a regression)");
+  app.add_option("--val-data", o.val_data,
+                 "Validate on this file's samples (at --inputs/--targets; names in its /test)");
+  app.add_option("--val-fraction", o.val_fraction,
+                 "Validate on this fraction of the training samples, held out by --seed "
+                 "(default 0.1 for a file of one set of samples)")
+      ->check(cli::real_number(0.0, false));
+  app.add_option("--loss", o.loss,
+                 "cross_entropy (classes), or mse, l1, smooth_l1, huber (a regression; "
+                 "PyTorch's definitions); default: what the targets are")
+      ->check(CLI::IsMember({"cross_entropy", "mse", "l1", "smooth_l1", "huber"}));
+  app.add_option("--monitor", o.monitor,
+                 "The metric for the best checkpoint (default: val_accuracy for classes, "
+                 "val_loss for a regression)")
+      ->check(CLI::IsMember(
+          {"val_loss", "val_accuracy", "val_mse", "val_mae", "val_r2", "loss", "accuracy"}));
   app.add_option("--model", o.model,
                  "MLP layer sizes, input first, classes last (784,256,10), or a layer list: "
                  "conv(out,k[,stride[,padding]]), batchnorm, relu (and the other activations), "

@@ -35,103 +35,35 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
-// The two splits train and evaluate one model: both must hold samples, and
-// the same kind of them (type, scale, shape).
-void check_splits(const Options& o, const data::HDF5Dataset& train, const data::HDF5Dataset& test) {
-  for (const data::HDF5Dataset* split : {&train, &test}) {
-    if (split->size() == 0) {
-      throw ValueError(
-          fmt::format("the {} split of '{}' holds no samples; kdp-train needs samples "
-                      "to {}",
-                      split == &train ? "train" : "test", o.data,
-                      split == &train ? "train on" : "evaluate on"));
-    }
-  }
-  if (train.feature_type() != test.feature_type() || train.sample_shape() != test.sample_shape()) {
-    throw ValueError(fmt::format(
-        "the splits of '{}' hold different kinds of samples: /train/images is {} {} but "
-        "/test/images is {} {}; they would be scaled and normalised differently",
-        o.data, train.feature_type(), train.sample_shape().str(), test.feature_type(),
-        test.sample_shape().str()));
-  }
-  if (o.batch_size > train.size()) {
-    throw ValueError(fmt::format("--batch-size {} is larger than the {} training samples of '{}'",
-                                 o.batch_size, train.size(), o.data));
-  }
-}
-
-// Mean and standard deviation of the (scaled) features of up to 10000 samples.
-std::pair<float, float> feature_moments(const data::Dataset& ds) {
-  const int64_t n = std::min<int64_t>(ds.size(), 10000);
-  const int64_t row = ds.sample_shape().numel();
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    idx[static_cast<size_t>(i)] = i * (ds.size() / std::max<int64_t>(1, n));
-  std::vector<float> f(static_cast<size_t>(n * row)), l(static_cast<size_t>(n));
-  ds.fetch(idx, f.data(), l.data());
-  double s = 0, s2 = 0;
-  for (float v : f) {
-    s += v;
-    s2 += static_cast<double>(v) * v;
-  }
-  const double mean = s / static_cast<double>(f.size());
-  const double var = s2 / static_cast<double>(f.size()) - mean * mean;
-  if (!std::isfinite(mean) || !std::isfinite(var)) {
-    throw NumericalError(fmt::format(
-        "the features of the training samples have no finite mean and variance (mean {}, "
-        "variance {}); kdp-train cannot normalise them",
-        mean, var));
-  }
-  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(var, 1e-12)))};
-}
-
-TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) {
-  // The default data is imported on first use.
-  if (o.data == Options{}.data && !fs::exists(o.data)) {
-    if (comm.rank() == 0) {
-      fs::create_directories(fs::path(o.data).parent_path());
-      std::printf("importing Fashion-MNIST into %s\n", o.data.c_str());
-      data::import_fashion_mnist(o.data);
-    }
-    comm.barrier();
-  }
-  data::HDF5DatasetOptions h5;
-  h5.flatten = !images;
-  h5.as_images = images;
-  TrainingData d;
-  d.train = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
-  if (d.train->num_classes() == 0) {
-    throw ValueError(fmt::format(
-        "--data '{}': /train/labels holds float targets {} (a regression); kdp-train trains "
-        "classifiers with cross entropy: train a regression through kdp::train::Trainer with "
-        "mse_loss, l1_loss, smooth_l1_loss or huber_loss",
-        o.data, d.train->label_shape().str()));
-  }
-  std::tie(d.mean, d.stddev) = feature_moments(*d.train);
-  h5.mean = d.mean;
-  h5.stddev = d.stddev;
-  d.train = std::make_shared<data::HDF5Dataset>(o.data, "train", h5);
-  d.test = std::make_shared<data::HDF5Dataset>(o.data, "test", h5);
-  check_splits(o, *d.train, *d.test);
-  return d;
-}
-
 // Whether --model needs images: a layer list that does not start with linear.
 bool takes_images(const std::string& model) {
   if (!nn::is_layer_list(model)) return false;
   return nn::parse_layer_list(model).front().kind != "linear";
 }
 
+// What the model's output must be for the targets: [classes], or a target's
+// shape ([1] for one value per sample).
+Shape output_for(const TrainingData& d) {
+  if (!d.regression()) return Shape{d.train->num_classes()};
+  const Shape target = d.train->label_shape();
+  return target.rank() == 0 ? Shape{1} : target;
+}
+
+std::string what_it_has(const TrainingData& d) {
+  if (!d.regression()) return fmt::format("{} classes", d.train->num_classes());
+  return fmt::format("targets {} per sample", d.train->label_shape().str());
+}
+
 Model build_model(const Options& o, const TrainingData& d, const Device& device) {
   Model m;
   const Shape sample = d.train->sample_shape();
-  const int64_t classes = d.train->num_classes();
+  const Shape want = output_for(d);
   if (nn::is_layer_list(o.model)) {
     const std::vector<nn::LayerSpec> layers = nn::parse_layer_list(o.model);
     const Shape out = nn::layer_list_shapes(layers, sample).back();
-    if (out != Shape{classes}) {
-      throw ValueError(fmt::format("--model '{}' ends with samples of {} but '{}' has {} classes",
-                                   o.model, out.str(), o.data, classes));
+    if (out != want) {
+      throw ValueError(fmt::format("--model '{}' ends with samples of {} but {} has {}", o.model,
+                                   out.str(), d.train_name, what_it_has(d)));
     }
     manual_seed(o.seed);
     m.net = nn::build_layer_list(layers, sample, device);
@@ -141,12 +73,13 @@ Model build_model(const Options& o, const TrainingData& d, const Device& device)
     const std::vector<int64_t> sizes = parse_sizes(o.model);
     if (sizes.front() != sample.numel()) {
       throw ValueError(
-          fmt::format("--model starts with {} inputs but the samples of '{}' have {} features",
-                      sizes.front(), o.data, sample.numel()));
+          fmt::format("--model starts with {} inputs but the samples of {} have {} features",
+                      sizes.front(), d.train_name, sample.numel()));
     }
-    if (sizes.back() != classes) {
-      throw ValueError(fmt::format("--model ends with {} outputs but '{}' has {} classes",
-                                   sizes.back(), o.data, classes));
+    if (want.rank() != 1 || sizes.back() != want.numel()) {
+      throw ValueError(fmt::format(
+          "--model ends with {} outputs but {} has {}{}", sizes.back(), d.train_name,
+          what_it_has(d), want.rank() != 1 ? ": give a layer list that ends with them" : ""));
     }
     manual_seed(o.seed);
     m.net = nn::mlp(sizes, o.activation, device);
@@ -211,6 +144,13 @@ io::RunConfig run_config(const Options& o, const Model& m, const TrainingData& d
     if (!o.milestones.empty()) c["milestones"] = fmt::format("{}", fmt::join(o.milestones, ","));
   }
   if (o.sync_batchnorm) c["sync-batchnorm"] = "yes";
+  // Where the samples come from and what is minimised.
+  const Options defaults;
+  if (o.inputs != defaults.inputs) c["inputs"] = o.inputs;
+  if (o.targets != defaults.targets) c["targets"] = o.targets;
+  if (!o.val_data.empty()) c["val-data"] = o.val_data;
+  if (o.val_fraction > 0.0) c["val-fraction"] = fmt::format("{}", o.val_fraction);
+  if (d.regression()) c["loss"] = o.loss.empty() ? "mse" : o.loss;
   return c;
 }
 
@@ -226,7 +166,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.checkpoint_dir = o.checkpoint_dir;
   t.checkpoint_every_steps = o.checkpoint_every;
   t.keep_last = o.keep_last;
-  t.monitor = "val_accuracy";
+  t.monitor = !o.monitor.empty() ? o.monitor : d.regression() ? "val_loss" : "val_accuracy";
   t.resume = o.resume == "never" ? "" : o.resume;
   t.metrics_path = o.metrics;
   t.trace_path = o.trace;
@@ -238,8 +178,18 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.reproducible = o.reproducible;
   t.devices = devs;
   t.sampler_seed = o.seed;
-  t.record = {{"data.scale", 1.0 / 255.0}, {"data.mean", d.mean}, {"data.std", d.stddev}};
-  if (o.stop_at_accuracy > 0.0) t.stopping_threshold = o.stop_at_accuracy;
+  t.record = {{"data.scale", d.source->normalisation().scale},
+              {"data.mean", d.mean},
+              {"data.std", d.stddev}};
+  if (o.stop_at_accuracy > 0.0) {
+    if (d.regression()) {
+      throw ValueError(
+          fmt::format("--stop-at-accuracy {} needs classes, and the targets of {} are floats (a "
+                      "regression): use --monitor val_loss with early stopping instead",
+                      o.stop_at_accuracy, d.train_name));
+    }
+    t.stopping_threshold = o.stop_at_accuracy;
+  }
   return t;
 }
 

@@ -108,8 +108,23 @@ with h5py.File(sys.argv[2], "r+") as f:
         del f[split]["labels"]
         f[split]["labels"] = np.linspace(0.0, 1.0, n, dtype=np.float32)
 PY
-check "float targets (a regression) named as such" 1 "holds float targets [] (a regression)" \
-  "$bin/kdp-train" --data "$work/regression.h5" --epochs 1
+reg=("$bin/kdp-train" --data "$work/regression.h5" --progress lines --batch-size 40 --epochs 1)
+check "a regression's model must end with its targets" 1 "ends with 10 outputs but '/train/images'" \
+  "${reg[@]}"
+check "cross entropy on float targets" 1 "takes class indices, but the targets of" \
+  "${reg[@]}" --model 784,16,1 --loss cross_entropy
+check "a regression loss on classes" 1 "--loss mse is a regression loss, but the targets of" \
+  "${train[@]}" --loss mse
+check "stop-at-accuracy on a regression" 1 "--stop-at-accuracy 0.5 needs classes" \
+  "${reg[@]}" --model 784,16,1 --stop-at-accuracy 0.5
+check "a regression trains" 0 "val_r2=" "${reg[@]}" --model 784,16,1 --loss huber
+check "one set of samples, a tenth held out" 0 "test_accuracy=" \
+  "${train[@]}" --inputs /train/images --targets /train/labels --model 784,16,10 --epochs 1
+check "held out and a validation file at once" 1 "both name the validation samples" \
+  "${train[@]}" --val-fraction 0.2 --val-data "$work/tiny.h5"
+check "a held-out fraction of all" 1 "--val-fraction 1.5 leaves no training samples" \
+  "${train[@]}" --val-fraction 1.5
+check "a dataset that is not there" 1 "/train/fields" "${train[@]}" --inputs fields
 check "bad model sizes" 1 "is not a positive layer size" "${train[@]}" --model 784,x,10
 check "batch smaller than ranks x devices" 1 "smaller than ranks x devices" \
   "${train[@]}" --devices 4 --batch-size 2
