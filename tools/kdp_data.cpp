@@ -3,13 +3,14 @@
 //   kdp-data import-idx --images F --labels F --out OUT.h5 --split train|test
 //            [--add-split | --overwrite]
 //   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR] [--overwrite]
-//   kdp-data info FILE.h5
+//   kdp-data info FILE.h5 [--inputs NAME --targets NAME --val-data F --val-fraction X]
 //   kdp-data check-output PATH --kind plot|trace|status|checkpoint|dataset [--overwrite]
 //
 // An existing --out is written only when asked and only when it is a kdp
 // dataset: --add-split adds a split it lacks, --overwrite replaces the imported
 // splits. Any other file (a checkpoint, a user's own HDF5 file) is never
 // written into.
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -30,6 +31,7 @@ struct Options {
   bool add_split = false, overwrite = false;
   std::string fm_dir;
   std::string file;
+  data::SplitSpec spec;  // what info shows kdp-train would read
   std::string output, kind;
 };
 
@@ -66,6 +68,12 @@ CLI::App* add_info(CLI::App& app, Options& o) {
   auto* info = app.add_subcommand(
       "info", "Print the groups, datasets, shapes, types and attributes of an HDF5 file");
   info->add_option("file", o.file, "HDF5 file")->required();
+  info->add_option("--inputs", o.spec.inputs,
+                   "Show what kdp-train would read with this --inputs (default: images)");
+  info->add_option("--targets", o.spec.targets, "... and this --targets (default: labels)");
+  info->add_option("--val-data", o.spec.val_file, "... and this --val-data");
+  info->add_option("--val-fraction", o.spec.val_fraction, "... and this --val-fraction")
+      ->check(kdp::cli::real_number(0.0, true));
   return info;
 }
 
@@ -80,6 +88,35 @@ CLI::App* add_check_output(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"plot", "trace", "status", "checkpoint", "dataset"}));
   check->add_flag("--overwrite", o.overwrite, "The user asks to replace a file of that kind");
   return check;
+}
+
+// One part's samples as kdp-train sees them.
+std::string describe(const data::Dataset& part, const std::string& name,
+                     const data::HDF5Dataset& source) {
+  const std::string targets =
+      part.num_classes() > 0
+          ? fmt::format("{} classes", part.num_classes())
+          : fmt::format("float targets {} (a regression)", part.label_shape().str());
+  return fmt::format("{}: {} samples {} of {}, {}", name, part.size(), part.sample_shape().str(),
+                     source.feature_type(), targets);
+}
+
+// What kdp-train would train and validate on with the given options, or why
+// it would refuse the file.
+void training_view(const Options& o) {
+  data::SplitSpec spec = o.spec;
+  spec.file = o.file;
+  std::printf("\nkdp-train --data %s --inputs %s --targets %s would read:\n", o.file.c_str(),
+              spec.inputs.c_str(), spec.targets.c_str());
+  try {
+    const data::Splits s = data::open_splits(spec);
+    std::printf("  training:   %s\n", describe(*s.train, s.train_name, *s.source).c_str());
+    std::printf("  validation: %s\n", describe(*s.val, s.val_name, *s.source).c_str());
+    std::printf("  loss: %s\n",
+                s.regression() ? "mse (or --loss l1, smooth_l1, huber)" : "cross_entropy");
+  } catch (const kdp::Error& e) {
+    std::printf("  nothing: it would refuse the file: %s\n", e.message().c_str());
+  }
 }
 
 // The work of the subcommand given: what main() calls once the options parse.
@@ -106,6 +143,7 @@ void run(const Options& o, const CLI::App& idx, const CLI::App& fm, const CLI::A
     io::claim_output(o.output, kinds.at(o.kind), o.overwrite, "");
   } else {
     std::fputs(io::hdf5_listing(o.file).c_str(), stdout);
+    training_view(o);
   }
 }
 

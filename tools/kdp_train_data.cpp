@@ -1,6 +1,5 @@
-// kdp-train's data: which datasets of which files are the training and the
-// validation samples (splits as groups, a second file, or a held-out
-// fraction), their normalisation, and the loss their targets take.
+// kdp-train's data: the training and validation samples of its options
+// (data::open_splits), their normalisation, and the loss their targets take.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -13,43 +12,6 @@ namespace kdp::train_tool {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A dataset's path for a split: names are looked up in the split's group
-// (/train/images), paths starting with '/' are used as they are.
-std::string path_in(const std::string& name, const char* split) {
-  return name.rfind('/', 0) == 0 ? name : fmt::format("/{}/{}", split, name);
-}
-
-// Whether the validation samples are held out of the training ones: asked
-// for, or the data is one set of samples (a path, no /train and /test) and no
-// other file holds them.
-bool held_out(const Options& o) {
-  return o.val_fraction > 0.0 || (o.inputs.rfind('/', 0) == 0 && o.val_data.empty());
-}
-
-// Both parts train and evaluate one model: both hold samples, of one kind.
-void check_splits(const Options& o, const TrainingData& d) {
-  for (const auto& [part, name, what] : {std::tuple{d.train.get(), &d.train_name, "train on"},
-                                         std::tuple{d.test.get(), &d.test_name, "evaluate on"}}) {
-    if (part->size() == 0) {
-      throw ValueError(
-          fmt::format("{} holds no samples; kdp-train needs samples to {}", *name, what));
-    }
-  }
-  if (d.train->sample_shape() != d.test->sample_shape() ||
-      d.train->label_shape() != d.test->label_shape() ||
-      (d.train->num_classes() == 0) != (d.test->num_classes() == 0)) {
-    throw ValueError(fmt::format(
-        "the training and validation samples differ: {} has samples {} and targets {}, {} has "
-        "samples {} and targets {}",
-        d.train_name, d.train->sample_shape().str(), d.train->label_shape().str(), d.test_name,
-        d.test->sample_shape().str(), d.test->label_shape().str()));
-  }
-  if (o.batch_size > d.train->size()) {
-    throw ValueError(fmt::format("--batch-size {} is larger than the {} training samples of {}",
-                                 o.batch_size, d.train->size(), d.train_name));
-  }
-}
 
 // Mean and standard deviation of the (scaled) features of up to 10000 samples.
 std::pair<float, float> feature_moments(const data::Dataset& ds) {
@@ -79,24 +41,20 @@ std::pair<float, float> feature_moments(const data::Dataset& ds) {
 
 // The training and validation parts, each dataset opened with `h5`.
 TrainingData open_parts(const Options& o, const data::HDF5DatasetOptions& h5) {
+  data::SplitSpec spec;
+  spec.file = o.data;
+  spec.inputs = o.inputs;
+  spec.targets = o.targets;
+  spec.val_file = o.val_data;
+  spec.val_fraction = o.val_fraction;
+  spec.seed = o.seed;
+  data::Splits s = data::open_splits(spec, h5);
   TrainingData d;
-  const std::string inputs = path_in(o.inputs, "train"), targets = path_in(o.targets, "train");
-  d.source = std::make_shared<data::HDF5Dataset>(o.data, inputs, targets, h5);
-  d.train = d.source;
-  d.train_name = fmt::format("'{}' of '{}'", inputs, o.data);
-  if (held_out(o)) {
-    const double fraction = o.val_fraction > 0.0 ? o.val_fraction : 0.1;
-    const data::HoldoutSplit split = data::holdout_split(d.source->size(), fraction, o.seed);
-    d.train = std::make_shared<data::Subset>(d.source, split.train);
-    d.test = std::make_shared<data::Subset>(d.source, split.held_out);
-    d.test_name = fmt::format("the {} held out of {}", fraction, d.train_name);
-    d.train_name = fmt::format("the rest of {}", d.train_name);
-    return d;
-  }
-  const std::string& file = o.val_data.empty() ? o.data : o.val_data;
-  const std::string vi = path_in(o.inputs, "test"), vt = path_in(o.targets, "test");
-  d.test = std::make_shared<data::HDF5Dataset>(file, vi, vt, h5);
-  d.test_name = fmt::format("'{}' of '{}'", vi, file);
+  d.source = s.source;
+  d.train = s.train;
+  d.test = s.val;
+  d.train_name = s.train_name;
+  d.test_name = s.val_name;
   return d;
 }
 
@@ -132,7 +90,10 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) 
   d = open_parts(o, h5);
   d.mean = mean;
   d.stddev = stddev;
-  check_splits(o, d);
+  if (o.batch_size > d.train->size()) {
+    throw ValueError(fmt::format("--batch-size {} is larger than the {} training samples of {}",
+                                 o.batch_size, d.train->size(), d.train_name));
+  }
   return d;
 }
 

@@ -75,6 +75,7 @@
 #include "kdp/data/hdf5_dataset.hpp"
 #include "kdp/data/idx.hpp"
 #include "kdp/data/importer.hpp"
+#include "kdp/data/splits.hpp"
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/io/file_lock.hpp"

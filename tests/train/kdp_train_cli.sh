@@ -125,6 +125,12 @@ check "held out and a validation file at once" 1 "both name the validation sampl
 check "a held-out fraction of all" 1 "--val-fraction 1.5 leaves no training samples" \
   "${train[@]}" --val-fraction 1.5
 check "a dataset that is not there" 1 "/train/fields" "${train[@]}" --inputs fields
+check "kdp-data info: what kdp-train would read" 0 "float targets [] (a regression)" \
+  "$bin/kdp-data" info "$work/regression.h5"
+check "kdp-data info: a held-out part" 0 "validation: the 0.1 held out of '/train/images'" \
+  "$bin/kdp-data" info "$work/tiny.h5" --inputs /train/images --targets /train/labels
+check "kdp-data info: why kdp-train would refuse" 0 "it would refuse the file" \
+  "$bin/kdp-data" info "$work/tiny.h5" --inputs fields
 check "bad model sizes" 1 "is not a positive layer size" "${train[@]}" --model 784,x,10
 check "batch smaller than ranks x devices" 1 "smaller than ranks x devices" \
   "${train[@]}" --devices 4 --batch-size 2

@@ -1,0 +1,44 @@
+#pragma once
+/// \file
+/// Where a training run's samples are in HDF5 files: the training and the
+/// validation part, as kdp-train's --data, --inputs, --targets, --val-data and
+/// --val-fraction name them (docs/architecture.md, "The dataset contract").
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kdp/data/hdf5_dataset.hpp"
+
+namespace kdp::data {
+
+struct SplitSpec {
+  /// The training samples' file.
+  std::string file;
+  /// Datasets: a name ("images") is looked up in the /train and /test
+  /// groups; a path ("/sim/fields") names one set of samples.
+  std::string inputs = "images", targets = "labels";
+  /// The validation samples from this file instead (at the same paths, names
+  /// in its /test group).
+  std::string val_file;
+  /// Hold this fraction of the training samples out for validation (drawn by
+  /// `seed`); 0: 0.1 for one set of samples without val_file, else none.
+  double val_fraction = 0.0;
+  uint64_t seed = 0;
+};
+
+struct Splits {
+  std::shared_ptr<HDF5Dataset> source;  // the training file's datasets
+  std::shared_ptr<Dataset> train, val;
+  /// "'/train/images' of 'data.h5'", "the 0.1 held out of ...": for messages.
+  std::string train_name, val_name;
+  bool regression() const { return train->num_classes() == 0; }
+};
+
+/// Opens both parts, each dataset with `options`, and checks that both hold
+/// samples of one kind (sample shape, target shape, classes or not).
+/// Conflicting settings, a missing dataset or an empty part are errors
+/// naming the file and dataset.
+Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options = {});
+
+}  // namespace kdp::data
