@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "io/hdf5.hpp"
 #include "test_util.hpp"
@@ -260,4 +261,50 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
       EXPECT_EQ(got[i], values[i] + (name[0] == 'u' ? 10.0f : 0.0f)) << name << " value " << i;
     }
   }
+}
+
+// A run's parts: one set of samples with a tenth held out (every sample in one
+// part), a validation file, and what cannot be one run's samples.
+TEST(Splits, HeldOutOrFromAnotherFileAndRefusedWhenTheyDiffer) {
+  const std::string path = make_file("splits.h5"), other = make_file("splits-val.h5");
+  data::HDF5DatasetOptions o;
+  o.scale = false;
+  data::SplitSpec spec;
+  spec.file = path;
+  spec.inputs = "/train/images";
+  spec.targets = "/train/labels";
+  spec.seed = 5;
+  const data::Splits held = data::open_splits(spec, o);
+  EXPECT_EQ(held.train->size(), 27);
+  EXPECT_EQ(held.val->size(), 3);
+  std::set<float> seen;
+  for (const auto& part : {held.train, held.val}) {
+    for (int64_t i = 0; i < part->size(); ++i) {
+      std::vector<float> x(6), y(1);
+      part->fetch({i}, x.data(), y.data());
+      seen.insert(x[0]);  // every pixel of sample i is i
+    }
+  }
+  EXPECT_EQ(seen.size(), 30u);
+  EXPECT_NE(held.val_name.find("held out of '/train/images'"), std::string::npos) << held.val_name;
+  // Names in groups: the validation file's /test (absent here: refused naming it).
+  spec.inputs = "images";
+  spec.targets = "labels";
+  spec.val_file = other;
+  try {
+    data::open_splits(spec, o);
+    ADD_FAILURE() << "a missing /test was taken";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("/test/images"), std::string::npos) << e.what();
+  }
+  spec.inputs = "/train/images";
+  spec.targets = "/train/labels";
+  const data::Splits two = data::open_splits(spec, o);
+  EXPECT_EQ(two.train->size(), 30);
+  EXPECT_EQ(two.val->size(), 30);
+  spec.val_fraction = 0.2;
+  EXPECT_THROW(data::open_splits(spec, o), ValueError);  // two ways to validate
+  spec.val_file.clear();
+  spec.val_fraction = 1.0;
+  EXPECT_THROW(data::open_splits(spec, o), ValueError);
 }
