@@ -2,6 +2,8 @@
 //
 //   kdp-data import-idx --images F --labels F --out OUT.h5 --split train|test
 //            [--add-split | --overwrite]
+//   kdp-data import-npy --inputs X.npy|A.npz:x --targets Y.npy|A.npz:y --out OUT.h5
+//            [--split train|test] [--classes N] [--add-split | --overwrite]
 //   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR] [--overwrite]
 //   kdp-data info FILE.h5 [--inputs NAME --targets NAME --val-data F --val-fraction X]
 //   kdp-data check-output PATH --kind plot|trace|status|checkpoint|dataset [--overwrite]
@@ -28,6 +30,8 @@ namespace {
 struct Options {
   std::string images, labels, out, split = "train";
   int64_t classes = 10;
+  std::string inputs, targets;
+  int64_t npy_classes = 0;
   bool add_split = false, overwrite = false;
   std::string fm_dir;
   std::string file;
@@ -50,6 +54,27 @@ CLI::App* add_import_idx(CLI::App& app, Options& o) {
   idx->add_flag("--add-split", o.add_split, "Add the split to an existing --out that has none");
   idx->add_flag("--overwrite", o.overwrite, "Replace the split in an existing --out");
   return idx;
+}
+
+CLI::App* add_import_npy(CLI::App& app, Options& o) {
+  auto* npy = app.add_subcommand(
+      "import-npy", "Import numpy arrays (.npy files or .npz members) as one split, streaming");
+  npy->add_option("--inputs", o.inputs, "Inputs [N, ...]: X.npy, or A.npz:x for x in A.npz")
+      ->required();
+  npy->add_option("--targets", o.targets,
+                  "Targets: integer classes [N], or floats [N, ...] (a regression)")
+      ->required();
+  npy->add_option("--out", o.out,
+                  "HDF5 file to write; an existing kdp dataset only with --add-split or "
+                  "--overwrite (its other splits are kept)")
+      ->required();
+  npy->add_option("--split", o.split, "Split name")->check(CLI::IsMember({"train", "test"}));
+  npy->add_option("--classes", o.npy_classes,
+                  "Number of classes of integer targets (default: the largest + 1)")
+      ->check(kdp::cli::whole_number(1));
+  npy->add_flag("--add-split", o.add_split, "Add the split to an existing --out that has none");
+  npy->add_flag("--overwrite", o.overwrite, "Replace the split in an existing --out");
+  return npy;
 }
 
 CLI::App* add_import_fashion_mnist(CLI::App& app, Options& o) {
@@ -120,7 +145,8 @@ void training_view(const Options& o) {
 }
 
 // The work of the subcommand given: what main() calls once the options parse.
-void run(const Options& o, const CLI::App& idx, const CLI::App& fm, const CLI::App& check) {
+void run(const Options& o, const CLI::App& idx, const CLI::App& npy, const CLI::App& fm,
+         const CLI::App& check) {
   const data::ExistingOutput existing = o.overwrite   ? data::ExistingOutput::Overwrite
                                         : o.add_split ? data::ExistingOutput::AddSplits
                                                       : data::ExistingOutput::Refuse;
@@ -129,6 +155,12 @@ void run(const Options& o, const CLI::App& idx, const CLI::App& fm, const CLI::A
     options.existing = existing;
     options.num_classes = o.classes;
     data::import_idx({{o.split, o.images, o.labels}}, o.out, options);
+    std::printf("imported %s split into %s\n", o.split.c_str(), o.out.c_str());
+  } else if (npy) {
+    data::ImportOptions options;
+    options.existing = existing;
+    options.num_classes = o.npy_classes;
+    data::import_npy({{o.split, o.inputs, o.targets}}, o.out, options);
     std::printf("imported %s split into %s\n", o.split.c_str(), o.out.c_str());
   } else if (fm) {
     data::import_fashion_mnist(o.out, o.fm_dir, existing);
@@ -155,12 +187,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   Options o;
   CLI::App* idx = add_import_idx(app, o);
+  CLI::App* npy = add_import_npy(app, o);
   CLI::App* fm = add_import_fashion_mnist(app, o);
   CLI::App* info = add_info(app, o);
   CLI::App* check = add_check_output(app, o);
-  for (CLI::App* sub : {idx, fm, info, check}) sub->allow_extras();  // refused below
+  for (CLI::App* sub : {idx, npy, fm, info, check}) sub->allow_extras();  // refused below
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
-  for (CLI::App* sub : {idx, fm, info, check}) {
+  for (CLI::App* sub : {idx, npy, fm, info, check}) {
     if (!*sub) continue;
     if (const int status = cli::reject_unknown(*sub, sub->remaining(), "kdp-data"); status >= 0) {
       return status;
@@ -173,7 +206,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    run(o, *idx, *fm, *check);
+    run(o, *idx, *npy, *fm, *check);
     return 0;
   } catch (const kdp::Error& e) {
     std::fprintf(stderr, "kdp-data: %s\n", e.origin().empty() ? e.message().c_str() : e.what());

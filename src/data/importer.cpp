@@ -5,8 +5,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 #include "core/check.hpp"
+#include "importer_detail.hpp"
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -23,10 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 void check_interrupted(const std::string& out) {
-  KDP_CHECK(!StopSignal::requested(), IOError,
-            "import into '{}' interrupted by signal {}; '{}' is left "
-            "as it was",
-            out, StopSignal::signal(), out);
+  detail::check_interrupted(out);
 }
 
 void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions& options,
@@ -81,15 +80,15 @@ void write_split(io::h5::File& file, const SplitSource& src, const ImportOptions
 
 // Whether the existing kdp dataset `out` may be written as `options` ask:
 // AddSplits for splits it lacks, Overwrite for those it has.
-void check_existing_splits(const std::string& out, const std::vector<SplitSource>& splits,
+void check_existing_splits(const std::string& out, const std::vector<std::string>& splits,
                            const ImportOptions& options) {
   const io::h5::File file = io::h5::File::open(out);
-  for (const SplitSource& s : splits) {
-    const bool has = file.exists(s.split);
+  for (const std::string& split : splits) {
+    const bool has = file.exists(split);
     KDP_CHECK(options.existing != ExistingOutput::Refuse || has, IOError,
-              "'{}' exists; --add-split adds the '{}' split to it", out, s.split);
+              "'{}' exists; --add-split adds the '{}' split to it", out, split);
     KDP_CHECK(options.existing == ExistingOutput::Overwrite || !has, IOError,
-              "'{}' already has a '{}' split; --overwrite replaces it", out, s.split);
+              "'{}' already has a '{}' split; --overwrite replaces it", out, split);
   }
 }
 
@@ -113,14 +112,16 @@ void copy_contents(const std::string& from, const std::string& to, const std::st
 
 }  // namespace
 
-void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
-                const ImportOptions& options) {
+namespace detail {
+
+void import_splits(const std::vector<std::string>& splits, const std::string& out,
+                   const ImportOptions& options, const std::function<void(io::h5::File&)>& write) {
   KDP_CHECK(!splits.empty(), ValueError, "no splits to import");
-  for (const auto& s : splits) {
-    KDP_CHECK(!s.split.empty() && s.split.find('/') == std::string::npos, ValueError,
+  for (const std::string& split : splits) {
+    KDP_CHECK(!split.empty() && split.find('/') == std::string::npos, ValueError,
               "split name '{}' must be non-empty and "
               "without '/'",
-              s.split);
+              split);
   }
   // Only a kdp dataset is written into; what the user asked of it is decided
   // split by split.
@@ -138,7 +139,7 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
       }
       return io::h5::File::create(target.temp_path());
     }();
-    for (const auto& s : splits) write_split(file, s, options, out);
+    write(file);
     file.set_attribute("format", "kdp-dataset");
     file.set_attribute("format_version", int64_t{1});
     file.set_attribute("dataset", options.dataset);
@@ -164,6 +165,24 @@ void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
     throw IOError(fmt::format("{}; the import was abandoned and '{}' is {}", what, out,
                               exists ? "left as it was" : "not written"));
   }
+}
+
+void check_interrupted(const std::string& out) {
+  KDP_CHECK(!StopSignal::requested(), IOError,
+            "import into '{}' interrupted by signal {}; '{}' is left "
+            "as it was",
+            out, StopSignal::signal(), out);
+}
+
+}  // namespace detail
+
+void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
+                const ImportOptions& options) {
+  std::vector<std::string> names;
+  for (const SplitSource& s : splits) names.push_back(s.split);
+  detail::import_splits(names, out, options, [&](io::h5::File& file) {
+    for (const auto& s : splits) write_split(file, s, options, out);
+  });
 }
 
 std::string find_fashion_mnist() {

@@ -81,6 +81,27 @@ struct ImportOptions {
 void import_idx(const std::vector<SplitSource>& splits, const std::string& out,
                 const ImportOptions& options);
 
+/// The numpy arrays of one split: .npy files, or members of .npz archives
+/// ("arrays.npz:x" names x.npy in arrays.npz; np.savez and
+/// np.savez_compressed both write them).
+struct NpySource {
+  std::string split;    // "train" or "test"
+  std::string inputs;   // [N, ...] numbers
+  std::string targets;  // [N] integer classes, or floats [N, ...] (a regression)
+};
+
+/// Imports the arrays into `out` as /<split>/images and /<split>/labels,
+/// streaming them in blocks: uint8 inputs as bytes, 32-bit integers and
+/// float64 as float64, the other numbers as float32 (each exactly); integer
+/// targets as int64 classes (num_classes of the options, or 0: the largest +
+/// 1), float targets as float32 or float64. The same rules as import_idx for
+/// the output; IOError naming the file for an array it cannot read (not
+/// numbers, Fortran order), 64-bit integer inputs, targets whose count differs
+/// from the inputs', non-finite values or a label out of range (naming the
+/// sample).
+void import_npy(const std::vector<NpySource>& splits, const std::string& out,
+                const ImportOptions& options);
+
 /// The directory holding Fashion-MNIST's IDX files: $KDP_FASHION_MNIST_DIR or
 /// Debian's /usr/share/datasets/fashion-mnist. Throws IOError when absent.
 std::string find_fashion_mnist();
