@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
@@ -141,6 +142,75 @@ HoldoutSplit holdout_split(int64_t n, double fraction, uint64_t seed) {
   std::sort(s.held_out.begin(), s.held_out.end());
   std::sort(s.train.begin(), s.train.end());
   return s;
+}
+
+ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> datasets,
+                             std::vector<std::string> names)
+    : parts_(std::move(datasets)) {
+  KDP_CHECK(!parts_.empty() && names.size() == parts_.size(), ValueError,
+            "{} datasets and {} names: one name (its file) per dataset", parts_.size(),
+            names.size());
+  offsets_.push_back(0);
+  const Dataset& first = *parts_.front();
+  const auto kind = [](const Dataset& d) {
+    const std::optional<ByteFeatures> b = d.byte_features();
+    return fmt::format("samples {}, targets {}{}{}", d.sample_shape().str(), d.label_shape().str(),
+                       d.num_classes() > 0 ? " (classes)" : " (floats)",
+                       b ? fmt::format(" from bytes scaled by {}", b->scale) : "");
+  };
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    const Dataset& d = *parts_[k];
+    const bool same = d.sample_shape() == first.sample_shape() &&
+                      d.label_shape() == first.label_shape() &&
+                      (d.num_classes() > 0) == (first.num_classes() > 0) &&
+                      d.byte_features().has_value() == first.byte_features().has_value();
+    KDP_CHECK(same, ValueError, "'{}' holds {} where '{}' holds {}: they cannot be one dataset",
+              names[k], kind(d), names.front(), kind(first));
+    classes_ = std::max(classes_, d.num_classes());
+    offsets_.push_back(offsets_.back() + d.size());
+  }
+}
+
+template <class T>
+void ConcatDataset::gather(const std::vector<int64_t>& indices, T* features, float* labels) const {
+  const auto row = static_cast<size_t>(sample_shape().numel());
+  const auto lrow = static_cast<size_t>(label_shape().numel());
+  std::vector<std::vector<int64_t>> local(parts_.size()), where(parts_.size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const int64_t i = indices[k];
+    KDP_CHECK(i >= 0 && i < size(), ValueError, "index {} is outside [0, {})", i, size());
+    const auto p = static_cast<size_t>(std::upper_bound(offsets_.begin(), offsets_.end(), i) -
+                                       offsets_.begin() - 1);
+    local[p].push_back(i - offsets_[p]);
+    where[p].push_back(static_cast<int64_t>(k));
+  }
+  std::vector<T> f;
+  std::vector<float> l;
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    if (local[p].empty()) continue;
+    f.resize(local[p].size() * row);
+    l.resize(local[p].size() * lrow);
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      parts_[p]->fetch_bytes(local[p], f.data(), l.data());
+    } else {
+      parts_[p]->fetch(local[p], f.data(), l.data());
+    }
+    for (size_t j = 0; j < local[p].size(); ++j) {
+      const auto k = static_cast<size_t>(where[p][j]);
+      std::memcpy(features + k * row, f.data() + j * row, row * sizeof(T));
+      std::memcpy(labels + k * lrow, l.data() + j * lrow, lrow * sizeof(float));
+    }
+  }
+}
+
+void ConcatDataset::fetch(const std::vector<int64_t>& indices, float* features,
+                          float* labels) const {
+  gather(indices, features, labels);
+}
+
+void ConcatDataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                                float* labels) const {
+  gather(indices, features, labels);
 }
 
 }  // namespace kdp::data

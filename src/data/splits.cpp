@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <glob.h>
+
+#include <algorithm>
 #include <tuple>
 
 #include "core/check.hpp"
@@ -39,7 +42,48 @@ void check_parts(const Splits& d) {
             d.val->sample_shape().str(), d.val->label_shape().str());
 }
 
+// The datasets at `inputs` and `targets` of every file, as one.
+std::shared_ptr<Dataset> open_all(const std::vector<std::string>& files, const std::string& inputs,
+                                  const std::string& targets, const HDF5DatasetOptions& options,
+                                  std::shared_ptr<HDF5Dataset>* first = nullptr) {
+  std::vector<std::shared_ptr<const Dataset>> parts;
+  for (const std::string& f : files) {
+    auto d = std::make_shared<HDF5Dataset>(f, inputs, targets, options);
+    if (first != nullptr && parts.empty()) *first = d;
+    parts.push_back(d);
+  }
+  if (parts.size() == 1) return std::const_pointer_cast<Dataset>(parts.front());
+  return std::make_shared<ConcatDataset>(parts, files);
+}
+
+// "'/train/images' of 'a.h5'", or "of 4 files 'run-*.h5'".
+std::string name_of(const std::string& dataset, const std::string& spec,
+                    const std::vector<std::string>& files) {
+  if (files.size() == 1) return fmt::format("'{}' of '{}'", dataset, files.front());
+  return fmt::format("'{}' of {} files '{}'", dataset, files.size(), spec);
+}
+
 }  // namespace
+
+std::vector<std::string> expand_files(const std::string& spec) {
+  std::vector<std::string> files;
+  if (spec.find_first_of("*?[") != std::string::npos) {
+    glob_t g{};
+    const int r = ::glob(spec.c_str(), 0, nullptr, &g);
+    for (size_t k = 0; r == 0 && k < g.gl_pathc; ++k) files.emplace_back(g.gl_pathv[k]);
+    globfree(&g);
+    KDP_CHECK(!files.empty(), ValueError, "the pattern '{}' matches no file", spec);
+    return files;
+  }
+  size_t from = 0;
+  while (from <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', from), spec.size());
+    if (comma > from) files.push_back(spec.substr(from, comma - from));
+    from = comma + 1;
+  }
+  KDP_CHECK(!files.empty(), ValueError, "no data file named");
+  return files;
+}
 
 Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options) {
   KDP_CHECK(spec.val_fraction == 0.0 || spec.val_file.empty(), ValueError,
@@ -50,23 +94,23 @@ Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options) {
             "a held-out fraction of {} leaves no training samples: it must be in [0, 1)",
             spec.val_fraction);
   Splits d;
+  d.files = expand_files(spec.file);
   const std::string inputs = path_in(spec.inputs, "train");
-  d.source =
-      std::make_shared<HDF5Dataset>(spec.file, inputs, path_in(spec.targets, "train"), options);
-  d.train = d.source;
-  d.train_name = fmt::format("'{}' of '{}'", inputs, spec.file);
+  d.train = open_all(d.files, inputs, path_in(spec.targets, "train"), options, &d.source);
+  d.train_name = name_of(inputs, spec.file, d.files);
   if (held_out(spec)) {
     const double fraction = spec.val_fraction > 0.0 ? spec.val_fraction : 0.1;
-    const HoldoutSplit split = holdout_split(d.source->size(), fraction, spec.seed);
-    d.train = std::make_shared<Subset>(d.source, split.train);
-    d.val = std::make_shared<Subset>(d.source, split.held_out);
+    const HoldoutSplit split = holdout_split(d.train->size(), fraction, spec.seed);
+    d.val = std::make_shared<Subset>(d.train, split.held_out);
+    d.train = std::make_shared<Subset>(d.train, split.train);
     d.val_name = fmt::format("the {} held out of {}", fraction, d.train_name);
     d.train_name = fmt::format("the rest of {}", d.train_name);
   } else {
-    const std::string& file = spec.val_file.empty() ? spec.file : spec.val_file;
+    const std::string& spec_file = spec.val_file.empty() ? spec.file : spec.val_file;
+    const std::vector<std::string> files = expand_files(spec_file);
     const std::string vi = path_in(spec.inputs, "test");
-    d.val = std::make_shared<HDF5Dataset>(file, vi, path_in(spec.targets, "test"), options);
-    d.val_name = fmt::format("'{}' of '{}'", vi, file);
+    d.val = open_all(files, vi, path_in(spec.targets, "test"), options);
+    d.val_name = name_of(vi, spec_file, files);
   }
   check_parts(d);
   return d;

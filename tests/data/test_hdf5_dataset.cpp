@@ -308,3 +308,64 @@ TEST(Splits, HeldOutOrFromAnotherFileAndRefusedWhenTheyDiffer) {
   spec.val_fraction = 1.0;
   EXPECT_THROW(data::open_splits(spec, o), ValueError);
 }
+
+// Files of one run as one dataset (a glob, in name order): every sample of
+// every file once, in order; a file of another kind refused naming it; a
+// pattern that matches nothing named.
+TEST(Splits, ManyFilesAsOneDataset) {
+  const std::string dir = temp_file("many");
+  fs::create_directories(dir);
+  for (const char* name : {"run-0.h5", "run-1.h5"}) {
+    fs::copy_file(make_file("many-part.h5"), dir + "/" + name,
+                  fs::copy_options::overwrite_existing);
+  }
+  data::HDF5DatasetOptions o;
+  o.scale = false;
+  data::SplitSpec spec;
+  spec.file = dir + "/run-*.h5";
+  spec.inputs = "/train/images";
+  spec.targets = "/train/labels";
+  spec.val_fraction = 0.1;
+  const data::Splits s = data::open_splits(spec, o);
+  EXPECT_EQ(s.files, (std::vector<std::string>{dir + "/run-0.h5", dir + "/run-1.h5"}));
+  EXPECT_EQ(s.train->size() + s.val->size(), 60);
+  EXPECT_NE(s.train_name.find("of 2 files"), std::string::npos) << s.train_name;
+  // The whole: samples 0..29 of each file in turn (every pixel of sample i is i).
+  auto whole = std::make_shared<data::ConcatDataset>(
+      std::vector<std::shared_ptr<const data::Dataset>>{
+          std::make_shared<data::HDF5Dataset>(dir + "/run-0.h5", "train", o),
+          std::make_shared<data::HDF5Dataset>(dir + "/run-1.h5", "train", o)},
+      std::vector<std::string>{"run-0.h5", "run-1.h5"});
+  std::vector<float> x(3 * 6), y(3);
+  whole->fetch({45, 2, 31}, x.data(), y.data());
+  EXPECT_EQ(x[0], 15.0f);
+  EXPECT_EQ(x[6], 2.0f);
+  EXPECT_EQ(x[12], 1.0f);
+  EXPECT_EQ(y[0], 15.0f - 12.0f);  // labels i % 4
+  std::vector<uint8_t> bytes(6);
+  whole->fetch_bytes({59}, bytes.data(), y.data());
+  EXPECT_EQ(bytes[0], 29);
+  {
+    io::h5::File odd = io::h5::File::create(dir + "/run-2.h5");
+    io::h5::Group g = odd.create_group("train");
+    std::vector<float> img(30 * 5, 1.0f);
+    std::vector<uint8_t> lab(30, 0);
+    g.create_dataset("images", io::h5::Type::Float32, {30, 5}).write_all(img.data());
+    g.create_dataset("labels", io::h5::Type::UInt8, {30}).write_all(lab.data());
+  }
+  try {
+    data::open_splits(spec, o);
+    ADD_FAILURE() << "a file of another kind was taken";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("run-2.h5' holds samples [5]"), std::string::npos)
+        << e.what();
+  }
+  spec.file = dir + "/none-*.h5";
+  try {
+    data::open_splits(spec, o);
+    ADD_FAILURE() << "an empty pattern was taken";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("matches no file"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}

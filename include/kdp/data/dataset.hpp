@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -94,6 +95,35 @@ class Subset : public Dataset {
   std::vector<int64_t> map(const std::vector<int64_t>& indices) const;
   std::shared_ptr<const Dataset> dataset_;
   std::vector<int64_t> indices_;
+};
+
+/// Several datasets as one, in order (torch.utils.data.ConcatDataset): as
+/// simulations write one file per job. All must hold samples of one kind
+/// (sample shape, target shape, classes, and how bytes become features);
+/// one that differs is a ValueError naming it by `names` (its file).
+class ConcatDataset : public Dataset {
+ public:
+  ConcatDataset(std::vector<std::shared_ptr<const Dataset>> datasets,
+                std::vector<std::string> names);
+  int64_t size() const override { return offsets_.back(); }
+  Shape sample_shape() const override { return parts_.front()->sample_shape(); }
+  Shape label_shape() const override { return parts_.front()->label_shape(); }
+  int64_t num_classes() const override { return classes_; }
+  void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
+  std::optional<ByteFeatures> byte_features() const override {
+    return parts_.front()->byte_features();
+  }
+  void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
+                   float* labels) const override;
+  const std::vector<std::shared_ptr<const Dataset>>& parts() const { return parts_; }
+
+ private:
+  // Each part's share of `indices`: its local indices and their positions.
+  template <class T>
+  void gather(const std::vector<int64_t>& indices, T* features, float* labels) const;
+  std::vector<std::shared_ptr<const Dataset>> parts_;
+  std::vector<int64_t> offsets_;  // first index of each part, then the total
+  int64_t classes_ = 0;           // the most of any part (classes count from 0)
 };
 
 /// A held-out split of n samples: a permutation of 0..n-1 drawn from `seed`

@@ -13,13 +13,14 @@
 namespace kdp::data {
 
 struct SplitSpec {
-  /// The training samples' file.
+  /// The training samples' file, or several as one dataset: a glob
+  /// ("runs/run-*.h5", in name order) or a comma-separated list.
   std::string file;
   /// Datasets: a name ("images") is looked up in the /train and /test
   /// groups; a path ("/sim/fields") names one set of samples.
   std::string inputs = "images", targets = "labels";
-  /// The validation samples from this file instead (at the same paths, names
-  /// in its /test group).
+  /// The validation samples from this file (or glob, or list) instead (at
+  /// the same paths, names in its /test group).
   std::string val_file;
   /// Hold this fraction of the training samples out for validation (drawn by
   /// `seed`); 0: 0.1 for one set of samples without val_file, else none.
@@ -28,7 +29,8 @@ struct SplitSpec {
 };
 
 struct Splits {
-  std::shared_ptr<HDF5Dataset> source;  // the training file's datasets
+  std::shared_ptr<HDF5Dataset> source;  // the (first) training file's datasets
+  std::vector<std::string> files;       // the training files
   std::shared_ptr<Dataset> train, val;
   /// "'/train/images' of 'data.h5'", "the 0.1 held out of ...": for messages.
   std::string train_name, val_name;
@@ -40,5 +42,10 @@ struct Splits {
 /// Conflicting settings, a missing dataset or an empty part are errors
 /// naming the file and dataset.
 Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options = {});
+
+/// The files a SplitSpec::file names: the glob's matches in name order, the
+/// list's entries, or the file itself. A glob that matches nothing is a
+/// ValueError naming it.
+std::vector<std::string> expand_files(const std::string& spec);
 
 }  // namespace kdp::data
