@@ -9,8 +9,9 @@ namespace kdp::train_tool {
 // What is trained and how: data, model, optimizer and schedule, devices, seed.
 void add_training_options(CLI::App& app, Options& o) {
   app.add_option("--data", o.data,
-                 "HDF5 file with /train and /test groups, or one set of samples (see --inputs) "
-                 "(default: Fashion-MNIST, imported on first use)");
+                 "HDF5 file with /train and /test groups, or one set of samples (see --inputs); "
+                 "a glob ('runs/run-*.h5') or comma list of files is one dataset (default: "
+                 "Fashion-MNIST, imported on first use)");
   app.add_option("--inputs", o.inputs,
                  "The features' dataset: a name in the /train and /test groups, or a path "
                  "('/fields') in a file of one set of samples");
