@@ -6,7 +6,9 @@
 #    about 1e-4 of it), the metrics file's R² column and its plot;
 #  - a field-to-field model: targets [1, 6, 6] that are a 3x3 mean of the
 #    input field, learned by one convolution, R² above 0.9;
-#  - --monitor val_r2 keeps the best checkpoint by R².
+#  - --monitor val_r2 keeps the best checkpoint by R²;
+#  - the samples cut into 3 files train as one dataset (a glob), and a file of
+#    another shape among them is refused naming it.
 #
 #   kdp_train_regression.sh TOOLS_DIR TESTS_SOURCE_DIR
 set -uo pipefail
@@ -58,6 +60,26 @@ PY
 "$src/../scripts/plot_metrics" m.csv m.png >/dev/null || fail "plotting the regression's metrics"
 [[ -s m.png ]] || fail "no plot"
 echo "ok: the metrics file holds val_mse, val_mae and val_r2; best.h5 is the epoch of the best R²"
+
+# The same samples cut into 3 files, one per "job", trained on as one dataset.
+/usr/bin/python3 - <<'PY' || fail "cutting the data into files"
+import h5py
+with h5py.File("linear.h5") as f:
+    x, y = f["sim/inputs"][()], f["sim/outputs"][()]
+for k in range(3):
+    with h5py.File(f"part-{k}.h5", "w") as g:
+        g["sim/inputs"] = x[k * 200:(k + 1) * 200]
+        g["sim/outputs"] = y[k * 200:(k + 1) * 200]
+with h5py.File("part-odd.h5", "w") as g:
+    g["sim/inputs"] = x[:10, :4]
+    g["sim/outputs"] = y[:10]
+PY
+timeout 120 "${linear[@]}" --data 'part-[0-9].h5' >parts.log 2>&1 || { cat parts.log; fail "3 files as one"; }
+r2p=$(r2_of parts.log)
+awk -v r="$r2p" 'BEGIN {exit !(r > 0.95)}' || fail "3 files: R² $r2p, not above 0.95"
+"${linear[@]}" --data 'part-*.h5' >odd.log 2>&1 && fail "a file of another shape was taken"
+grep -q "part-odd.h5' holds samples \[4\]" odd.log || { cat odd.log; fail "the odd file is not named"; }
+echo "ok: 3 files as one dataset (R² $r2p); a file of another shape refused naming it"
 
 timeout 120 "$bin/kdp-train" --data fields.h5 --inputs /u --targets /v --model 'conv(1,3,1,1)' \
   --optimizer adam --lr 0.05 --epochs 10 --batch-size 40 --progress lines >fields.log 2>&1 ||
