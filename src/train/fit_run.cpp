@@ -580,10 +580,13 @@ bool FitRun::stopping_rule(double monitored) {
 }
 
 void FitRun::report_epoch(const Epoch& e, const EpochRecord& rec) {
-  std::string summary = fmt::format("epoch {}/{}: loss {:.4f}", e.index + 1, o_.epochs, rec.loss);
+  // A regression's losses may be far below 1: significant digits, not decimals.
+  const char* loss_format = classes_ ? "{:.4f}" : "{:.4g}";
+  std::string summary = fmt::format("epoch {}/{}: loss {}", e.index + 1, o_.epochs,
+                                    fmt::format(loss_format, rec.loss));
   if (classes_) summary += fmt::format(" acc {:.4f}", rec.accuracy);
   if (in_.val_loader != nullptr) {
-    summary += fmt::format(" val_loss {:.4f}", rec.val_loss);
+    summary += fmt::format(" val_loss {}", fmt::format(loss_format, rec.val_loss));
     if (!std::isnan(rec.val_accuracy)) summary += fmt::format(" val_acc {:.4f}", rec.val_accuracy);
     if (!std::isnan(rec.val_mae)) {
       summary += fmt::format(" val_mae {:.4g} val_r2 {:.4f}", rec.val_mae, rec.val_r2);

@@ -33,6 +33,9 @@ void Progress::step(int64_t batch, int64_t global_step, double loss, double accu
   if (!enabled_) return;
   const int64_t done = batch + 1;
   const std::string acc = std::isnan(accuracy) ? "" : fmt::format(" acc {:.4f}", accuracy);
+  // A regression's loss may be far below 1: significant digits, not decimals.
+  const std::string shown =
+      std::isnan(accuracy) ? fmt::format("{:.4g}", loss) : fmt::format("{:.4f}", loss);
   if (bar_) {
     // Redrawn at most four times a second (and on the last batch).
     const auto now = std::chrono::steady_clock::now();
@@ -44,18 +47,18 @@ void Progress::step(int64_t batch, int64_t global_step, double loss, double accu
         done > 0 ? elapsed / static_cast<double>(done) * static_cast<double>(batches_ - done) : 0.0;
     const int width = 24;
     const int filled = batches_ > 0 ? static_cast<int>(width * done / batches_) : width;
-    std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %.4f%s %.0f samples/s ETA %ds   ",
+    std::printf("\repoch %lld/%lld [%s%s] %lld/%lld loss %s%s %.0f samples/s ETA %ds   ",
                 static_cast<long long>(epoch_ + 1), static_cast<long long>(epochs_),
                 std::string(static_cast<size_t>(filled), '=').c_str(),
                 std::string(static_cast<size_t>(width - filled), ' ').c_str(),
-                static_cast<long long>(done), static_cast<long long>(batches_), loss, acc.c_str(),
-                samples_per_s, static_cast<int>(eta));
+                static_cast<long long>(done), static_cast<long long>(batches_), shown.c_str(),
+                acc.c_str(), samples_per_s, static_cast<int>(eta));
     std::fflush(stdout);
   } else if (global_step % every_ == 0) {
-    std::printf("epoch %lld step %lld batch %lld/%lld loss %.4f%s %.0f samples/s\n",
+    std::printf("epoch %lld step %lld batch %lld/%lld loss %s%s %.0f samples/s\n",
                 static_cast<long long>(epoch_ + 1), static_cast<long long>(global_step),
-                static_cast<long long>(done), static_cast<long long>(batches_), loss, acc.c_str(),
-                samples_per_s);
+                static_cast<long long>(done), static_cast<long long>(batches_), shown.c_str(),
+                acc.c_str(), samples_per_s);
     std::fflush(stdout);
   }
 }
