@@ -106,7 +106,7 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
   check_batch(o, ranks);
-  const TrainingData d = load_data(o, comm, takes_images(o.model));
+  const TrainingData d = load_data(o, comm, sample_form(o.model));
 
   const std::vector<Device> devs = devices(o.devices);
   const Model m = build_model(o, d, devs[0]);

@@ -83,8 +83,10 @@ struct Model {
   bool images = false;  // whether it takes images (else flat samples)
 };
 
-TrainingData load_data(const Options& o, dist::Communicator& comm, bool images);
-bool takes_images(const std::string& model);
+// How samples meet the model's first layer.
+enum class SampleForm { Flat, Images, Signals };
+SampleForm sample_form(const std::string& model);
+TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm form);
 Model build_model(const Options& o, const TrainingData& d, const Device& device);
 std::unique_ptr<optim::Optimizer> make_optimizer(const Options& o,
                                                  const optim::NamedParameters& params);

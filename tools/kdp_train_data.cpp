@@ -60,7 +60,7 @@ TrainingData open_parts(const Options& o, const data::HDF5DatasetOptions& h5) {
 
 }  // namespace
 
-TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) {
+TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm form) {
   // The default data is imported on first use.
   if (o.data == Options{}.data && !fs::exists(o.data)) {
     if (comm.rank() == 0) {
@@ -80,8 +80,8 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, bool images) 
                                  o.val_fraction));
   }
   data::HDF5DatasetOptions h5;
-  h5.flatten = !images;
-  h5.as_images = images;
+  h5.flatten = form == SampleForm::Flat;
+  h5.as_images = form == SampleForm::Images;
   TrainingData d = open_parts(o, h5);
   std::tie(d.mean, d.stddev) = feature_moments(*d.train);
   h5.mean = d.mean;

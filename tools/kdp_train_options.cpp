@@ -37,6 +37,7 @@ void add_training_options(CLI::App& app, Options& o) {
                  "MLP layer sizes, input first, classes last (784,256,10), or a layer list: "
                  "conv(out,k[,stride[,padding]]), batchnorm, relu (and the other activations), "
                  "maxpool(k), avgpool(k), gap, dropout(p), dropout2d(p), flatten, linear(out), "
+                 "conv1d(out,k[,stride[,padding]]), maxpool1d(k), avgpool1d(k) (signals), "
                  "e.g. 'conv(32,3),relu,maxpool(2),flatten,linear(10)'");
   app.add_option("--activation", o.activation, "Activation between layers")
       ->check(CLI::IsMember({"relu", "leaky_relu", "tanh", "sigmoid", "gelu"}));

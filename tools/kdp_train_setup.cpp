@@ -35,10 +35,15 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
   return sizes;
 }
 
-// Whether --model needs images: a layer list that does not start with linear.
-bool takes_images(const std::string& model) {
-  if (!nn::is_layer_list(model)) return false;
-  return nn::parse_layer_list(model).front().kind != "linear";
+// The samples --model takes: flat for MLP sizes and a layer list that starts
+// with linear, signals as stored for one that starts with a 1-d layer, images
+// otherwise.
+SampleForm sample_form(const std::string& model) {
+  if (!nn::is_layer_list(model)) return SampleForm::Flat;
+  const std::string first = nn::parse_layer_list(model).front().kind;
+  if (first == "linear") return SampleForm::Flat;
+  if (first == "conv1d" || first == "maxpool1d" || first == "avgpool1d") return SampleForm::Signals;
+  return SampleForm::Images;
 }
 
 // What the model's output must be for the targets: [classes], or a target's

@@ -92,4 +92,59 @@ std::string Conv2d::extra_repr() const {
   return s;
 }
 
+Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride,
+               int64_t padding, int64_t dilation, int64_t groups, bool bias, const Device& device)
+    : Module("Conv1d"),
+      in_(in_channels),
+      out_(out_channels),
+      kernel_(kernel_size),
+      stride_(stride),
+      padding_(padding),
+      dilation_(dilation),
+      groups_(groups) {
+  const std::string what = fmt::format("Conv1d({}, {}, kernel_size={})", in_, out_, kernel_);
+  check_parameters_fit(
+      {{"", what, Conv2d::parameter_bytes(in_, out_, Size2(1, kernel_), groups_, bias)}}, device,
+      "kdp::nn::" + what);
+  KDP_CHECK_FOR("kdp::nn::" + what, stride >= 1 && dilation >= 1 && padding >= 0, ValueError,
+                "stride {} and dilation {} must be >= 1, padding {} >= 0", stride, dilation,
+                padding);
+  weight_ = register_parameter("weight", Tensor::empty_labeled({out_, in_ / groups_, kernel_},
+                                                               device, "kdp::Conv1d::weight"));
+  if (bias) {
+    bias_ = register_parameter("bias", Tensor::empty_labeled({out_}, device, "kdp::Conv1d::bias"));
+  }
+  reset_parameters();
+}
+
+void Conv1d::reset_parameters() {
+  NoGradGuard no_grad;
+  init::kaiming_uniform_(weight_, std::sqrt(5.0f));
+  if (bias_.defined()) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in_ / groups_ * kernel_));
+    init::uniform_(bias_, -bound, bound);
+  }
+}
+
+Tensor Conv1d::forward(const Tensor& input) {
+  return conv1d(input, weight_, bias_, stride_, padding_, dilation_, groups_);
+}
+
+std::shared_ptr<Module> Conv1d::clone() const {
+  auto copy = std::make_shared<Conv1d>(in_, out_, kernel_, stride_, padding_, dilation_, groups_,
+                                       bias_.defined(), device());
+  copy_state_into(*copy);
+  copy->train(is_training());
+  return copy;
+}
+
+std::string Conv1d::extra_repr() const {
+  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_, stride_);
+  if (padding_ != 0) s += fmt::format(", padding={}", padding_);
+  if (dilation_ != 1) s += fmt::format(", dilation={}", dilation_);
+  if (groups_ != 1) s += fmt::format(", groups={}", groups_);
+  if (!bias_.defined()) s += ", bias=false";
+  return s;
+}
+
 }  // namespace kdp::nn

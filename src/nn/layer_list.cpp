@@ -32,7 +32,8 @@ const std::map<std::string, Grammar>& grammar() {
       {"leaky_relu", {0, 0, false}}, {"tanh", {0, 0, false}},      {"sigmoid", {0, 0, false}},
       {"gelu", {0, 0, false}},       {"maxpool", {1, 1, false}},   {"avgpool", {1, 1, false}},
       {"gap", {0, 0, false}},        {"dropout", {1, 1, true}},    {"dropout2d", {1, 1, true}},
-      {"flatten", {0, 0, false}},    {"linear", {1, 1, false}}};
+      {"flatten", {0, 0, false}},    {"linear", {1, 1, false}},    {"conv1d", {2, 4, false}},
+      {"maxpool1d", {1, 1, false}},  {"avgpool1d", {1, 1, false}}};
   return g;
 }
 
@@ -126,6 +127,15 @@ Shape shape_after(const LayerSpec& l, size_t position, const Shape& in) {
       does_not_fit(l, position, in, fmt::format("a {}x{} window is larger", kernel, kernel));
     return Shape{k == "conv" ? whole(l.args[0]) : in[0], oh, ow};
   }
+  if (k == "conv1d" || k == "maxpool1d" || k == "avgpool1d") {
+    if (in.rank() != 2) does_not_fit(l, position, in, "it takes signals [channels, length]");
+    const int64_t kernel = whole(k == "conv1d" ? l.args[1] : l.args[0]);
+    const int64_t stride = k == "conv1d" ? (l.args.size() > 2 ? whole(l.args[2]) : 1) : kernel;
+    const int64_t pad = k == "conv1d" && l.args.size() > 3 ? whole(l.args[3]) : 0;
+    const int64_t length = window_output_size(in[1], kernel, stride, pad);
+    if (length < 1) does_not_fit(l, position, in, fmt::format("a window of {} is longer", kernel));
+    return Shape{k == "conv1d" ? whole(l.args[0]) : in[0], length};
+  }
   if (k == "gap") {
     image();
     return Shape{in[0], 1, 1};
@@ -157,6 +167,13 @@ std::shared_ptr<Module> make_layer(const LayerSpec& l, const Shape& in, const De
                                     l.args.size() > 2 ? whole(l.args[2]) : 1,
                                     l.args.size() > 3 ? whole(l.args[3]) : 0, 1, 1, true, device);
   }
+  if (k == "conv1d") {
+    return std::make_shared<Conv1d>(in[0], whole(l.args[0]), whole(l.args[1]),
+                                    l.args.size() > 2 ? whole(l.args[2]) : 1,
+                                    l.args.size() > 3 ? whole(l.args[3]) : 0, 1, 1, true, device);
+  }
+  if (k == "maxpool1d") return std::make_shared<MaxPool1d>(whole(l.args[0]));
+  if (k == "avgpool1d") return std::make_shared<AvgPool1d>(whole(l.args[0]));
   if (k == "batchnorm") {
     if (in.rank() == 3) return std::make_shared<BatchNorm2d>(in[0], BatchNormOptions{}, device);
     return std::make_shared<BatchNorm1d>(in[0], BatchNormOptions{}, device);
@@ -174,6 +191,8 @@ std::shared_ptr<Module> make_layer(const LayerSpec& l, const Shape& in, const De
 size_t parameter_bytes(const LayerSpec& l, const Shape& in) {
   if (l.kind == "conv")
     return Conv2d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
+  if (l.kind == "conv1d")
+    return Conv2d::parameter_bytes(in[0], whole(l.args[0]), Size2(1, whole(l.args[1])), 1, true);
   if (l.kind == "linear") return Linear::parameter_bytes(in[0], whole(l.args[0]));
   if (l.kind == "batchnorm") return static_cast<size_t>(in[0]) * 2 * sizeof(float);
   return 0;

@@ -65,4 +65,34 @@ std::string AdaptiveAvgPool2d::extra_repr() const {
   return fmt::format("output_size={}", output_size_.str());
 }
 
+MaxPool1d::MaxPool1d(int64_t kernel_size, std::optional<int64_t> stride)
+    : Module("MaxPool1d"), kernel_(kernel_size), stride_(stride.value_or(kernel_size)) {}
+
+Tensor MaxPool1d::forward(const Tensor& input) {
+  return max_pool1d(input, kernel_, stride_);
+}
+
+std::shared_ptr<Module> MaxPool1d::clone() const {
+  return std::make_shared<MaxPool1d>(kernel_, stride_);
+}
+
+std::string MaxPool1d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}", kernel_, stride_);
+}
+
+AvgPool1d::AvgPool1d(int64_t kernel_size, std::optional<int64_t> stride)
+    : Module("AvgPool1d"), kernel_(kernel_size), stride_(stride.value_or(kernel_size)) {}
+
+Tensor AvgPool1d::forward(const Tensor& input) {
+  return avg_pool1d(input, kernel_, stride_);
+}
+
+std::shared_ptr<Module> AvgPool1d::clone() const {
+  return std::make_shared<AvgPool1d>(kernel_, stride_);
+}
+
+std::string AvgPool1d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}", kernel_, stride_);
+}
+
 }  // namespace kdp::nn

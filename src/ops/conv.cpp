@@ -515,4 +515,20 @@ Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias
                      groups);
 }
 
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups) {
+  const char* op = "kdp::conv1d";
+  KDP_CHECK_FOR(op, input.defined() && weight.defined(), ValueError,
+                "the input and the weight must be defined");
+  KDP_CHECK_FOR(op, input.dim() == 3 && weight.dim() == 3, ShapeError,
+                "input {} must be [batch, channels, length] and weight {} [out, in / groups, "
+                "kernel]",
+                input.describe(), weight.describe());
+  const Tensor out =
+      convolution(op, false, input.reshape({input.size(0), input.size(1), 1, input.size(2)}),
+                  weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)}), bias,
+                  Size2(1, stride), Size2(0, padding), Size2(1, dilation), groups);
+  return out.reshape({out.size(0), out.size(1), out.size(3)});
+}
+
 }  // namespace kdp

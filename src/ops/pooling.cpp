@@ -475,4 +475,30 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size) {
   return record(out, x, op, PoolKind::Adaptive, g, Tensor(), false);
 }
 
+namespace {
+
+// A 1-d pool as its 2-d one over [N, C, 1, L].
+template <class Pool>
+Tensor pool1d(const char* op, const Tensor& input, int64_t kernel, std::optional<int64_t> stride,
+              const Pool& pool) {
+  KDP_CHECK_FOR(op, input.defined() && input.dim() == 3, ShapeError,
+                "input {} must be [batch, channels, length]",
+                input.defined() ? input.describe() : std::string("(undefined)"));
+  const Tensor out = pool(input.reshape({input.size(0), input.size(1), 1, input.size(2)}),
+                          Size2(1, kernel), Size2(1, stride.value_or(kernel)));
+  return out.reshape({out.size(0), out.size(1), out.size(3)});
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride) {
+  return pool1d("kdp::max_pool1d", input, kernel_size, stride,
+                [](const Tensor& x, Size2 k, Size2 s) { return max_pool2d(x, k, s); });
+}
+
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride) {
+  return pool1d("kdp::avg_pool1d", input, kernel_size, stride,
+                [](const Tensor& x, Size2 k, Size2 s) { return avg_pool2d(x, k, s); });
+}
+
 }  // namespace kdp

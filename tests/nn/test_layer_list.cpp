@@ -97,3 +97,30 @@ TEST(LayerList, MistakesAreNamedBeforeAnythingIsBuilt) {
       nn::build_layer_list(nn::parse_layer_list("flatten,linear(1000000000)"), Shape{1, 28, 28}),
       ValueError);
 }
+
+// Signals [channels, length]: conv1d, batchnorm (1d), the 1-d pools; 1-d and
+// 2-d layers refuse each other's samples, naming the layer.
+TEST(LayerList, SignalsTakeOneDimensionalLayers) {
+  const auto layers = nn::parse_layer_list(
+      "conv1d(8,3,1,1),batchnorm,relu,maxpool1d(2),conv1d(4,3),avgpool1d(2),"
+      "flatten,linear(1)");
+  const auto shapes = nn::layer_list_shapes(layers, Shape{2, 16});
+  EXPECT_EQ(shapes[0], Shape({8, 16}));
+  EXPECT_EQ(shapes[3], Shape({8, 8}));
+  EXPECT_EQ(shapes[4], Shape({4, 6}));
+  EXPECT_EQ(shapes[5], Shape({4, 3}));
+  EXPECT_EQ(shapes.back(), Shape({1}));
+  auto net = nn::build_layer_list(layers, Shape{2, 16});
+  EXPECT_NE(dynamic_cast<nn::Conv1d*>((*net)[0].get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::BatchNorm1d*>((*net)[1].get()), nullptr);
+  EXPECT_EQ(net->state_dict().front().second.shape(), Shape({8, 2, 3}));  // PyTorch's Conv1d weight
+  EXPECT_EQ(net->forward(test::random_tensor({3, 2, 16}, 1)).shape(), Shape({3, 1}));
+  try {
+    nn::layer_list_shapes(nn::parse_layer_list("conv1d(4,3)"), Shape{1, 8, 8});
+    ADD_FAILURE() << "conv1d took images";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("it takes signals [channels, length]"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(nn::layer_list_shapes(nn::parse_layer_list("conv(4,3)"), Shape{2, 16}), ShapeError);
+}

@@ -83,8 +83,10 @@ TEST(Conv2d, MatchesTheDefinition) {
 TEST(Conv2d, GradientsMatchFiniteDifferences) {
   uint64_t seed = 100;
   for (const ConvCase& k : cases()) {
-    std::vector<Tensor> in = {leaf(random_tensor({k.n, k.c, k.h, k.w}, seed++)),
-                              leaf(random_tensor({k.o, k.c / k.groups, k.kh, k.kw}, seed++))};
+    std::vector<Tensor> in;
+    in.reserve(3);
+    in.push_back(leaf(random_tensor({k.n, k.c, k.h, k.w}, seed++)));
+    in.push_back(leaf(random_tensor({k.o, k.c / k.groups, k.kh, k.kw}, seed++)));
     if (k.bias) in.push_back(leaf(random_tensor({k.o}, seed++)));
     check_gradients(
         [&](const std::vector<Tensor>& t) {
@@ -215,4 +217,43 @@ TEST(Conv2d, ABatchLargerThanOneChunkMatchesImageByImage) {
     EXPECT_NEAR(gw[i], want_w[i], 1e-3 * (1 + std::fabs(want_w[i])));
   for (size_t i = 0; i < gb.size(); ++i)
     EXPECT_NEAR(gb[i], want_b[i], 1e-3 * (1 + std::fabs(want_b[i])));
+}
+
+// conv1d of [N, C, L] is the definition with a height of 1: stride, padding,
+// dilation and groups along L; its gradients match finite differences.
+TEST(Conv1d, MatchesTheDefinitionAndFiniteDifferences) {
+  uint64_t seed = 300;
+  const std::vector<ConvCase> one_d = {
+      {"k 3", 2, 3, 1, 9, 4, 1, 3, 1, 0, 1, 1, true},
+      {"stride 2, padding 1, dilation 2", 2, 2, 1, 11, 3, 1, 3, {1, 2}, {0, 1}, {1, 2}, 1, true},
+      {"2 groups, no bias", 1, 4, 1, 7, 6, 1, 2, 1, 0, 1, 2, false}};
+  for (const ConvCase& k : one_d) {
+    const Tensor x = random_tensor({k.n, k.c, k.w}, seed++);
+    const Tensor w = random_tensor({k.o, k.c / k.groups, k.kw}, seed++);
+    const Tensor b = random_tensor({k.o}, seed++);
+    const Tensor y =
+        conv1d(x, w, k.bias ? b : Tensor(), k.stride.w, k.padding.w, k.dilation.w, k.groups);
+    const int64_t ow = window_output_size(k.w, k.kw, k.stride.w, k.padding.w, k.dilation.w);
+    ASSERT_EQ(y.shape(), Shape({k.n, k.o, ow})) << k.what;
+    test::expect_close(y.to_vector(),
+                       direct_conv2d(x.to_vector(), w.to_vector(), b.to_vector(), k, 1, ow), 1e-5,
+                       1e-5, k.what);
+    std::vector<Tensor> in;
+    in.reserve(3);
+    for (const Tensor& t : {x, w, b}) in.push_back(leaf(t));
+    if (!k.bias) in.pop_back();
+    check_gradients(
+        [&](const std::vector<Tensor>& t) {
+          return conv1d(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride.w, k.padding.w, k.dilation.w,
+                        k.groups);
+        },
+        in, {}, k.what);
+  }
+  EXPECT_THROW(conv1d(random_tensor({2, 3, 4, 4}, 1), random_tensor({2, 3, 3}, 2)), ShapeError);
+  // nn::Conv1d: PyTorch's weight shape, the op's result.
+  nn::Conv1d layer(3, 5, 4, 2, 1);
+  EXPECT_EQ(layer.weight().shape(), Shape({5, 3, 4}));
+  const Tensor x = random_tensor({2, 3, 10}, 7);
+  test::expect_close(layer.forward(x).to_vector(),
+                     conv1d(x, layer.weight(), layer.bias(), 2, 1).to_vector(), 0, 0, "module");
 }

@@ -147,3 +147,28 @@ TEST(Pooling, BadArgumentsAreNamed) {
   EXPECT_THROW(avg_pool2d(x, 0), ValueError);
   EXPECT_THROW(adaptive_avg_pool2d(x, 0), ShapeError);
 }
+
+// 1-d pools of [N, C, L]: the max and the mean of each window along L, and
+// their gradients against finite differences.
+TEST(Pool1d, MaxAndMeanOfWindowsAlongTheLength) {
+  const Tensor x = test::random_tensor({2, 3, 7}, 11);
+  const std::vector<float> v = x.to_vector();
+  const Tensor m = max_pool1d(x, 2), a = avg_pool1d(x, 3, 2);
+  ASSERT_EQ(m.shape(), Shape({2, 3, 3}));
+  ASSERT_EQ(a.shape(), Shape({2, 3, 3}));
+  const std::vector<float> mv = m.to_vector(), av = a.to_vector();
+  for (size_t row = 0; row < 6; ++row) {
+    for (size_t j = 0; j < 3; ++j) {
+      const float* r = &v[row * 7];
+      EXPECT_EQ(mv[row * 3 + j], std::max(r[2 * j], r[2 * j + 1]));
+      EXPECT_NEAR(av[row * 3 + j], (r[2 * j] + r[2 * j + 1] + r[2 * j + 2]) / 3.0f, 1e-6);
+    }
+  }
+  test::check_gradients([](const std::vector<Tensor>& t) { return max_pool1d(t[0], 2); },
+                        {test::leaf(x)}, {}, "max_pool1d");
+  test::check_gradients([](const std::vector<Tensor>& t) { return avg_pool1d(t[0], 3, 2); },
+                        {test::leaf(x)}, {}, "avg_pool1d");
+  EXPECT_THROW(max_pool1d(test::random_tensor({2, 7}, 1), 2), ShapeError);
+  nn::MaxPool1d pool(2);
+  EXPECT_EQ(pool.forward(x).to_vector(), mv);
+}

@@ -6,6 +6,8 @@
 #    about 1e-4 of it), the metrics file's R² column and its plot;
 #  - a field-to-field model: targets [1, 6, 6] that are a 3x3 mean of the
 #    input field, learned by one convolution, R² above 0.9;
+#  - signals [2, 24] to one number (a linear functional) through conv1d,
+#    R² above 0.9;
 #  - --monitor val_r2 keeps the best checkpoint by R²;
 #  - the samples cut into 3 files train as one dataset (a glob), and a file of
 #    another shape among them is refused naming it.
@@ -31,6 +33,10 @@ smooth = sum(padded[:, :, i:i + 6, j:j + 6] for i in range(3) for j in range(3))
 with h5py.File("fields.h5", "w") as f:
     f["u"] = fields
     f["v"] = smooth.astype(np.float32)
+signals = rng.standard_normal((500, 2, 24)).astype(np.float32)
+with h5py.File("signals.h5", "w") as f:
+    f["s"] = signals
+    f["t"] = (signals[:, 0, :].mean(axis=1) - 2 * signals[:, 1, 3:6].mean(axis=1)).astype(np.float32)
 PY
 r2_of() { sed -n 's/.*val_r2=\([-0-9.e]*\).*/\1/p' "$1"; }
 linear=("$bin/kdp-train" --data linear.h5 --inputs /sim/inputs --targets /sim/outputs --model 8,2
@@ -87,3 +93,12 @@ timeout 120 "$bin/kdp-train" --data fields.h5 --inputs /u --targets /v --model '
 r2f=$(r2_of fields.log)
 awk -v r="$r2f" 'BEGIN {exit !(r > 0.9)}' || { tail -3 fields.log; fail "fields: R² $r2f, not above 0.9"; }
 echo "ok: a convolution learned a 3x3 mean of [1, 6, 6] fields: R² $r2f"
+
+# Signals [2, 24] through 1-d convolutions to one number per sample.
+timeout 120 "$bin/kdp-train" --data signals.h5 --inputs /s --targets /t \
+  --model 'conv1d(8,3,1,1),relu,avgpool1d(2),flatten,linear(1)' --optimizer adam --lr 0.01 \
+  --epochs 15 --batch-size 25 --progress lines >signals.log 2>&1 ||
+  { cat signals.log; fail "the signal regression"; }
+r2s=$(r2_of signals.log)
+awk -v r="$r2s" 'BEGIN {exit !(r > 0.9)}' || { tail -3 signals.log; fail "signals: R² $r2s, not above 0.9"; }
+echo "ok: 1-d convolutions learned a linear functional of [2, 24] signals: R² $r2s"

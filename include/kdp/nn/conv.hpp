@@ -48,4 +48,30 @@ class Conv2d : public Module {
   Tensor weight_, bias_;
 };
 
+/// torch.nn.Conv1d over [N, C, L] signals: weight [out, in / groups, k] (with
+/// PyTorch's initialisation), on Conv2d's path (kdp::conv1d).
+class Conv1d : public Module {
+ public:
+  /// Throws ValueError as Conv2d's constructor does.
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true,
+         const Device& device = get_default_device());
+
+  Tensor forward(const Tensor& input) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+  void reset_parameters();
+
+  int64_t in_channels() const { return in_; }
+  int64_t out_channels() const { return out_; }
+  int64_t kernel_size() const { return kernel_; }
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+
+ private:
+  int64_t in_, out_, kernel_, stride_, padding_, dilation_, groups_;
+  Tensor weight_, bias_;
+};
+
 }  // namespace kdp::nn

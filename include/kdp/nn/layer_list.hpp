@@ -6,6 +6,8 @@
 ///   batchnorm                       BatchNorm1d or BatchNorm2d, from the input's rank
 ///   relu, leaky_relu, tanh, sigmoid, gelu
 ///   maxpool(k), avgpool(k)          MaxPool2d, AvgPool2d (stride k)
+///   conv1d(out,k[,stride[,padding]])  Conv1d, on signals [channels, length]
+///   maxpool1d(k), avgpool1d(k)      MaxPool1d, AvgPool1d (stride k)
 ///   gap                             AdaptiveAvgPool2d(1): global average pooling
 ///   dropout(p), dropout2d(p)
 ///   flatten

@@ -54,4 +54,30 @@ class AdaptiveAvgPool2d : public Module {
   Size2 output_size_;
 };
 
+/// torch.nn.MaxPool1d and AvgPool1d over [N, C, L] (stride: the kernel size
+/// by default).
+class MaxPool1d : public Module {
+ public:
+  explicit MaxPool1d(int64_t kernel_size, std::optional<int64_t> stride = {});
+  Tensor forward(const Tensor& input) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+ private:
+  int64_t kernel_, stride_;
+};
+
+class AvgPool1d : public Module {
+ public:
+  explicit AvgPool1d(int64_t kernel_size, std::optional<int64_t> stride = {});
+  Tensor forward(const Tensor& input) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+ private:
+  int64_t kernel_, stride_;
+};
+
 }  // namespace kdp::nn

@@ -1,10 +1,10 @@
 #pragma once
 /// \file
-/// 2-d convolution on NCHW tensors, as torch.nn.functional.conv2d: weight
-/// [out, in / groups, kh, kw], optional bias [out], stride, padding, dilation
-/// and groups. Forward and backward run through the BLAS (im2col and one GEMM
-/// per group over the whole batch; col2im for the input's gradient), so a
-/// convolution runs on every backend, on the instance of its device.
+/// 2-d convolution on NCHW tensors (and 1-d on NCL ones through it), as torch.nn.functional.conv2d:
+/// weight [out, in / groups, kh, kw], optional bias [out], stride, padding, dilation and groups.
+/// Forward and backward run through the BLAS (im2col and one GEMM per group over the whole batch;
+/// col2im for the input's gradient), so a convolution runs on every backend, on the instance of its
+/// device.
 
 #include "kdp/core/tensor.hpp"
 #include "kdp/ops/size2.hpp"
@@ -21,5 +21,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 /// Sequential runs for a Conv2d followed by a ReLU).
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                    Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+
+/// 1-d convolution of [N, C, L] signals, as torch.nn.functional.conv1d:
+/// weight [out, in / groups, k]. It runs as conv2d on [N, C, 1, L] (views,
+/// no copy), forward and backward.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
 
 }  // namespace kdp

@@ -28,4 +28,9 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
 /// [floor(i H / oh), ceil((i + 1) H / oh)), as in PyTorch.
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
+/// max_pool2d and avg_pool2d of [N, C, L] signals over windows of `kernel_size`
+/// along L (stride: the kernel size by default), as torch's 1-d pools.
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
+
 }  // namespace kdp
