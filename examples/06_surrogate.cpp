@@ -196,8 +196,27 @@ int evaluate(const std::string& checkpoint, int64_t samples, int g) {
   auto model = nn::build_layer_list(nn::parse_layer_list(layers->second), Shape{2, g, g}, device);
   model->load_state_dict(ck.model);
   model->eval();
-  const float mean = static_cast<float>(ck.state.values.at("data.mean"));
-  const float stddev = static_cast<float>(ck.state.values.at("data.std"));
+  // kdp-train's normalisation, as the checkpoint records it: one mean and
+  // deviation (--normalise global) or one per channel (channel), and the
+  // targets' (--standardise-targets).
+  const auto& v = ck.state.values;
+  const auto value = [&](const std::string& key, double fallback) {
+    const auto it = v.find(key);
+    return static_cast<float>(it == v.end() ? fallback : it->second);
+  };
+  data::ChannelNormalisation inputs_norm, targets_norm;
+  inputs_norm.channel_size = targets_norm.channel_size = int64_t{g} * g;
+  for (int c = 0; c < 2; ++c) {
+    const bool per_channel = v.count("data.channel_mean.0") > 0;
+    inputs_norm.mean.push_back(per_channel ? value("data.channel_mean." + std::to_string(c), 0)
+                                           : value("data.mean", 0));
+    inputs_norm.stddev.push_back(per_channel ? value("data.channel_std." + std::to_string(c), 1)
+                                             : value("data.std", 1));
+  }
+  if (v.count("targets.mean.0") > 0) {
+    targets_norm.mean.push_back(value("targets.mean.0", 0));
+    targets_norm.stddev.push_back(value("targets.std.0", 1));
+  }
 
   // Fresh samples (a seed no training file used), solved and predicted.
   std::vector<float> x = random_inputs(samples, g, 1000003);
@@ -205,12 +224,14 @@ int evaluate(const std::string& checkpoint, int64_t samples, int g) {
   auto start = std::chrono::steady_clock::now();
   const std::vector<float> u = solve(x, samples, g, &steps);
   const double solver_seconds = seconds_since(start);
-  for (float& v : x) v = (v - mean) / stddev;  // kdp-train's normalisation
   NoGradGuard no_grad;
   const Tensor inputs = Tensor::from_host(x, {samples, 2, g, g}, device);
+  inputs_norm.apply(inputs);
   model->forward(inputs.slice(0, 0, std::min<int64_t>(samples, 8)));  // warm-up
   start = std::chrono::steady_clock::now();
-  const std::vector<float> pred = model->forward(inputs).to_vector();
+  const Tensor predicted = model->forward(inputs);
+  targets_norm.invert(predicted);  // in the targets' units
+  const std::vector<float> pred = predicted.to_vector();
   const double surrogate_seconds = seconds_since(start);
 
   double error = 0.0, norm = 0.0, mean_u = 0.0, spread = 0.0;

@@ -72,6 +72,7 @@ if [[ ${KDP_DEMO_MODEL:-mlp} == surrogate ]]; then
     --data 'data/heat/heat-*.h5' --inputs /fields --targets /temperature \
     --model 'conv(16,3,1,1),relu,conv(16,3,1,1),relu,conv(16,3,1,1),relu,conv(1,3,1,1)' \
     --epochs "${KDP_DEMO_EPOCHS:-20}" --batch-size 32 --lr 3e-3 --monitor val_r2 \
+    --normalise channel --standardise-targets \
     --checkpoint-dir "$run/checkpoints" --metrics "$run/metrics.csv" --progress lines \
     --precision "$precision"
   "$surrogate" evaluate "$run/checkpoints/best.h5" 256 32

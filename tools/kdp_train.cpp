@@ -128,6 +128,8 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   data::DataLoaderOptions lo;
   lo.batch_size = o.batch_size / ranks;
   lo.device = devs[0];
+  lo.normalise_features = d.features;
+  lo.normalise_targets = d.targets;
   data::DataLoader train_loader(d.train,
                                 std::make_shared<data::DistributedSampler>(
                                     d.train->size(), ranks, comm.rank(), train_sampling),

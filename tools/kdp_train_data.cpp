@@ -83,13 +83,26 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm fo
   h5.flatten = form == SampleForm::Flat;
   h5.as_images = form == SampleForm::Images;
   TrainingData d = open_parts(o, h5);
-  std::tie(d.mean, d.stddev) = feature_moments(*d.train);
-  h5.mean = d.mean;
-  h5.stddev = d.stddev;
-  const float mean = d.mean, stddev = d.stddev;
-  d = open_parts(o, h5);
-  d.mean = mean;
-  d.stddev = stddev;
+  if (o.normalise == "global") {  // one mean and deviation, applied as the samples are read
+    std::tie(d.mean, d.stddev) = feature_moments(*d.train);
+    h5.mean = d.mean;
+    h5.stddev = d.stddev;
+    const float mean = d.mean, stddev = d.stddev;
+    d = open_parts(o, h5);
+    d.mean = mean;
+    d.stddev = stddev;
+  } else if (o.normalise == "channel") {  // per channel, on the device
+    d.features = data::channel_moments(*d.train, false);
+  }
+  if (o.standardise_targets) {
+    if (!d.regression()) {
+      throw ValueError(
+          fmt::format("--standardise-targets: the targets of {} are class indices, not values to "
+                      "standardise",
+                      d.train_name));
+    }
+    d.targets = data::channel_moments(*d.train, true);
+  }
   if (o.batch_size > d.train->size()) {
     throw ValueError(fmt::format("--batch-size {} is larger than the {} training samples of {}",
                                  o.batch_size, d.train->size(), d.train_name));

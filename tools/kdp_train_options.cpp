@@ -28,6 +28,15 @@ void add_training_options(CLI::App& app, Options& o) {
                  "cross_entropy (classes), or mse, l1, smooth_l1, huber (a regression; "
                  "PyTorch's definitions); default: what the targets are")
       ->check(CLI::IsMember({"cross_entropy", "mse", "l1", "smooth_l1", "huber"}));
+  app.add_option("--normalise", o.normalise,
+                 "Standardise the features with one mean and deviation (global, from up to "
+                 "10000 samples), per channel (channel: the first dimension of images and "
+                 "signals, each feature of tables; one pass over every sample, applied on the "
+                 "device), or not at all (none); recorded in the run and its checkpoints")
+      ->check(CLI::IsMember({"global", "channel", "none"}));
+  app.add_flag("--standardise-targets", o.standardise_targets,
+               "Train a regression on targets standardised per channel; errors and R² are "
+               "reported in the targets' own units");
   app.add_option("--monitor", o.monitor,
                  "The metric for the best checkpoint (default: val_accuracy for classes, "
                  "val_loss for a regression)")

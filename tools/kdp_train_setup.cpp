@@ -156,6 +156,12 @@ io::RunConfig run_config(const Options& o, const Model& m, const TrainingData& d
   if (!o.val_data.empty()) c["val-data"] = o.val_data;
   if (o.val_fraction > 0.0) c["val-fraction"] = fmt::format("{}", o.val_fraction);
   if (d.regression()) c["loss"] = o.loss.empty() ? "mse" : o.loss;
+  if (o.normalise != defaults.normalise) c["normalise"] = o.normalise;
+  for (const auto& [key, n] : {std::pair{"data.channel", &d.features}, {"targets", &d.targets}}) {
+    if (!n->active()) continue;
+    c[fmt::format("{}-mean", key)] = fmt::format("{}", fmt::join(n->mean, ","));
+    c[fmt::format("{}-std", key)] = fmt::format("{}", fmt::join(n->stddev, ","));
+  }
   return c;
 }
 
@@ -186,6 +192,13 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.record = {{"data.scale", d.source->normalisation().scale},
               {"data.mean", d.mean},
               {"data.std", d.stddev}};
+  // Per channel: "data.channel_mean.0", ..., "targets.std.2".
+  for (const auto& [key, n] : {std::pair{"data.channel_", &d.features}, {"targets.", &d.targets}}) {
+    for (size_t c = 0; c < n->mean.size(); ++c) {
+      t.record[fmt::format("{}mean.{}", key, c)] = n->mean[c];
+      t.record[fmt::format("{}std.{}", key, c)] = n->stddev[c];
+    }
+  }
   if (o.stop_at_accuracy > 0.0) {
     if (d.regression()) {
       throw ValueError(

@@ -70,6 +70,7 @@
 #include "kdp/data/data_loader.hpp"
 #include "kdp/data/dataset.hpp"
 #include "kdp/data/distributed_sampler.hpp"
+#include "kdp/data/normalisation.hpp"
 #include "kdp/data/sampler.hpp"
 #if KDP_ENABLE_HDF5
 #include "kdp/data/hdf5_dataset.hpp"

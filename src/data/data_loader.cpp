@@ -115,6 +115,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<S
   KDP_CHECK(sampler_, StateError, "the sampler is null");
   KDP_CHECK(options_.batch_size >= 1, ValueError, "batch size {} < 1", options_.batch_size);
   KDP_CHECK(options_.prefetch >= 0, ValueError, "prefetch {} < 0", options_.prefetch);
+  KDP_CHECK(!options_.normalise_targets.active() || dataset_->num_classes() == 0, ValueError,
+            "the targets are class indices ({} classes): they cannot be standardised",
+            dataset_->num_classes());
 }
 
 DataLoader::~DataLoader() = default;
@@ -209,6 +212,8 @@ void DataLoader::Iterator::fetch_next() {
       e.bytes ? features_from_bytes(h.bytes, *e.bytes, Shape(fshape), loader_->options_.device)
               : Tensor::from_host(h.features, Shape(fshape), loader_->options_.device);
   current_.labels = Tensor::from_host(h.labels, Shape(lshape), loader_->options_.device);
+  loader_->options_.normalise_features.apply(current_.features);
+  loader_->options_.normalise_targets.apply(current_.labels);
   current_.indices = std::move(h.indices);
 }
 

@@ -56,7 +56,15 @@ EvalResult Trainer::evaluate(nn::Module& model, const nn::LossFunction& loss,
     const Tensor out = local.forward(b.features);
     const auto n = b.features.size(0);
     running.add(loss(out, b.labels), static_cast<float>(n), classes ? out : Tensor(), b.labels);
-    if (!classes) regression.add(out, b.labels);
+    if (!classes) {
+      // Errors in the targets' own units, where the loader standardised them.
+      const data::ChannelNormalisation& units = loader.options().normalise_targets;
+      const Tensor pred = units.active() ? out.clone() : out;
+      const Tensor target = units.active() ? b.labels.clone() : b.labels;
+      units.invert(pred);
+      units.invert(target);
+      regression.add(pred, target);
+    }
     samples += n;
   }
   local.train(was_training);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <random>
 #include <set>
 
 #include "test_util.hpp"
@@ -148,4 +150,67 @@ TEST(DataLoader, RejectsBadOptions) {
   data::DataLoaderOptions o;
   o.batch_size = 0;
   EXPECT_THROW(data::DataLoader(ds, std::make_shared<data::SequentialSampler>(10), o), ValueError);
+}
+
+// Per-channel moments in one pass over every sample (blocks combined without
+// cancellation: channels far from zero keep their spread), applied to each
+// batch on its device and inverted back; class labels are never standardised.
+TEST(ChannelNormalisation, MomentsOfEveryChannelAppliedOnTheDevice) {
+  const int64_t n = 300;
+  std::vector<float> x(static_cast<size_t>(n * 2 * 3)), y(static_cast<size_t>(n));
+  std::mt19937_64 gen(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t j = 0; j < 3; ++j) {
+      x[static_cast<size_t>(s * 6 + j)] = 10000.0f + 2.0f * normal(gen);   // channel 0
+      x[static_cast<size_t>(s * 6 + 3 + j)] = -0.5f + 0.1f * normal(gen);  // channel 1
+    }
+    y[static_cast<size_t>(s)] = 50.0f + 4.0f * normal(gen);
+  }
+  auto set = std::make_shared<data::TensorDataset>(x, kdp::Shape{2, 3}, y, kdp::Shape{});
+  const data::ChannelNormalisation f = data::channel_moments(*set, false),
+                                   t = data::channel_moments(*set, true);
+  ASSERT_EQ(f.mean.size(), 2u);
+  EXPECT_EQ(f.channel_size, 3);
+  for (int c = 0; c < 2; ++c) {  // against two passes in double
+    double mean = 0, spread = 0;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < 3; ++j) mean += x[static_cast<size_t>(s * 6 + c * 3 + j)];
+    mean /= 3.0 * n;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < 3; ++j) {
+        const double d = x[static_cast<size_t>(s * 6 + c * 3 + j)] - mean;
+        spread += d * d;
+      }
+    EXPECT_NEAR(f.mean[static_cast<size_t>(c)], mean, 1e-6 * std::fabs(mean));
+    EXPECT_NEAR(f.stddev[static_cast<size_t>(c)], std::sqrt(spread / (3.0 * n)), 1e-4);
+  }
+  ASSERT_EQ(t.mean.size(), 1u);
+  data::DataLoaderOptions o;
+  o.batch_size = n;
+  o.normalise_features = f;
+  o.normalise_targets = t;
+  data::DataLoader loader(set, std::make_shared<data::SequentialSampler>(n), o);
+  auto first = loader.begin();
+  const data::Batch& b = *first;
+  const std::vector<float> v = b.features.to_vector(), lv = b.labels.to_vector();
+  for (int c = 0; c < 2; ++c) {
+    double mean = 0, sq = 0;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < 3; ++j) {
+        const double e = v[static_cast<size_t>(s * 6 + c * 3 + j)];
+        mean += e / (3.0 * n);
+        sq += e * e / (3.0 * n);
+      }
+    EXPECT_NEAR(mean, 0.0, 1e-3) << c;
+    EXPECT_NEAR(sq, 1.0, 1e-2) << c;
+  }
+  const kdp::Tensor back = b.labels.clone();
+  t.invert(back);
+  kdp::test::expect_close(back.to_vector(), y, 1e-5, 1e-3, "targets back in their units");
+  auto classes = data::synthetic_classification(20, 4, 3, 1);
+  data::DataLoaderOptions bad;
+  bad.normalise_targets = t;
+  EXPECT_THROW(data::DataLoader(classes, std::make_shared<data::SequentialSampler>(20), bad),
+               ValueError);
 }

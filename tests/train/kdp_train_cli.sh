@@ -125,6 +125,8 @@ check "held out and a validation file at once" 1 "both name the validation sampl
 check "a held-out fraction of all" 1 "--val-fraction 1.5 leaves no training samples" \
   "${train[@]}" --val-fraction 1.5
 check "a dataset that is not there" 1 "/train/fields" "${train[@]}" --inputs fields
+check "class targets are not standardised" 1 "are class indices, not values to standardise" \
+  "${train[@]}" --standardise-targets
 check "kdp-data info: what kdp-train would read" 0 "float targets [] (a regression)" \
   "$bin/kdp-data" info "$work/regression.h5"
 check "kdp-data info: a held-out part" 0 "validation: the 0.1 held out of '/train/images'" \

@@ -8,6 +8,8 @@
 #    input field, learned by one convolution, R² above 0.9;
 #  - signals [2, 24] to one number (a linear functional) through conv1d,
 #    R² above 0.9;
+#  - per-channel normalisation of channels at scales 1000 and 0.01 with
+#    standardised targets: R² above 0.95 and errors in the targets' units;
 #  - --monitor val_r2 keeps the best checkpoint by R²;
 #  - the samples cut into 3 files train as one dataset (a glob), and a file of
 #    another shape among them is refused naming it.
@@ -33,6 +35,13 @@ smooth = sum(padded[:, :, i:i + 6, j:j + 6] for i in range(3) for j in range(3))
 with h5py.File("fields.h5", "w") as f:
     f["u"] = fields
     f["v"] = smooth.astype(np.float32)
+# Channels and targets far from zero and of different scales.
+scaled = rng.standard_normal((500, 3, 4)) * np.array([1000.0, 0.01, 1.0])[None, :, None] + 500.0
+big = 5000.0 + 1000.0 * (scaled[:, 0, :].mean(axis=1) - 500.0) / 1000.0 \
+      + 1000.0 * (scaled[:, 1, :].mean(axis=1) - 500.0) / 0.01
+with h5py.File("scaled.h5", "w") as f:
+    f["x"] = scaled.astype(np.float32)
+    f["y"] = (big + 10.0 * rng.standard_normal(500)).astype(np.float32)
 signals = rng.standard_normal((500, 2, 24)).astype(np.float32)
 with h5py.File("signals.h5", "w") as f:
     f["s"] = signals
@@ -94,10 +103,30 @@ r2f=$(r2_of fields.log)
 awk -v r="$r2f" 'BEGIN {exit !(r > 0.9)}' || { tail -3 fields.log; fail "fields: R² $r2f, not above 0.9"; }
 echo "ok: a convolution learned a 3x3 mean of [1, 6, 6] fields: R² $r2f"
 
+# Per-channel normalisation and standardised targets: the errors come back in
+# the targets' own units (a noise of 10 on targets of spread ~700: an MAE of
+# about 8, where standardised units would give about 0.01).
+timeout 120 "$bin/kdp-train" --data scaled.h5 --inputs /x --targets /y --model 12,1 --optimizer adam \
+  --lr 0.02 --epochs 20 --batch-size 25 --progress lines --normalise channel --standardise-targets \
+  --checkpoint-dir sck >scaled.log 2>&1 || { cat scaled.log; fail "the standardised regression"; }
+r2c=$(r2_of scaled.log)
+mae=$(sed -n 's/.*val_mae=\([-0-9.e+]*\).*/\1/p' scaled.log)
+awk -v r="$r2c" -v m="$mae" 'BEGIN {exit !(r > 0.95 && m > 1 && m < 100)}' ||
+  { tail -3 scaled.log; fail "standardised: R² $r2c, MAE $mae (want R² > 0.95, MAE in the targets' units)"; }
+/usr/bin/python3 - <<'PY' || fail "the checkpoint does not record the normalisation"
+import h5py, glob
+with h5py.File(sorted(glob.glob("sck/ckpt-*.h5"))[-1]) as f:
+    a = f["training"].attrs
+    # flat samples (an MLP): every one of the 12 features is a channel
+    assert abs(a["data.channel_mean.0"] - 500) < 200 and a["data.channel_std.4"] < 0.1, dict(a)
+    assert a["targets.std.0"] > 100, dict(a)
+PY
+echo "ok: per-channel normalisation and standardised targets: R² $r2c, MAE $mae in the targets' units"
+
 # Signals [2, 24] through 1-d convolutions to one number per sample.
 timeout 120 "$bin/kdp-train" --data signals.h5 --inputs /s --targets /t \
   --model 'conv1d(8,3,1,1),relu,avgpool1d(2),flatten,linear(1)' --optimizer adam --lr 0.01 \
-  --epochs 15 --batch-size 25 --progress lines >signals.log 2>&1 ||
+  --epochs 25 --batch-size 25 --progress lines >signals.log 2>&1 ||
   { cat signals.log; fail "the signal regression"; }
 r2s=$(r2_of signals.log)
 awk -v r="$r2s" 'BEGIN {exit !(r > 0.9)}' || { tail -3 signals.log; fail "signals: R² $r2s, not above 0.9"; }

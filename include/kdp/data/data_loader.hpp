@@ -19,6 +19,7 @@
 
 #include "kdp/core/tensor.hpp"
 #include "kdp/data/dataset.hpp"
+#include "kdp/data/normalisation.hpp"
 #include "kdp/data/sampler.hpp"
 
 namespace kdp::data {
@@ -41,6 +42,9 @@ struct DataLoaderOptions {
   /// and have them converted there: a quarter of the bytes cross to a GPU, and
   /// the conversion runs on it. Default: where device memory is not the host's.
   bool convert_on_device = !compat::host_accessible_memory();
+  /// Per-channel standardisation of each batch's features and targets, on
+  /// `device` (none unless set; see channel_moments).
+  ChannelNormalisation normalise_features, normalise_targets;
 
   /// Chained setters, one per option, to name each where it is set:
   /// DataLoaderOptions{}.with_batch_size(...).with_convert_on_device(...).
@@ -62,6 +66,14 @@ struct DataLoaderOptions {
   }
   DataLoaderOptions& with_convert_on_device(bool value) {
     convert_on_device = value;
+    return *this;
+  }
+  DataLoaderOptions& with_normalise_features(ChannelNormalisation value) {
+    normalise_features = std::move(value);
+    return *this;
+  }
+  DataLoaderOptions& with_normalise_targets(ChannelNormalisation value) {
+    normalise_targets = std::move(value);
     return *this;
   }
 };
