@@ -102,6 +102,44 @@ std::string precision_line(const train::Trainer& trainer) {
                     : " (auto: the device has no bf16 matrix units)");
 }
 
+// The validation figures at the end: the last epoch's evaluation unless
+// steps were taken after it (a step limit inside an epoch).
+train::EvalResult final_evaluation(const train::FitResult& r, train::Trainer& trainer,
+                                   nn::Module& model, const nn::LossFunction& loss,
+                                   data::DataLoader& val_loader) {
+  if (r.history.empty() || r.history.back().step != r.global_step ||
+      std::isnan(r.history.back().val_loss)) {
+    return trainer.evaluate(model, loss, val_loader);
+  }
+  const train::EpochRecord& last = r.history.back();
+  train::EvalResult e;
+  e.loss = last.val_loss;
+  e.accuracy = last.val_accuracy;
+  e.mse = last.val_mse;
+  e.mae = last.val_mae;
+  e.r2 = last.val_r2;
+  return e;
+}
+
+// Rank 0's last lines: accuracy for classes, errors and R² for a regression,
+// and where the run's files are.
+void print_summary(const Options& o, const TrainingData& d, const train::FitResult& r,
+                   const train::EvalResult& test, int ranks) {
+  const std::string figures =
+      d.regression()
+          ? fmt::format("val_loss={:.6g} val_mse={:.6g} val_mae={:.6g} val_r2={:.4f}", test.loss,
+                        test.mse, test.mae, test.r2)
+          : fmt::format("test_accuracy={:.4f} test_loss={:.4f}", test.accuracy, test.loss);
+  std::printf(
+      "kdp-train: %s samples_per_s=%.0f wall_time_s=%.1f "
+      "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d precision=%s\n",
+      figures.c_str(), r.samples_per_s, r.wall_seconds, static_cast<long long>(r.epochs_completed),
+      static_cast<long long>(r.global_step), ranks, o.devices, precision_name(r.precision));
+  if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
+  if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
+  if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
+}
+
 int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
@@ -155,38 +193,9 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
   const train::FitResult r =
       trainer.fit(*model, loss, *optimizer, train_loader, &test_loader, scheduler.get());
   if (r.stopped_by_signal) return stopped_by_signal(r, rank0);
-  // The test split is the validation split: the last epoch's evaluation is the
-  // final one unless steps were taken after it (a step limit inside an epoch).
-  train::EvalResult test;
-  if (!r.history.empty() && r.history.back().step == r.global_step &&
-      !std::isnan(r.history.back().val_loss)) {
-    const train::EpochRecord& last = r.history.back();
-    test.loss = last.val_loss;
-    test.accuracy = last.val_accuracy;
-    test.mse = last.val_mse;
-    test.mae = last.val_mae;
-    test.r2 = last.val_r2;
-  } else {
-    test = trainer.evaluate(*model, loss, test_loader);
-  }
+  const train::EvalResult test = final_evaluation(r, trainer, *model, loss, test_loader);
   report_traffic(o, comm);
-  if (rank0) {
-    // The validation figures: accuracy for classes, errors and R² for a regression.
-    const std::string figures =
-        d.regression()
-            ? fmt::format("val_loss={:.6g} val_mse={:.6g} val_mae={:.6g} val_r2={:.4f}", test.loss,
-                          test.mse, test.mae, test.r2)
-            : fmt::format("test_accuracy={:.4f} test_loss={:.4f}", test.accuracy, test.loss);
-    std::printf(
-        "kdp-train: %s samples_per_s=%.0f wall_time_s=%.1f "
-        "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d precision=%s\n",
-        figures.c_str(), r.samples_per_s, r.wall_seconds,
-        static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
-        o.devices, precision_name(r.precision));
-    if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
-    if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
-    if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
-  }
+  if (rank0) print_summary(o, d, r, test, ranks);
   return 0;
 }
 

@@ -17,10 +17,10 @@ struct Options {
   std::string data = "data/fashion-mnist.h5";
   std::string inputs = "images";  // a name in /train and /test, or one dataset's path
   std::string targets = "labels";
-  std::string val_data;       // the validation samples from this file instead
-  double val_fraction = 0.0;  // hold out this fraction of the training samples
-  std::string loss;           // "": cross_entropy for classes, mse otherwise
-  std::string monitor;        // "": val_accuracy for classes, val_loss otherwise
+  std::string val_data;              // the validation samples from this file instead
+  double val_fraction = 0.0;         // hold out this fraction of the training samples
+  std::string loss;                  // "": cross_entropy for classes, mse otherwise
+  std::string monitor;               // "": val_accuracy for classes, val_loss otherwise
   std::string normalise = "global";  // the features': global, channel or none
   bool standardise_targets = false;
   std::string model = "784,256,256,10";
@@ -68,9 +68,9 @@ struct Options {
 struct TrainingData {
   std::shared_ptr<data::HDF5Dataset> source;  // the training samples' file
   std::shared_ptr<data::Dataset> train, test;
-  std::string train_name, test_name;  // "'/train/images' of 'data/x.h5'", for messages
-  float mean = 0.0f, stddev = 1.0f;                  // --normalise global
-  data::ChannelNormalisation features, targets;      // channel, --standardise-targets
+  std::string train_name, test_name;             // "'/train/images' of 'data/x.h5'", for messages
+  float mean = 0.0f, stddev = 1.0f;              // --normalise global
+  data::ChannelNormalisation features, targets;  // channel, --standardise-targets
   bool regression() const { return train->num_classes() == 0; }
 };
 
