@@ -18,6 +18,17 @@ namespace {
 std::string describe(int64_t in, int64_t out, Size2 k) {
   return fmt::format("Conv2d({}, {}, kernel_size={})", in, out, k.str());
 }
+
+// PyTorch's initialisation of a convolution: kaiming_uniform_(a = sqrt(5))
+// weights, a bias uniform in +-1 / sqrt(fan_in).
+void init_convolution(Tensor& weight, Tensor& bias, int64_t fan_in) {
+  NoGradGuard no_grad;
+  init::kaiming_uniform_(weight, std::sqrt(5.0f));
+  if (bias.defined()) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+    init::uniform_(bias, -bound, bound);
+  }
+}
 }  // namespace
 
 size_t Conv2d::parameter_bytes(int64_t in, int64_t out, Size2 k, int64_t groups, bool bias) {
@@ -61,13 +72,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
 }
 
 void Conv2d::reset_parameters() {
-  NoGradGuard no_grad;
-  init::kaiming_uniform_(weight_, std::sqrt(5.0f));
-  if (bias_.defined()) {
-    const int64_t fan_in = in_ / groups_ * kernel_.h * kernel_.w;
-    const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
-    init::uniform_(bias_, -bound, bound);
-  }
+  init_convolution(weight_, bias_, in_ / groups_ * kernel_.h * kernel_.w);
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
@@ -118,12 +123,7 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
 }
 
 void Conv1d::reset_parameters() {
-  NoGradGuard no_grad;
-  init::kaiming_uniform_(weight_, std::sqrt(5.0f));
-  if (bias_.defined()) {
-    const float bound = 1.0f / std::sqrt(static_cast<float>(in_ / groups_ * kernel_));
-    init::uniform_(bias_, -bound, bound);
-  }
+  init_convolution(weight_, bias_, in_ / groups_ * kernel_);
 }
 
 Tensor Conv1d::forward(const Tensor& input) {
