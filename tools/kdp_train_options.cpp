@@ -120,7 +120,7 @@ void add_distributed_options(CLI::App& app, Options& o) {
       ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
   app.add_flag("--reproducible", o.reproducible,
                "The same weights, bit for bit, at any number of ranks dividing 12 (virtual "
-               "shards summed exactly, dropout per sample; models without BatchNorm; slower)");
+               "shards summed exactly, dropout per sample, BatchNorm per shard; slower)");
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "Each rank keeps and updates the optimizer state of 1/N of the parameters and "
                "broadcasts them (ZeRO-1); checkpoints are the same");

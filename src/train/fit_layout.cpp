@@ -28,14 +28,15 @@ namespace kdp::train::detail {
 // that count them).
 void FitRun::agree_on_epoch() {
   int64_t most = in_.train_loader.num_batches();
-  int64_t batch = in_.train_loader.options().batch_size;
   const int64_t samples = in_.train_loader.sampler().size();
+  int64_t sums[2] = {in_.train_loader.options().batch_size, samples};  // over every rank
   int64_t fewest = samples;
   if (comm_.size() > 1) {
     comm_.allreduce(&most, 1, dist::ReduceOp::Max);
-    comm_.allreduce(&batch, 1, dist::ReduceOp::Sum);
+    comm_.allreduce(sums, 2, dist::ReduceOp::Sum);
     comm_.allreduce(&fewest, 1, dist::ReduceOp::Min);
   }
+  const int64_t batch = sums[0];
   KDP_CHECK(fewest > 0 || most == 0, ValueError,
             "a rank's sampler gives it no training sample per epoch (rank {}'s gives {}, {} "
             "ranks in all): give every rank a share, or use fewer ranks",
@@ -45,6 +46,16 @@ void FitRun::agree_on_epoch() {
   if (o_.reproducible) {
     check_reproducible();
     exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
+    shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
+    // BatchNorm cannot normalise a shard of one sample (in training, as in
+    // PyTorch): every batch of the epoch, the last one included, must fill
+    // each shard with two or more.
+    const int64_t last = sums[1] % batch == 0 ? batch : sums[1] % batch;
+    KDP_CHECK(shard_bn_->empty() || std::min(batch, last) >= 2 * o_.shards, ValueError,
+              "with BatchNorm layers, reproducible mode needs every batch to give each of its {} "
+              "shards two samples or more, and the epoch's {} samples in batches of {} end with "
+              "a batch of {}: use a global batch whose last one holds {} or more (or none)",
+              o_.shards, sums[1], batch, last, 2 * o_.shards);
   }
   if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
     sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
@@ -78,13 +89,9 @@ void FitRun::check_reproducible() const {
             "DistributedSampler in exact mode (every sample once, in an order that does not "
             "depend on the rank count)",
             comm_.size());
-  for (const auto& [name, m] : bare_.named_modules()) {
-    const std::string& type = m->type_name();
-    KDP_CHECK(type.find("BatchNorm") == std::string::npos, ValueError,
-              "reproducible mode does not take {} layers yet (their batch statistics depend on "
-              "the layout): '{}'",
-              type, name);
-  }
+  const std::string batch_norm = batch_norm_refusal(bare_);
+  KDP_CHECK(batch_norm.empty(), ValueError, "reproducible mode cannot keep a BatchNorm layer: {}",
+            batch_norm);
 }
 
 // Reproducible mode's micro-batch: each of the batch's shards on this rank
@@ -98,10 +105,16 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   comm_.allreduce(&total, 1, dist::ReduceOp::Sum);
   NoGradGuard outside;
   Tensor step_loss = Tensor::zeros({}, o_.devices.front());
+  // The shards with samples, over every rank: 0 .. min(shards, total) - 1.
+  const int filled = static_cast<int>(std::min<int64_t>(o_.shards, total));
+  shard_bn_->begin();
   if (b != nullptr && n > 0) {
     const Tensor x = b->features.to(o_.devices.front()), y = b->labels.to(o_.devices.front());
-    for (const ShardRows& rows : shard_rows(n, comm_.rank(), comm_.size(), o_.shards)) {
+    const std::vector<ShardRows> shards = shard_rows(n, comm_.rank(), comm_.size(), o_.shards);
+    for (int shard = 0; shard < static_cast<int>(shards.size()); ++shard) {
+      const ShardRows& rows = shards[static_cast<size_t>(shard)];
       if (rows.count == 0) continue;
+      shard_bn_->before_shard();
       const int64_t s = rows.count;
       const Tensor xs = strided_rows(x, rows.first, rows.step, s);
       const Tensor ys = strided_rows(y, rows.first, rows.step, s);
@@ -113,6 +126,7 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
         autocast mixed(result_.precision);
         SampleDraws draws(o_.sampler_seed, sample_keys(*b, rows));
         out = in_.model.forward(xs);
+        shard_bn_->after_shard(shard, filled);
         loss = in_.loss(out, ys);
         weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total) /
                                              static_cast<double>(o_.accumulate_grad_batches));
@@ -127,6 +141,7 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
       step_loss = step_loss + weighted.detach();
     }
   }
+  shard_bn_->finish(filled);
   exact_->reduce(o_.shards, last_micro);
   if (o_.detect_anomaly) e.step_loss = e.step_loss.defined() ? e.step_loss + step_loss : step_loss;
   ++e.batch;

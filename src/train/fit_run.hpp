@@ -19,6 +19,7 @@
 #include "kdp/train/progress.hpp"
 #include "kdp/train/trainer.hpp"
 #include "run_options.hpp"
+#include "shard_batch_norm.hpp"
 #include "start_plan.hpp"
 
 namespace kdp::train::detail {
@@ -146,11 +147,12 @@ class FitRun {
   nn::Module& bare_;                // what checkpoints hold
   const bool rank0_;
   const bool classes_;
-  int64_t batches_;                        // per epoch, the same on every rank (agree_on_epoch)
-  int64_t global_batch_ = 0;               // samples per batch over all ranks
-  std::optional<data::Batch> last_batch_;  // stand_in_batch()
-  std::unique_ptr<ExactGradient> exact_;   // reproducible mode
-  std::string sample_log_;                 // KDP_TEST_SAMPLE_LOG: every sample trained on
+  int64_t batches_;                           // per epoch, the same on every rank (agree_on_epoch)
+  int64_t global_batch_ = 0;                  // samples per batch over all ranks
+  std::optional<data::Batch> last_batch_;     // stand_in_batch()
+  std::unique_ptr<ExactGradient> exact_;      // reproducible mode
+  std::unique_ptr<ShardBatchNorm> shard_bn_;  // and its BatchNorm layers
+  std::string sample_log_;                    // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;
   std::string trace_path_;  // o_.trace_path, or its resumed part's name

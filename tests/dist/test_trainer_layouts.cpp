@@ -111,7 +111,17 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
       std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
           std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::BatchNorm1d>(16),
           std::make_shared<nn::Linear>(16, 3)});
-  EXPECT_NE(refusal(batch_norm, *batch_norm, true).find("BatchNorm1d layers"), std::string::npos);
+  // (Shards of one sample, which BatchNorm cannot normalise.)
+  EXPECT_NE(refusal(batch_norm, *batch_norm, true).find("two samples or more"), std::string::npos);
+  nn::convert_sync_batchnorm(batch_norm);
+  EXPECT_NE(refusal(batch_norm, *batch_norm, true).find("'1' is synchronised (SyncBatchNorm)"),
+            std::string::npos);
+  auto cumulative =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Linear>(6, 16),
+          std::make_shared<nn::BatchNorm1d>(16, nn::BatchNormOptions{}.with_momentum(std::nullopt)),
+          std::make_shared<nn::Linear>(16, 3)});
+  EXPECT_NE(refusal(cumulative, *cumulative, true).find("cumulative average"), std::string::npos);
   if (comm.size() > 1) {
     // Fewer samples than ranks: some rank has none in the whole epoch.
     auto few = data::synthetic_classification(comm.size() - 1, 6, 3, 5);

@@ -1,0 +1,120 @@
+#include "shard_batch_norm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kdp/core/error.hpp"
+
+namespace kdp::train::detail {
+
+namespace {
+
+// The model's BatchNorm layers with their dotted names, depth first.
+void batch_norms(nn::Module& m, const std::string& name,
+                 std::vector<std::pair<std::string, nn::BatchNorm*>>& out) {
+  if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) out.emplace_back(name, bn);
+  for (const auto& [child, c] : m.named_children()) {
+    batch_norms(*c, name.empty() ? child : name + "." + child, out);
+  }
+}
+
+std::vector<std::pair<std::string, nn::BatchNorm*>> batch_norms(nn::Module& model) {
+  std::vector<std::pair<std::string, nn::BatchNorm*>> out;
+  batch_norms(model, "", out);
+  return out;
+}
+
+void write(const Tensor& target, const std::vector<float>& values) {
+  Tensor t = target;  // the buffer's storage
+  t.copy_(Tensor::from_host(values, t.shape(), t.device()));
+}
+
+}  // namespace
+
+std::string batch_norm_refusal(nn::Module& model) {
+  for (const auto& [name, bn] : batch_norms(model)) {
+    if (bn->synchronizes_replicas()) {
+      return fmt::format(
+          "'{}' is synchronised (SyncBatchNorm): its statistics would span the "
+          "ranks' shards; reproducible mode normalises each shard on its own",
+          name);
+    }
+    if (bn->options().track_running_stats && !bn->options().momentum) {
+      return fmt::format("'{}' keeps a cumulative average (momentum none): give it a momentum",
+                         name);
+    }
+  }
+  return "";
+}
+
+ShardBatchNorm::ShardBatchNorm(nn::Module& model, dist::Communicator& comm) : comm_(comm) {
+  for (const auto& [name, bn] : batch_norms(model)) {
+    if (bn->options().track_running_stats) {
+      layers_.push_back({bn, *bn->options().momentum, {}, {}, 0.0f, {}});
+    }
+  }
+}
+
+void ShardBatchNorm::begin() {
+  for (Layer& l : layers_) {
+    l.mean0 = l.layer->running_mean().to_vector();
+    l.var0 = l.layer->running_var().to_vector();
+    l.count0 = l.layer->num_batches_tracked().to_vector().front();
+    l.terms.clear();
+  }
+}
+
+void ShardBatchNorm::before_shard() {
+  for (Layer& l : layers_) {
+    write(l.layer->running_mean(), l.mean0);
+    write(l.layer->running_var(), l.var0);
+  }
+}
+
+void ShardBatchNorm::after_shard(int shard, int shards) {
+  for (Layer& l : layers_) {
+    // a = (1 - m) r0 + m stat, so m stat = a - (1 - m) r0, carried forward
+    // over the shards after this one.
+    const double keep = 1.0 - l.momentum;
+    const double carry = std::pow(keep, shards - 1 - shard);
+    for (const auto& [after, start] : {std::pair{l.layer->running_mean().to_vector(), &l.mean0},
+                                       std::pair{l.layer->running_var().to_vector(), &l.var0}}) {
+      for (size_t c = 0; c < after.size(); ++c) {
+        l.terms.push_back(carry * (after[c] - keep * static_cast<double>((*start)[c])));
+      }
+    }
+  }
+}
+
+void ShardBatchNorm::finish(int shards) {
+  for (Layer& l : layers_) {
+    const size_t n = 2 * l.mean0.size();
+    // The terms rounded onto one grid, from the largest over every rank, so
+    // coarse that their sums are doubles without rounding in any order.
+    double largest = 0.0;
+    for (double t : l.terms) largest = std::max(largest, std::fabs(t));
+    comm_.allreduce(&largest, 1, dist::ReduceOp::Max);
+    int exponent = 0;
+    std::frexp(largest, &exponent);  // largest < 2^exponent
+    // x + 1.5 2^(q + 52) rounds x to a multiple of 2^q, q = exponent +
+    // headroom - 51, and the sum of `shards` such terms stays below 2^(q + 51).
+    const int headroom = static_cast<int>(std::ceil(std::log2(std::max(shards, 1)))) + 1;
+    const double magic = std::ldexp(1.5, exponent + headroom + 1);
+    std::vector<double> sum(n, 0.0);
+    for (size_t k = 0; k < l.terms.size(); ++k) sum[k % n] += (l.terms[k] + magic) - magic;
+    comm_.allreduce(sum.data(), n, dist::ReduceOp::Sum);
+    const double decay = std::pow(1.0 - l.momentum, shards);
+    std::vector<float> mean(l.mean0.size()), var(l.var0.size());
+    for (size_t c = 0; c < mean.size(); ++c) {
+      mean[c] = static_cast<float>(decay * l.mean0[c] + sum[c]);
+      var[c] = static_cast<float>(decay * l.var0[c] + sum[mean.size() + c]);
+    }
+    write(l.layer->running_mean(), mean);
+    write(l.layer->running_var(), var);
+    write(l.layer->num_batches_tracked(), {l.count0 + static_cast<float>(shards)});
+  }
+}
+
+}  // namespace kdp::train::detail
