@@ -31,9 +31,13 @@ class ExactGradient {
   /// of shards of one micro-batch over all ranks.
   void reduce(int shards, bool last = true);
 
+  /// reduce()'s first half: the exact sum of every rank's kept shards into
+  /// sum_. (Public: CUDA's device lambdas may not be defined in a private
+  /// member function.)
+  void sum_shards(int shards);
+
  private:
   void grow_to(int shards);
-  void sum_shards(int shards);
 
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
