@@ -23,6 +23,7 @@ struct Options {
   std::string monitor;               // "": val_accuracy for classes, val_loss otherwise
   std::string normalise = "global";  // the features': global, channel or none
   bool standardise_targets = false;
+  int64_t patience = 0;  // epochs without improvement of --monitor before stopping (0: never)
   std::string model = "784,256,256,10";
   std::string activation = "relu";
   int64_t epochs = 10;

@@ -28,6 +28,9 @@ void add_training_options(CLI::App& app, Options& o) {
                  "cross_entropy (classes), or mse, l1, smooth_l1, huber (a regression; "
                  "PyTorch's definitions); default: what the targets are")
       ->check(CLI::IsMember({"cross_entropy", "mse", "l1", "smooth_l1", "huber"}));
+  app.add_option("--patience", o.patience,
+                 "Stop after this many epochs without improvement of --monitor (0: never)")
+      ->check(cli::whole_number(0));
   app.add_option("--normalise", o.normalise,
                  "Standardise the features with one mean and deviation (global, from up to "
                  "10000 samples), per channel (channel: the first dimension of images and "

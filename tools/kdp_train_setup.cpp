@@ -178,6 +178,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.checkpoint_every_steps = o.checkpoint_every;
   t.keep_last = o.keep_last;
   t.monitor = !o.monitor.empty() ? o.monitor : d.regression() ? "val_loss" : "val_accuracy";
+  t.early_stopping_patience = o.patience;
   t.resume = o.resume == "never" ? "" : o.resume;
   t.metrics_path = o.metrics;
   t.trace_path = o.trace;

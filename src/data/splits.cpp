@@ -25,6 +25,17 @@ bool held_out(const SplitSpec& s) {
   return s.val_fraction > 0.0 || (s.inputs.rfind('/', 0) == 0 && s.val_file.empty());
 }
 
+// How a part's features are stored: "uint8 [784]", "float64 [2, 32]".
+std::string stored(const Dataset& d) {
+  const Dataset* first = &d;
+  if (const auto* many = dynamic_cast<const ConcatDataset*>(first))
+    first = many->parts().front().get();
+  const auto* h5 = dynamic_cast<const HDF5Dataset*>(first);
+  const std::string type =
+      h5 != nullptr ? h5->feature_type() : (d.byte_features() ? "bytes" : "numbers");
+  return fmt::format("{} {}", type, d.sample_shape().str());
+}
+
 // Both parts train and evaluate one model: both hold samples, of one kind.
 void check_parts(const Splits& d) {
   for (const auto& [part, name, what] : {std::tuple{d.train.get(), &d.train_name, "train on"},
@@ -32,6 +43,11 @@ void check_parts(const Splits& d) {
     KDP_CHECK(part->size() > 0, ValueError, "{} holds no samples; training needs samples to {}",
               *name, what);
   }
+  // Bytes are scaled by 1/255, other numbers are not: one model could not
+  // read both.
+  KDP_CHECK(d.train->byte_features().has_value() == d.val->byte_features().has_value(), ValueError,
+            "{} is {} but {} is {}: the two would be scaled and normalised differently",
+            d.train_name, stored(*d.train), d.val_name, stored(*d.val));
   KDP_CHECK(d.train->sample_shape() == d.val->sample_shape() &&
                 d.train->label_shape() == d.val->label_shape() &&
                 (d.train->num_classes() == 0) == (d.val->num_classes() == 0),

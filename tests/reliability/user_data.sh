@@ -301,7 +301,7 @@ with h5py.File(d + "/mixed.h5", "w") as f:
         g.attrs["num_classes"] = 10
 PY
   one_line "no training samples" "${train[@]}" --data "$work/empty.h5"
-  expect "splits of two kinds" 1 "/train/images is float64 [784] but /test/images is uint8 [784]" \
+  expect "splits of two kinds" 1 "/train/images' of '$work/mixed.h5' is float64 [784] but '/test/images' of '$work/mixed.h5' is uint8 [784]" \
     "${train[@]}" --data "$work/mixed.h5"
   # run.json and metrics paths that are not what they claim.
   mkdir -p "$work/j"

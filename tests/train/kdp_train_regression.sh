@@ -60,6 +60,13 @@ timeout 120 mpirun "${mpi_flags[@]}" -np 2 "${linear[@]}" >two.log 2>&1 ||
 r2_2=$(r2_of two.log)
 awk -v r="$r2_2" 'BEGIN {exit !(r > 0.95)}' || fail "R² $r2_2 at 2 ranks, not above 0.95"
 echo "ok: at 2 ranks R² $r2_2"
+# Early stopping on the monitored metric.
+timeout 120 "${linear[@]}" --epochs 200 --patience 2 --monitor val_loss >patience.log 2>&1 ||
+  { cat patience.log; fail "the run with --patience"; }
+grep -q "early stopping: val_loss did not improve for 2 epochs" patience.log ||
+  { tail -3 patience.log; fail "--patience 2 did not stop the run"; }
+grep -q "epochs=200 " patience.log && fail "--patience 2 trained all 200 epochs"
+echo "ok: --patience 2 stopped the run $(sed -n 's/.* epochs=\([0-9]*\) .*/\1/p' patience.log) epochs in"
 # The metrics file has the regression's columns, and the best checkpoint is
 # the epoch of the highest R².
 /usr/bin/python3 - <<'PY' || fail "the metrics file or the best checkpoint"

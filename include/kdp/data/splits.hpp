@@ -12,6 +12,7 @@
 
 namespace kdp::data {
 
+/// The files and datasets of a run's samples.
 struct SplitSpec {
   /// The training samples' file, or several as one dataset: a glob
   /// ("runs/run-*.h5", in name order) or a comma-separated list.
@@ -28,6 +29,7 @@ struct SplitSpec {
   uint64_t seed = 0;
 };
 
+/// A run's training and validation samples, opened.
 struct Splits {
   std::shared_ptr<HDF5Dataset> source;  // the (first) training file's datasets
   std::vector<std::string> files;       // the training files

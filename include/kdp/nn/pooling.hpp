@@ -54,8 +54,7 @@ class AdaptiveAvgPool2d : public Module {
   Size2 output_size_;
 };
 
-/// torch.nn.MaxPool1d and AvgPool1d over [N, C, L] (stride: the kernel size
-/// by default).
+/// torch.nn.MaxPool1d over [N, C, L] (stride: the kernel size by default).
 class MaxPool1d : public Module {
  public:
   explicit MaxPool1d(int64_t kernel_size, std::optional<int64_t> stride = {});
@@ -68,6 +67,7 @@ class MaxPool1d : public Module {
   int64_t kernel_, stride_;
 };
 
+/// torch.nn.AvgPool1d over [N, C, L] (stride: the kernel size by default).
 class AvgPool1d : public Module {
  public:
   explicit AvgPool1d(int64_t kernel_size, std::optional<int64_t> stride = {});
