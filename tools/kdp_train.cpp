@@ -327,6 +327,7 @@ int main(int argc, char** argv) {
   cli::use_plain_messages(app, "kdp-train");
   app.allow_extras();  // checked below: only --kokkos-* arguments (Kokkos') may be left
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  add_data_options(app, o);
   add_training_options(app, o);
   add_file_options(app, o);
   add_distributed_options(app, o);

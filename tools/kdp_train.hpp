@@ -101,6 +101,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
 void check_batch(const Options& o, int ranks);
 
 /// The options, by concern.
+void add_data_options(CLI::App& app, Options& o);
 void add_training_options(CLI::App& app, Options& o);
 void add_file_options(CLI::App& app, Options& o);
 void add_distributed_options(CLI::App& app, Options& o);

@@ -6,8 +6,9 @@
 
 namespace kdp::train_tool {
 
-// What is trained and how: data, model, optimizer and schedule, devices, seed.
-void add_training_options(CLI::App& app, Options& o) {
+// What is learnt from: the samples, their normalisation, the loss and the
+// metric that picks the best checkpoint.
+void add_data_options(CLI::App& app, Options& o) {
   app.add_option("--data", o.data,
                  "HDF5 file with /train and /test groups, or one set of samples (see --inputs); "
                  "a glob ('runs/run-*.h5') or comma list of files is one dataset (default: "
@@ -45,6 +46,10 @@ void add_training_options(CLI::App& app, Options& o) {
                  "val_loss for a regression)")
       ->check(CLI::IsMember(
           {"val_loss", "val_accuracy", "val_mse", "val_mae", "val_r2", "loss", "accuracy"}));
+}
+
+// What is trained and how: model, optimizer and schedule, devices, seed.
+void add_training_options(CLI::App& app, Options& o) {
   app.add_option("--model", o.model,
                  "MLP layer sizes, input first, classes last (784,256,10), or a layer list: "
                  "conv(out,k[,stride[,padding]]), batchnorm, relu (and the other activations), "
