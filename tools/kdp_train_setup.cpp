@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -124,6 +125,20 @@ std::unique_ptr<optim::LRScheduler> make_scheduler(const Options& o, optim::Opti
   return nullptr;
 }
 
+// Per-channel values as a run configuration records them: the list, or for
+// many channels (each feature of a wide table) their count and an FNV-1a
+// fingerprint of their bits, so that the setting stays one short attribute.
+std::string recorded_values(const std::vector<float>& values) {
+  if (values.size() <= 16) return fmt::format("{}", fmt::join(values, ","));
+  uint64_t h = 1469598103934665603ull;
+  for (float v : values) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &v, sizeof(bits));
+    for (int k = 0; k < 4; ++k) h = (h ^ ((bits >> (8 * k)) & 0xffu)) * 1099511628211ull;
+  }
+  return fmt::format("{} channels, fnv1a64:{:016x}", values.size(), h);
+}
+
 // What makes this run this run; docs/reliability.md lists what may change on
 // resume. Settings added since configurations were first recorded appear only
 // when they differ from their defaults, so older directories still resume.
@@ -159,8 +174,8 @@ io::RunConfig run_config(const Options& o, const Model& m, const TrainingData& d
   if (o.normalise != defaults.normalise) c["normalise"] = o.normalise;
   for (const auto& [key, n] : {std::pair{"data.channel", &d.features}, {"targets", &d.targets}}) {
     if (!n->active()) continue;
-    c[fmt::format("{}-mean", key)] = fmt::format("{}", fmt::join(n->mean, ","));
-    c[fmt::format("{}-std", key)] = fmt::format("{}", fmt::join(n->stddev, ","));
+    c[fmt::format("{}-mean", key)] = recorded_values(n->mean);
+    c[fmt::format("{}-std", key)] = recorded_values(n->stddev);
   }
   return c;
 }
