@@ -174,8 +174,8 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
                                 lo);
   lo.batch_size = std::max<int64_t>(lo.batch_size, 256);
   data::DataLoader test_loader(
-      d.test,
-      std::make_shared<data::DistributedSampler>(d.test->size(), ranks, comm.rank(), test_sampling),
+      d.val,
+      std::make_shared<data::DistributedSampler>(d.val->size(), ranks, comm.rank(), test_sampling),
       lo);
 
   train::Trainer trainer(trainer_options(o, m, d, devs), comm);

@@ -66,13 +66,9 @@ struct Options {
 // The training and validation samples, normalised by the training features'
 // mean and standard deviation; flat samples or images, as the model's first
 // layer takes them. Targets are class indices or, for a regression, floats.
-struct TrainingData {
-  std::shared_ptr<data::HDF5Dataset> source;  // the training samples' file
-  std::shared_ptr<data::Dataset> train, test;
-  std::string train_name, test_name;             // "'/train/images' of 'data/x.h5'", for messages
+struct TrainingData : data::Splits {
   float mean = 0.0f, stddev = 1.0f;              // --normalise global
   data::ChannelNormalisation features, targets;  // channel, --standardise-targets
-  bool regression() const { return train->num_classes() == 0; }
 };
 
 // The loss of --loss, checked against the targets.

@@ -48,13 +48,8 @@ TrainingData open_parts(const Options& o, const data::HDF5DatasetOptions& h5) {
   spec.val_file = o.val_data;
   spec.val_fraction = o.val_fraction;
   spec.seed = o.seed;
-  data::Splits s = data::open_splits(spec, h5);
   TrainingData d;
-  d.source = s.source;
-  d.train = s.train;
-  d.test = s.val;
-  d.train_name = s.train_name;
-  d.test_name = s.val_name;
+  static_cast<data::Splits&>(d) = data::open_splits(spec, h5);
   return d;
 }
 
