@@ -27,21 +27,21 @@ namespace kdp::train::detail {
 // appends the epoch, step and index of every sample it trains on (for tests
 // that count them).
 void FitRun::agree_on_epoch() {
-  int64_t most = in_.train_loader.num_batches();
   const int64_t samples = in_.train_loader.sampler().size();
-  int64_t sums[2] = {in_.train_loader.options().batch_size, samples};  // over every rank
-  int64_t fewest = samples;
+  // Over every rank: the most batches and the fewest samples (as the most of
+  // their negation), and the sums of the batch sizes and samples.
+  int64_t most[2] = {in_.train_loader.num_batches(), -samples};
+  int64_t sums[2] = {in_.train_loader.options().batch_size, samples};
   if (comm_.size() > 1) {
-    comm_.allreduce(&most, 1, dist::ReduceOp::Max);
+    comm_.allreduce(most, 2, dist::ReduceOp::Max);
     comm_.allreduce(sums, 2, dist::ReduceOp::Sum);
-    comm_.allreduce(&fewest, 1, dist::ReduceOp::Min);
   }
-  const int64_t batch = sums[0];
-  KDP_CHECK(fewest > 0 || most == 0, ValueError,
+  const int64_t fewest = -most[1], batch = sums[0];
+  KDP_CHECK(fewest > 0 || most[0] == 0, ValueError,
             "a rank's sampler gives it no training sample per epoch (rank {}'s gives {}, {} "
             "ranks in all): give every rank a share, or use fewer ranks",
             comm_.rank(), samples, comm_.size());
-  batches_ = most;
+  batches_ = most[0];
   global_batch_ = batch;
   if (o_.reproducible) {
     check_reproducible();
