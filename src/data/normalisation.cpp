@@ -24,10 +24,9 @@ void affine(const Tensor& batch, const std::vector<float>& scale, const std::vec
   if (batch.numel() == 0) return;
   const auto channels = static_cast<int64_t>(scale.size());
   const Device& device = batch.device();
-  Tensor params = Tensor::empty({2 * channels}, device);
   std::vector<float> host(scale);
   host.insert(host.end(), shift.begin(), shift.end());
-  params.copy_(Tensor::from_host(host, params.shape(), device));
+  const Tensor params = Tensor::from_host(host, {2 * channels}, device);
   View1 v = batch.flat();
   ConstView1 p = params.cflat();
   Kokkos::parallel_for(
