@@ -27,14 +27,22 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return Shape(dims);
 }
 
-// Index arithmetic of a broadcast: the output's dimensions padded to four and
-// the strides of an input in them (0 where the input is broadcast).
+// Every broadcast runs in Shape::kMaxRank dimensions, shorter shapes padded
+// in front with ones.
+constexpr int kRank = Shape::kMaxRank;
+
+// Index arithmetic of a broadcast: the output's dimensions padded to kRank
+// and the strides of an input in them (0 where the input is broadcast).
 struct BroadcastIndex {
-  int64_t dims[4] = {1, 1, 1, 1};
-  int64_t strides[4] = {0, 0, 0, 0};
+  int64_t dims[kRank];
+  int64_t strides[kRank];
 
   BroadcastIndex(const Shape& in, const Shape& out) {
-    const int pad = 4 - out.rank();
+    for (int d = 0; d < kRank; ++d) {
+      dims[d] = 1;
+      strides[d] = 0;
+    }
+    const int pad = kRank - out.rank();
     for (int d = 0; d < out.rank(); ++d) dims[pad + d] = out[d];
     int64_t stride = 1;
     for (int d = in.rank() - 1; d >= 0; --d) {
@@ -46,7 +54,7 @@ struct BroadcastIndex {
 
   KOKKOS_INLINE_FUNCTION int64_t operator()(int64_t i) const {
     int64_t offset = 0;
-    for (int d = 3; d >= 0; --d) {
+    for (int d = kRank - 1; d >= 0; --d) {
       const int64_t idx = i % dims[d];
       i /= dims[d];
       offset += idx * strides[d];
@@ -115,21 +123,19 @@ void binary_kernel(const std::string& label, const Device& device, const Tensor&
 void sum_to_kernel(const Device& device, View1 out, ConstView1 g, const Shape& target,
                    const Shape& full) {
   // For each element of `target`, sum the elements of `g` that broadcast onto it.
-  const int pad_t = 4 - target.rank();
-  const int pad_f = 4 - full.rank();
-  int64_t fdims[4] = {1, 1, 1, 1};
-  int64_t tdims[4] = {1, 1, 1, 1};
+  const int pad_t = kRank - target.rank();
+  const int pad_f = kRank - full.rank();
+  int64_t fdims[kRank], tdims[kRank], fstride[kRank], rdims[kRank];
+  for (int d = 0; d < kRank; ++d) fdims[d] = tdims[d] = rdims[d] = 1;
   for (int d = 0; d < full.rank(); ++d) fdims[pad_f + d] = full[d];
   for (int d = 0; d < target.rank(); ++d) tdims[pad_t + d] = target[d];
-  int64_t fstride[4];
   int64_t s = 1;
-  for (int d = 3; d >= 0; --d) {
+  for (int d = kRank - 1; d >= 0; --d) {
     fstride[d] = s;
     s *= fdims[d];
   }
   int64_t reduce_count = 1;
-  int64_t rdims[4] = {1, 1, 1, 1};
-  for (int d = 0; d < 4; ++d) {
+  for (int d = 0; d < kRank; ++d) {
     if (tdims[d] == 1 && fdims[d] != 1) {
       rdims[d] = fdims[d];
       reduce_count *= fdims[d];
@@ -141,7 +147,7 @@ void sum_to_kernel(const Device& device, View1 out, ConstView1 g, const Shape& t
         // Position of j in the target, which is also its position in `full` on the kept dims.
         int64_t base = 0;
         int64_t rest = j;
-        for (int d = 3; d >= 0; --d) {
+        for (int d = kRank - 1; d >= 0; --d) {
           const int64_t idx = rest % tdims[d];
           rest /= tdims[d];
           if (rdims[d] == 1) base += idx * fstride[d];
@@ -150,7 +156,7 @@ void sum_to_kernel(const Device& device, View1 out, ConstView1 g, const Shape& t
         for (int64_t k = 0; k < reduce_count; ++k) {
           int64_t off = base;
           int64_t r = k;
-          for (int d = 3; d >= 0; --d) {
+          for (int d = kRank - 1; d >= 0; --d) {
             if (rdims[d] != 1) {
               off += (r % rdims[d]) * fstride[d];
               r /= rdims[d];

@@ -20,10 +20,18 @@ const BinaryCase kBinary[] = {
     {"add", &kdp::add}, {"sub", &kdp::sub}, {"mul", &kdp::mul}, {"div", &kdp::div}};
 
 // Shape pairs: equal, scalar on either side, row and column broadcast, batch 1,
-// and broadcasting on both sides.
-const std::vector<std::pair<Shape, Shape>> kShapes = {
-    {{3, 4}, {3, 4}}, {{3, 4}, {}},        {{}, {2, 5}},  {{3, 4}, {4}},      {{3, 4}, {3, 1}},
-    {{1, 4}, {1, 4}}, {{2, 1, 3}, {4, 1}}, {{5}, {2, 1}}, {{2, 3, 4}, {3, 4}}};
+// broadcasting on both sides, and at ranks 5 and 6 (volumes).
+const std::vector<std::pair<Shape, Shape>> kShapes = {{{3, 4}, {3, 4}},
+                                                      {{3, 4}, {}},
+                                                      {{}, {2, 5}},
+                                                      {{3, 4}, {4}},
+                                                      {{3, 4}, {3, 1}},
+                                                      {{1, 4}, {1, 4}},
+                                                      {{2, 1, 3}, {4, 1}},
+                                                      {{5}, {2, 1}},
+                                                      {{2, 3, 4}, {3, 4}},
+                                                      {{2, 1, 3, 1, 2}, {3, 4, 1}},
+                                                      {{2, 1, 2, 1, 1, 3}, {2, 1, 2, 1, 1}}};
 
 }  // namespace
 
@@ -49,6 +57,10 @@ TEST(Elementwise, BinaryForwardBroadcastsLikeNumpy) {
   EXPECT_EQ(sub(Tensor::from_host({1, 2}, {2, 1}), Tensor::from_host({10, 20, 30}, {3})).shape(),
             Shape({2, 3}));
   EXPECT_EQ((2.0f - a).to_vector(), (std::vector<float>{1, 0, -1, -2, -3, -4}));
+  const Tensor column = Tensor::from_host({1, 2}, {1, 1, 1, 1, 2, 1});  // rank 6
+  const Tensor sum = add(column, Tensor::from_host({10, 20, 30}, {3}));
+  EXPECT_EQ(sum.shape(), Shape({1, 1, 1, 1, 2, 3}));
+  EXPECT_EQ(sum.to_vector(), (std::vector<float>{11, 21, 31, 12, 22, 32}));
   EXPECT_EQ((a / 2.0f).to_vector(), (std::vector<float>{0.5, 1, 1.5, 2, 2.5, 3}));
 }
 

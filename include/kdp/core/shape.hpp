@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Shape: the sizes of a tensor's dimensions, rank 0 (scalar) to 4, row-major.
+/// Shape: the sizes of a tensor's dimensions, rank 0 (scalar) to 6, row-major.
 /// A shape whose floats would not fit in one allocation is refused when it is
 /// made (checked_numel), so no size computed from a Shape wraps around.
 
@@ -15,7 +15,7 @@ namespace kdp {
 /// The sizes of a tensor's dimensions. Rank 0 is a scalar with one element.
 class Shape {
  public:
-  static constexpr int kMaxRank = 4;
+  static constexpr int kMaxRank = 6;
 
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);
