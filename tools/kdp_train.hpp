@@ -84,7 +84,7 @@ struct Model {
 };
 
 // How samples meet the model's first layer.
-enum class SampleForm { Flat, Images, Signals };
+enum class SampleForm { Flat, Images, AsStored };
 SampleForm sample_form(const std::string& model);
 TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm form);
 Model build_model(const Options& o, const TrainingData& d, const Device& device);

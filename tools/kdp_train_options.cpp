@@ -32,11 +32,12 @@ void add_data_options(CLI::App& app, Options& o) {
   app.add_option("--patience", o.patience,
                  "Stop after this many epochs without improvement of --monitor (0: never)")
       ->check(cli::whole_number(0));
-  app.add_option("--normalise", o.normalise,
-                 "Standardise the features with one mean and deviation (global, from up to "
-                 "10000 samples), per channel (channel: the first dimension of images and "
-                 "signals, each feature of tables; one pass over every sample, applied on the "
-                 "device), or not at all (none); recorded in the run and its checkpoints")
+  app.add_option(
+         "--normalise", o.normalise,
+         "Standardise the features with one mean and deviation (global, from up to "
+         "10000 samples), per channel (channel: the first dimension of images, "
+         "signals and volumes, each feature of tables; one pass over every sample, applied on the "
+         "device), or not at all (none); recorded in the run and its checkpoints")
       ->check(CLI::IsMember({"global", "channel", "none"}));
   app.add_flag("--standardise-targets", o.standardise_targets,
                "Train a regression on targets standardised per channel; errors and R² are "
@@ -55,6 +56,7 @@ void add_training_options(CLI::App& app, Options& o) {
                  "conv(out,k[,stride[,padding]]), batchnorm, relu (and the other activations), "
                  "maxpool(k), avgpool(k), gap, dropout(p), dropout2d(p), flatten, linear(out), "
                  "conv1d(out,k[,stride[,padding]]), maxpool1d(k), avgpool1d(k) (signals), "
+                 "conv3d(out,k[,stride[,padding]]), maxpool3d(k), avgpool3d(k) (volumes), "
                  "e.g. 'conv(32,3),relu,maxpool(2),flatten,linear(10)'");
   app.add_option("--activation", o.activation, "Activation between layers")
       ->check(CLI::IsMember({"relu", "leaky_relu", "tanh", "sigmoid", "gelu"}));

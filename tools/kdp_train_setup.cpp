@@ -37,13 +37,16 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
 }
 
 // The samples --model takes: flat for MLP sizes and a layer list that starts
-// with linear, signals as stored for one that starts with a 1-d layer, images
-// otherwise.
+// with linear, as stored (signals, volumes) for one that starts with a 1-d or
+// 3-d layer, images otherwise.
 SampleForm sample_form(const std::string& model) {
   if (!nn::is_layer_list(model)) return SampleForm::Flat;
   const std::string first = nn::parse_layer_list(model).front().kind;
   if (first == "linear") return SampleForm::Flat;
-  if (first == "conv1d" || first == "maxpool1d" || first == "avgpool1d") return SampleForm::Signals;
+  for (const char* word :
+       {"conv1d", "maxpool1d", "avgpool1d", "conv3d", "maxpool3d", "avgpool3d"}) {
+    if (first == word) return SampleForm::AsStored;
+  }
   return SampleForm::Images;
 }
 

@@ -132,4 +132,19 @@ std::shared_ptr<Module> BatchNorm2d::clone() const {
   return copy;
 }
 
+BatchNorm3d::BatchNorm3d(int64_t num_features, BatchNormOptions options, const Device& device)
+    : BatchNorm("BatchNorm3d", num_features, options, device) {}
+
+void BatchNorm3d::check_input(const Tensor& input) const {
+  KDP_CHECK(input.dim() == 5, ShapeError, "expected [N, C, D, H, W] input, got {}",
+            input.shape().str());
+}
+
+std::shared_ptr<Module> BatchNorm3d::clone() const {
+  auto copy = std::make_shared<BatchNorm3d>(num_features(), options(), device());
+  copy_state_into(*copy);
+  copy->train(is_training());
+  return copy;
+}
+
 }  // namespace kdp::nn

@@ -147,4 +147,71 @@ std::string Conv1d::extra_repr() const {
   return s;
 }
 
+size_t Conv3d::parameter_bytes(int64_t in, int64_t out, Size3 k, int64_t groups, bool bias) {
+  const std::string what = fmt::format("kdp::nn::Conv3d({}, {}, kernel_size={})", in, out, k.str());
+  KDP_CHECK_FOR(what,
+                in >= 1 && out >= 1 && k.d >= 1 && k.h >= 1 && k.w >= 1 && groups >= 1 &&
+                    in % groups == 0 && out % groups == 0,
+                ValueError,
+                "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
+                "divisible by groups {}",
+                in, out, groups);
+  const int64_t weights = checked_numel({out, in / groups, k.d, k.h, k.w}, sizeof(float), what);
+  return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
+}
+
+Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Size3 kernel_size, Size3 stride,
+               Size3 padding, Size3 dilation, int64_t groups, bool bias, const Device& device)
+    : Module("Conv3d"),
+      in_(in_channels),
+      out_(out_channels),
+      kernel_(kernel_size),
+      stride_(stride),
+      padding_(padding),
+      dilation_(dilation),
+      groups_(groups) {
+  const std::string what = fmt::format("Conv3d({}, {}, kernel_size={})", in_, out_, kernel_.str());
+  check_parameters_fit({{"", what, parameter_bytes(in_, out_, kernel_, groups_, bias)}}, device,
+                       "kdp::nn::" + what);
+  KDP_CHECK_FOR("kdp::nn::" + what,
+                stride.d >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.d >= 1 &&
+                    dilation.h >= 1 && dilation.w >= 1 && padding.d >= 0 && padding.h >= 0 &&
+                    padding.w >= 0,
+                ValueError, "stride {} and dilation {} must be >= 1, padding {} >= 0", stride.str(),
+                dilation.str(), padding.str());
+  weight_ = register_parameter(
+      "weight", Tensor::empty_labeled({out_, in_ / groups_, kernel_.d, kernel_.h, kernel_.w},
+                                      device, "kdp::Conv3d::weight"));
+  if (bias) {
+    bias_ = register_parameter("bias", Tensor::empty_labeled({out_}, device, "kdp::Conv3d::bias"));
+  }
+  reset_parameters();
+}
+
+void Conv3d::reset_parameters() {
+  init_convolution(weight_, bias_, in_ / groups_ * kernel_.d * kernel_.h * kernel_.w);
+}
+
+Tensor Conv3d::forward(const Tensor& input) {
+  return conv3d(input, weight_, bias_, stride_, padding_, dilation_, groups_);
+}
+
+std::shared_ptr<Module> Conv3d::clone() const {
+  auto copy = std::make_shared<Conv3d>(in_, out_, kernel_, stride_, padding_, dilation_, groups_,
+                                       bias_.defined(), device());
+  copy_state_into(*copy);
+  copy->train(is_training());
+  return copy;
+}
+
+std::string Conv3d::extra_repr() const {
+  std::string s =
+      fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_.str(), stride_.str());
+  if (padding_ != Size3(0)) s += fmt::format(", padding={}", padding_.str());
+  if (dilation_ != Size3(1)) s += fmt::format(", dilation={}", dilation_.str());
+  if (groups_ != 1) s += fmt::format(", groups={}", groups_);
+  if (!bias_.defined()) s += ", bias=false";
+  return s;
+}
+
 }  // namespace kdp::nn

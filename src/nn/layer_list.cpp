@@ -33,7 +33,8 @@ const std::map<std::string, Grammar>& grammar() {
       {"gelu", {0, 0, false}},       {"maxpool", {1, 1, false}},   {"avgpool", {1, 1, false}},
       {"gap", {0, 0, false}},        {"dropout", {1, 1, true}},    {"dropout2d", {1, 1, true}},
       {"flatten", {0, 0, false}},    {"linear", {1, 1, false}},    {"conv1d", {2, 4, false}},
-      {"maxpool1d", {1, 1, false}},  {"avgpool1d", {1, 1, false}}};
+      {"maxpool1d", {1, 1, false}},  {"avgpool1d", {1, 1, false}}, {"conv3d", {2, 4, false}},
+      {"maxpool3d", {1, 1, false}},  {"avgpool3d", {1, 1, false}}};
   return g;
 }
 
@@ -110,32 +111,50 @@ int64_t whole(double v) {
       fmt::format("layer {} '{}' does not fit its input {}: {}", position, l.text, in.str(), why));
 }
 
+// The layers that slide a window: convolutions and pools over signals (1
+// spatial dimension), images (2) and volumes (3).
+struct Window {
+  int dims;
+  bool conv;
+};
+const std::map<std::string, Window>& windows() {
+  static const std::map<std::string, Window> w = {
+      {"conv1d", {1, true}}, {"maxpool1d", {1, false}}, {"avgpool1d", {1, false}},
+      {"conv", {2, true}},   {"maxpool", {2, false}},   {"avgpool", {2, false}},
+      {"conv3d", {3, true}}, {"maxpool3d", {3, false}}, {"avgpool3d", {3, false}}};
+  return w;
+}
+
+// The sample after a windowed layer: a convolution's (out, k, stride,
+// padding) or a pool's (k; stride k) on [channels, spatial...].
+Shape window_shape(const LayerSpec& l, const Window& w, size_t position, const Shape& in) {
+  static const char* const kinds[] = {"", "signals [channels, length]",
+                                      "images [channels, height, width]",
+                                      "volumes [channels, depth, height, width]"};
+  if (in.rank() != w.dims + 1)
+    does_not_fit(l, position, in, fmt::format("it takes {}", kinds[w.dims]));
+  const int64_t kernel = whole(w.conv ? l.args[1] : l.args[0]);
+  const int64_t stride = w.conv ? (l.args.size() > 2 ? whole(l.args[2]) : 1) : kernel;
+  const int64_t pad = w.conv && l.args.size() > 3 ? whole(l.args[3]) : 0;
+  std::vector<int64_t> out{w.conv ? whole(l.args[0]) : in[0]};
+  for (int i = 1; i <= w.dims; ++i) {
+    out.push_back(window_output_size(in[i], kernel, stride, pad));
+    if (out.back() < 1) {
+      does_not_fit(l, position, in,
+                   fmt::format("a window of {} (padding {}) is larger", kernel, pad));
+    }
+  }
+  return Shape(out);
+}
+
 // The sample shape after layer `l` of input `in`.
 Shape shape_after(const LayerSpec& l, size_t position, const Shape& in) {
   const std::string& k = l.kind;
   auto image = [&] {
     if (in.rank() != 3) does_not_fit(l, position, in, "it takes images [channels, height, width]");
   };
-  if (k == "conv" || k == "maxpool" || k == "avgpool") {
-    image();
-    const int64_t kernel = whole(k == "conv" ? l.args[1] : l.args[0]);
-    const int64_t stride = k == "conv" ? (l.args.size() > 2 ? whole(l.args[2]) : 1) : kernel;
-    const int64_t pad = k == "conv" && l.args.size() > 3 ? whole(l.args[3]) : 0;
-    const int64_t oh = window_output_size(in[1], kernel, stride, pad);
-    const int64_t ow = window_output_size(in[2], kernel, stride, pad);
-    if (oh < 1 || ow < 1)
-      does_not_fit(l, position, in, fmt::format("a {}x{} window is larger", kernel, kernel));
-    return Shape{k == "conv" ? whole(l.args[0]) : in[0], oh, ow};
-  }
-  if (k == "conv1d" || k == "maxpool1d" || k == "avgpool1d") {
-    if (in.rank() != 2) does_not_fit(l, position, in, "it takes signals [channels, length]");
-    const int64_t kernel = whole(k == "conv1d" ? l.args[1] : l.args[0]);
-    const int64_t stride = k == "conv1d" ? (l.args.size() > 2 ? whole(l.args[2]) : 1) : kernel;
-    const int64_t pad = k == "conv1d" && l.args.size() > 3 ? whole(l.args[3]) : 0;
-    const int64_t length = window_output_size(in[1], kernel, stride, pad);
-    if (length < 1) does_not_fit(l, position, in, fmt::format("a window of {} is longer", kernel));
-    return Shape{k == "conv1d" ? whole(l.args[0]) : in[0], length};
-  }
+  if (auto w = windows().find(k); w != windows().end())
+    return window_shape(l, w->second, position, in);
   if (k == "gap") {
     image();
     return Shape{in[0], 1, 1};
@@ -145,8 +164,8 @@ Shape shape_after(const LayerSpec& l, size_t position, const Shape& in) {
     return in;
   }
   if (k == "batchnorm") {
-    if (in.rank() < 1 || in.rank() > 3)
-      does_not_fit(l, position, in, "it takes [C], [C, L] or [C, H, W]");
+    if (in.rank() < 1 || in.rank() > 4)
+      does_not_fit(l, position, in, "it takes [C], [C, L], [C, H, W] or [C, D, H, W]");
     return in;
   }
   if (k == "flatten") return Shape{in.numel()};
@@ -172,9 +191,17 @@ std::shared_ptr<Module> make_layer(const LayerSpec& l, const Shape& in, const De
                                     l.args.size() > 2 ? whole(l.args[2]) : 1,
                                     l.args.size() > 3 ? whole(l.args[3]) : 0, 1, 1, true, device);
   }
+  if (k == "conv3d") {
+    return std::make_shared<Conv3d>(in[0], whole(l.args[0]), whole(l.args[1]),
+                                    l.args.size() > 2 ? whole(l.args[2]) : 1,
+                                    l.args.size() > 3 ? whole(l.args[3]) : 0, 1, 1, true, device);
+  }
   if (k == "maxpool1d") return std::make_shared<MaxPool1d>(whole(l.args[0]));
   if (k == "avgpool1d") return std::make_shared<AvgPool1d>(whole(l.args[0]));
+  if (k == "maxpool3d") return std::make_shared<MaxPool3d>(whole(l.args[0]));
+  if (k == "avgpool3d") return std::make_shared<AvgPool3d>(whole(l.args[0]));
   if (k == "batchnorm") {
+    if (in.rank() == 4) return std::make_shared<BatchNorm3d>(in[0], BatchNormOptions{}, device);
     if (in.rank() == 3) return std::make_shared<BatchNorm2d>(in[0], BatchNormOptions{}, device);
     return std::make_shared<BatchNorm1d>(in[0], BatchNormOptions{}, device);
   }
@@ -193,6 +220,8 @@ size_t parameter_bytes(const LayerSpec& l, const Shape& in) {
     return Conv2d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "conv1d")
     return Conv2d::parameter_bytes(in[0], whole(l.args[0]), Size2(1, whole(l.args[1])), 1, true);
+  if (l.kind == "conv3d")
+    return Conv3d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "linear") return Linear::parameter_bytes(in[0], whole(l.args[0]));
   if (l.kind == "batchnorm") return static_cast<size_t>(in[0]) * 2 * sizeof(float);
   return 0;

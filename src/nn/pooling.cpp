@@ -95,4 +95,48 @@ std::string AvgPool1d::extra_repr() const {
   return fmt::format("kernel_size={}, stride={}", kernel_, stride_);
 }
 
+MaxPool3d::MaxPool3d(Size3 kernel_size, std::optional<Size3> stride, Size3 padding, Size3 dilation,
+                     bool ceil_mode)
+    : Module("MaxPool3d"),
+      kernel_(kernel_size),
+      stride_(stride.value_or(kernel_size)),
+      padding_(padding),
+      dilation_(dilation),
+      ceil_mode_(ceil_mode) {}
+
+Tensor MaxPool3d::forward(const Tensor& input) {
+  return max_pool3d(input, kernel_, stride_, padding_, dilation_, ceil_mode_);
+}
+
+std::shared_ptr<Module> MaxPool3d::clone() const {
+  return std::make_shared<MaxPool3d>(kernel_, stride_, padding_, dilation_, ceil_mode_);
+}
+
+std::string MaxPool3d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={}",
+                     kernel_.str(), stride_.str(), padding_.str(), dilation_.str(), ceil_mode_);
+}
+
+AvgPool3d::AvgPool3d(Size3 kernel_size, std::optional<Size3> stride, Size3 padding, bool ceil_mode,
+                     bool count_include_pad)
+    : Module("AvgPool3d"),
+      kernel_(kernel_size),
+      stride_(stride.value_or(kernel_size)),
+      padding_(padding),
+      ceil_mode_(ceil_mode),
+      count_include_pad_(count_include_pad) {}
+
+Tensor AvgPool3d::forward(const Tensor& input) {
+  return avg_pool3d(input, kernel_, stride_, padding_, ceil_mode_, count_include_pad_);
+}
+
+std::shared_ptr<Module> AvgPool3d::clone() const {
+  return std::make_shared<AvgPool3d>(kernel_, stride_, padding_, ceil_mode_, count_include_pad_);
+}
+
+std::string AvgPool3d::extra_repr() const {
+  return fmt::format("kernel_size={}, stride={}, padding={}", kernel_.str(), stride_.str(),
+                     padding_.str());
+}
+
 }  // namespace kdp::nn

@@ -50,7 +50,8 @@ Tensor Sequential::forward(const Tensor& input) {
       ++i;
       continue;
     }
-    if (relu_next && (typeid(m) == typeid(BatchNorm2d) || typeid(m) == typeid(BatchNorm1d))) {
+    if (relu_next && (typeid(m) == typeid(BatchNorm2d) || typeid(m) == typeid(BatchNorm1d) ||
+                      typeid(m) == typeid(BatchNorm3d))) {
       x = static_cast<BatchNorm&>(*modules_[i]).forward_relu(x);
       ++i;
       continue;

@@ -18,19 +18,29 @@ namespace ops_detail {
 namespace {
 
 // The sizes of one convolution: input [n, c, h, w], weight [o, c / groups, kh,
-// kw], output [n, o, oh, ow].
+// kw], output [n, o, oh, ow]; for volumes (conv3d) input [n, c, d, h, w],
+// weight [o, c / groups, kd, kh, kw], output [n, o, od, oh, ow]. An image is
+// a volume of depth 1 under a kernel of depth 1, so one path serves both.
 struct ConvGeometry {
   int64_t n, c, h, w;
   int64_t o, kh, kw;
   int64_t oh, ow;
   int64_t sh, sw, ph, pw, dh, dw;
   int64_t groups;
+  int64_t d = 1, kd = 1, od = 1, sd = 1, pd = 0, dd = 1;
+  bool volume = false;  // whether the tensors have a depth dimension
 
-  int64_t out_plane() const { return oh * ow; }
-  int64_t columns() const { return n * oh * ow; }              // of the im2col matrix
-  int64_t group_rows() const { return c / groups * kh * kw; }  // its rows per group
+  int64_t out_plane() const { return od * oh * ow; }                // outputs per channel
+  int64_t in_image() const { return c * d * h * w; }                // inputs per sample
+  int64_t columns() const { return n * out_plane(); }               // of the im2col matrix
+  int64_t group_rows() const { return c / groups * kd * kh * kw; }  // its rows per group
   int64_t group_out() const { return o / groups; }
-  int64_t rows() const { return c * kh * kw; }
+  int64_t rows() const { return c * kd * kh * kw; }
+  Shape input_shape() const { return volume ? Shape{n, c, d, h, w} : Shape{n, c, h, w}; }
+  Shape weight_shape() const {
+    return volume ? Shape{o, c / groups, kd, kh, kw} : Shape{o, c / groups, kh, kw};
+  }
+  Shape output_shape() const { return volume ? Shape{n, o, od, oh, ow} : Shape{n, o, oh, ow}; }
 };
 
 // The columns x0 <= x < x1 of an output row whose input column x s - p + j d
@@ -47,20 +57,23 @@ KOKKOS_INLINE_FUNCTION void inside_columns(int64_t j, const ConvGeometry& g, int
 
 // cols[(c, i, j), (n, y, x)] = x[n, c, y sh - ph + i dh, x sw - pw + j dw], 0
 // outside the input: the matrix whose product with the weight is the
-// convolution of the g.n images of `in`.
+// convolution of the g.n images of `in` (vol2col for volumes: rows (c, a, i,
+// j), columns (n, z, y, x), input depth z sd - pd + a dd).
 void im2col(const Device& device, View1 cols, ConstView1 in, const ConvGeometry& g) {
-  const int64_t kk = g.kh * g.kw, rows_per_c = g.n * g.oh;
-  // Output row `row` of the columns: (c, i, j) and (n, y) of it.
-  auto fill_row = [=] KOKKOS_FUNCTION(int64_t c, int64_t i, int64_t j, int64_t n, int64_t y,
-                                      float* __restrict out) {
+  const int64_t kk = g.kd * g.kh * g.kw, rows_per_c = g.n * g.od * g.oh;
+  // Output row `row` of the columns: (c, a, i, j) and (n, z, y) of it.
+  auto fill_row = [=] KOKKOS_FUNCTION(int64_t c, int64_t a, int64_t i, int64_t j, int64_t n,
+                                      int64_t z, int64_t y, float* __restrict out) {
+    const int64_t iz = z * g.sd - g.pd + a * g.dd;
     const int64_t iy = y * g.sh - g.ph + i * g.dh;
-    if (iy < 0 || iy >= g.h) {
+    if (iz < 0 || iz >= g.d || iy < 0 || iy >= g.h) {
       for (int64_t x = 0; x < g.ow; ++x) out[x] = 0.0f;
       return;
     }
     int64_t x0, x1;
     inside_columns(j, g, x0, x1);
-    const float* __restrict src = &in(((n * g.c + c) * g.h + iy) * g.w) + (j * g.dw - g.pw);
+    const float* __restrict src =
+        &in((((n * g.c + c) * g.d + iz) * g.h + iy) * g.w) + (j * g.dw - g.pw);
     for (int64_t x = 0; x < x0; ++x) out[x] = 0.0f;
     if (g.sw == 1) {
       for (int64_t x = x0; x < x1; ++x) out[x] = src[x];
@@ -70,14 +83,17 @@ void im2col(const Device& device, View1 cols, ConstView1 in, const ConvGeometry&
     for (int64_t x = x1; x < g.ow; ++x) out[x] = 0.0f;
   };
   if constexpr (compat::launches_are_synchronous()) {
-    // Host backends: one work item per (c, i, j), walking its images and rows
-    // with no index arithmetic per row.
+    // Host backends: one work item per (c, a, i, j), walking its images and
+    // rows with no index arithmetic per row.
     Kokkos::parallel_for(
         "kdp::conv2d im2col", kdp::detail::range(device, g.c * kk), KOKKOS_LAMBDA(const int64_t r) {
-          const int64_t c = r / kk, i = (r % kk) / g.kw, j = r % g.kw;
+          const int64_t c = r / kk, a = (r % kk) / (g.kh * g.kw), i = (r / g.kw) % g.kh,
+                        j = r % g.kw;
           float* out = &cols(r * rows_per_c * g.ow);
           for (int64_t n = 0; n < g.n; ++n) {
-            for (int64_t y = 0; y < g.oh; ++y, out += g.ow) fill_row(c, i, j, n, y, out);
+            for (int64_t z = 0; z < g.od; ++z) {
+              for (int64_t y = 0; y < g.oh; ++y, out += g.ow) fill_row(c, a, i, j, n, z, y, out);
+            }
           }
         });
   } else {
@@ -85,29 +101,44 @@ void im2col(const Device& device, View1 cols, ConstView1 in, const ConvGeometry&
         "kdp::conv2d im2col", kdp::detail::range(device, g.c * kk * rows_per_c),
         KOKKOS_LAMBDA(const int64_t row) {
           const int64_t r = row / rows_per_c, rest = row % rows_per_c;
-          fill_row(r / kk, (r % kk) / g.kw, r % g.kw, rest / g.oh, rest % g.oh, &cols(row * g.ow));
+          fill_row(r / kk, (r % kk) / (g.kh * g.kw), (r / g.kw) % g.kh, r % g.kw,
+                   rest / (g.od * g.oh), (rest / g.oh) % g.od, rest % g.oh, &cols(row * g.ow));
         });
   }
 }
 
-// The adjoint of im2col: dx[n, c, iy, ix] gathers every column entry that
+// The input (depth, height) of output (z, y) under kernel tap (a, i), when
+// some output reads it: a kernel tap (a, i) takes input (z sd - pd + a dd,
+// y sh - ph + i dh).
+KOKKOS_INLINE_FUNCTION bool reads_row(int64_t iz, int64_t iy, int64_t a, int64_t i,
+                                      const ConvGeometry& g, int64_t& z, int64_t& y) {
+  const int64_t tz = iz + g.pd - a * g.dd, ty = iy + g.ph - i * g.dh;
+  if (tz < 0 || tz % g.sd != 0 || tz / g.sd >= g.od) return false;
+  if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) return false;
+  z = tz / g.sd;
+  y = ty / g.sh;
+  return true;
+}
+
+// The adjoint of im2col: dx[n, c, iz, iy, ix] gathers every column entry that
 // im2col took from that input element. One work item per input row, which
 // adds whole rows of the columns (contiguous when the stride is 1).
 void col2im(const Device& device, View1 dx, ConstView1 dcols, const ConvGeometry& g) {
   const int64_t ncols = g.columns(), plane = g.out_plane();
   Kokkos::parallel_for(
-      "kdp::conv2d col2im", kdp::detail::range(device, g.n * g.c * g.h),
+      "kdp::conv2d col2im", kdp::detail::range(device, g.n * g.c * g.d * g.h),
       KOKKOS_LAMBDA(const int64_t row) {
-        const int64_t iy = row % g.h, c = (row / g.h) % g.c, n = row / (g.h * g.c);
+        const int64_t iy = row % g.h, iz = (row / g.h) % g.d, c = (row / (g.h * g.d)) % g.c,
+                      n = row / (g.h * g.d * g.c);
         float* __restrict acc = &dx(row * g.w);
         for (int64_t ix = 0; ix < g.w; ++ix) acc[ix] = 0.0f;
-        for (int64_t i = 0; i < g.kh; ++i) {
-          const int64_t ty = iy + g.ph - i * g.dh;
-          if (ty < 0 || ty % g.sh != 0 || ty / g.sh >= g.oh) continue;
-          const int64_t y = ty / g.sh;
+        for (int64_t ai = 0; ai < g.kd * g.kh; ++ai) {
+          const int64_t a = ai / g.kh, i = ai % g.kh;
+          int64_t z, y;
+          if (!reads_row(iz, iy, a, i, g, z, y)) continue;
           for (int64_t j = 0; j < g.kw; ++j) {
-            const int64_t r = (c * g.kh + i) * g.kw + j;
-            const float* __restrict src = &dcols(r * ncols + n * plane + y * g.ow);
+            const int64_t r = (c * g.kd * g.kh + ai) * g.kw + j;  // (c, a, i, j)
+            const float* __restrict src = &dcols(r * ncols + n * plane + (z * g.oh + y) * g.ow);
             int64_t x0, x1;
             inside_columns(j, g, x0, x1);
             // Output column x took input column x sw + shift.
@@ -300,6 +331,7 @@ bool on_onednn(const ConvGeometry& g, Precision precision) {
       return std::string(env == nullptr ? "" : env);
     }();
     if (asked == "im2col" || !onednn::available() || g.groups != 1) return false;
+    if (g.d != 1 || g.kd != 1 || g.od != 1) return false;  // volumes: kdp's vol2col
     if (precision == Precision::bf16 && !onednn::supports_bf16()) return false;
     return onednn::conv_supported(dims_of(g));
   }
@@ -318,7 +350,9 @@ class Conv2dNode : public autograd::Node {
         has_bias_(has_bias),
         relu_(relu_output.defined()),
         precision_(autocast_precision()) {}
-  const char* name() const override { return relu_ ? "kdp::conv2d_relu" : "kdp::conv2d"; }
+  const char* name() const override {
+    return g_.volume ? "kdp::conv3d" : relu_ ? "kdp::conv2d_relu" : "kdp::conv2d";
+  }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const ConvGeometry& g = g_;
@@ -326,11 +360,11 @@ class Conv2dNode : public autograd::Node {
     const bool want_x = next_edges()[0].valid(), want_w = next_edges()[1].valid();
     const bool want_b = has_bias_ && next_edges()[2].valid();
     const Tensor& gy = grads[0];
-    Tensor gx = want_x ? Tensor::empty(Shape{g.n, g.c, g.h, g.w}, dev) : Tensor();
+    Tensor gx = want_x ? Tensor::empty(g.input_shape(), dev) : Tensor();
     // (Zeros only for an empty batch: otherwise the first chunk's GEMM writes it.)
     Tensor gw = !want_w    ? Tensor()
-                : g.n == 0 ? Tensor::zeros(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev)
-                           : Tensor::empty(Shape{g.o, g.c / g.groups, g.kh, g.kw}, dev);
+                : g.n == 0 ? Tensor::zeros(g.weight_shape(), dev)
+                           : Tensor::empty(g.weight_shape(), dev);
     Tensor gb = want_b ? Tensor::zeros(Shape{g.o}, dev) : Tensor();
     const float* w = want_x ? weight_.get(*this).data() : nullptr;
     const float* x = want_w && !kept_x_.defined() ? x_.get(*this).data() : nullptr;
@@ -351,7 +385,7 @@ class Conv2dNode : public autograd::Node {
       if (want_b) gb.add_(part);
       if (want_w) {  // gw += gres cols^T, the columns made again from the input
         Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);
-        im2col(dev, cols.flat(), images(x, n0, c.n, g.c * g.h * g.w), c);
+        im2col(dev, cols.flat(), images(x, n0, c.n, g.in_image()), c);
         for (int64_t k = 0; k < g.groups; ++k) {
           gemm(dev, "N", "T", 1.0f, block(gres.data(), k, og, ncols),
                block(cols.data(), k, rg, ncols), n0 == 0 ? 0.0f : 1.0f,
@@ -364,7 +398,7 @@ class Conv2dNode : public autograd::Node {
           gemm(dev, "T", "N", 1.0f, block(w, k, og, rg), block(gres.data(), k, og, ncols), 0.0f,
                block_out(gcols.data(), k, rg, ncols), precision_);
         }
-        col2im(dev, images_out(gx.data(), n0, c.n, g.c * g.h * g.w), gcols.cflat(), c);
+        col2im(dev, images_out(gx.data(), n0, c.n, g.in_image()), gcols.cflat(), c);
       }
     }
     return {gx, gw, gb};
@@ -408,41 +442,54 @@ class Conv2dNode : public autograd::Node {
   Precision precision_;  // the forward's, for the backward's products
 };
 
-ConvGeometry geometry(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride,
-                      Size2 padding, Size2 dilation, int64_t groups) {
-  const char* op = "kdp::conv2d";
-  KDP_CHECK_FOR(op, x.dim() == 4, ShapeError, "input {} is not [batch, channels, height, width]",
-                x.shape().str());
-  KDP_CHECK_FOR(op, w.dim() == 4, ShapeError, "weight {} is not [out, in / groups, kh, kw]",
-                w.shape().str());
-  KDP_CHECK_FOR(op,
-                groups >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.h >= 1 &&
-                    dilation.w >= 1 && padding.h >= 0 && padding.w >= 0,
-                ValueError,
-                "stride {} and dilation {} must be >= 1, padding {} >= 0 and groups {} >= 1",
-                stride.str(), dilation.str(), padding.str(), groups);
-  ConvGeometry g{x.size(0), x.size(1),  x.size(2),  x.size(3), w.size(0), w.size(2),
-                 w.size(3), 0,          0,          stride.h,  stride.w,  padding.h,
-                 padding.w, dilation.h, dilation.w, groups};
+// The geometry of a convolution of `x` by `w`: images (4-d tensors; the
+// depth arguments then 1, 0 and 1) or volumes (5-d).
+ConvGeometry geometry(const char* op, bool volume, const Tensor& x, const Tensor& w,
+                      const Tensor& b, Size3 stride, Size3 padding, Size3 dilation,
+                      int64_t groups) {
+  const int r = volume ? 5 : 4;
+  KDP_CHECK_FOR(op, x.dim() == r, ShapeError, "input {} is not [batch, channels, {}]",
+                x.shape().str(), volume ? "depth, height, width" : "height, width");
+  KDP_CHECK_FOR(op, w.dim() == r, ShapeError, "weight {} is not [out, in / groups, {}]",
+                w.shape().str(), volume ? "kd, kh, kw" : "kh, kw");
+  KDP_CHECK_FOR(
+      op,
+      groups >= 1 && stride.d >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.d >= 1 &&
+          dilation.h >= 1 && dilation.w >= 1 && padding.d >= 0 && padding.h >= 0 && padding.w >= 0,
+      ValueError, "stride {} and dilation {} must be >= 1, padding {} >= 0 and groups {} >= 1",
+      stride.str(), dilation.str(), padding.str(), groups);
+  ConvGeometry g{x.size(0), x.size(1),     x.size(r - 2), x.size(r - 1),
+                 w.size(0), w.size(r - 2), w.size(r - 1), 0,
+                 0,         stride.h,      stride.w,      padding.h,
+                 padding.w, dilation.h,    dilation.w,    groups};
+  g.volume = volume;
+  if (volume) {
+    g.d = x.size(2);
+    g.kd = w.size(2);
+    g.sd = stride.d;
+    g.pd = padding.d;
+    g.dd = dilation.d;
+  }
   KDP_CHECK_FOR(
       op, g.c % groups == 0 && g.o % groups == 0 && w.size(1) * groups == g.c, ShapeError,
       "input {} and weight {} do not fit {} group(s): the input's {} channels and the "
       "weight's {} outputs must divide into the groups, and the weight's second size must be "
       "{} / {}",
       x.shape().str(), w.shape().str(), groups, g.c, g.o, g.c, groups);
+  g.od = window_output_size(g.d, g.kd, g.sd, g.pd, g.dd);
   g.oh = window_output_size(g.h, g.kh, g.sh, g.ph, g.dh);
   g.ow = window_output_size(g.w, g.kw, g.sw, g.pw, g.dw);
-  KDP_CHECK_FOR(op, g.oh >= 1 && g.ow >= 1, ShapeError,
-                "a {}x{} kernel (dilation {}, padding {}) does not fit the {}x{} input {}", g.kh,
-                g.kw, dilation.str(), padding.str(), g.h, g.w, x.shape().str());
+  KDP_CHECK_FOR(op, g.od >= 1 && g.oh >= 1 && g.ow >= 1, ShapeError,
+                "a kernel {} (dilation {}, padding {}) does not fit the input {}", w.shape().str(),
+                dilation.str(), padding.str(), x.shape().str());
   KDP_CHECK_FOR(op, !b.defined() || (b.dim() == 1 && b.size(0) == g.o), ShapeError,
                 "bias {} is not [{}] for weight {}", b.shape().str(), g.o, w.shape().str());
   return g;
 }
 
-Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tensor& weight_in,
-                   const Tensor& bias_in, Size2 stride, Size2 padding, Size2 dilation,
-                   int64_t groups) {
+Tensor convolution(const char* op, bool relu, bool volume, const Tensor& input_in,
+                   const Tensor& weight_in, const Tensor& bias_in, Size3 stride, Size3 padding,
+                   Size3 dilation, int64_t groups) {
   trace::Region region(op);
   const Tensor& x = resolve(input_in);
   const Tensor& w = resolve(weight_in);
@@ -451,10 +498,10 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
   check_defined(op, w, "weight");
   check_same_device(op, x, "input", w, "weight");
   if (b.defined()) check_same_device(op, x, "input", b, "bias");
-  const ConvGeometry g = geometry(x, w, b, stride, padding, dilation, groups);
+  const ConvGeometry g = geometry(op, volume, x, w, b, stride, padding, dilation, groups);
   const Device& dev = x.device();
 
-  Tensor out = Tensor::empty(Shape{g.n, g.o, g.oh, g.ow}, dev);
+  Tensor out = Tensor::empty(g.output_shape(), dev);
   const bool onednn_path = on_onednn(g, autocast_precision());
   const bool grad = autograd::needs_grad({&x, &w, &b});
   Tensor kept_x;  // x as oneDNN reads it, for the weight gradient
@@ -475,7 +522,7 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
     const ConvGeometry c = chunk_of(g, std::min(chunk, g.n - n0));
     const int64_t ncols = c.columns();
     Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);
-    im2col(dev, cols.flat(), images(x.data(), n0, c.n, g.c * g.h * g.w), c);
+    im2col(dev, cols.flat(), images(x.data(), n0, c.n, g.in_image()), c);
     Tensor res = Tensor::empty(Shape{g.o, ncols}, dev);
     for (int64_t k = 0; k < g.groups; ++k) {
       gemm(dev, "N", "N", 1.0f, block(w.data(), k, og, rg), block(cols.data(), k, rg, ncols), 0.0f,
@@ -504,14 +551,28 @@ Tensor convolution(const char* op, bool relu, const Tensor& input_in, const Tens
 
 using namespace ops_detail;
 
+namespace {
+// A 2-d argument as the 3-d one of an image: depth 1 (padding 0).
+Size3 flat(Size2 s, int64_t depth) {
+  return Size3(depth, s.h, s.w);
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
               Size2 padding, Size2 dilation, int64_t groups) {
-  return convolution("kdp::conv2d", false, input, weight, bias, stride, padding, dilation, groups);
+  return convolution("kdp::conv2d", false, false, input, weight, bias, flat(stride, 1),
+                     flat(padding, 0), flat(dilation, 1), groups);
 }
 
 Tensor conv2d_relu(const Tensor& input, const Tensor& weight, const Tensor& bias, Size2 stride,
                    Size2 padding, Size2 dilation, int64_t groups) {
-  return convolution("kdp::conv2d_relu", true, input, weight, bias, stride, padding, dilation,
+  return convolution("kdp::conv2d_relu", true, false, input, weight, bias, flat(stride, 1),
+                     flat(padding, 0), flat(dilation, 1), groups);
+}
+
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Size3 stride,
+              Size3 padding, Size3 dilation, int64_t groups) {
+  return convolution("kdp::conv3d", false, true, input, weight, bias, stride, padding, dilation,
                      groups);
 }
 
@@ -525,9 +586,9 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
                 "kernel]",
                 input.describe(), weight.describe());
   const Tensor out =
-      convolution(op, false, input.reshape({input.size(0), input.size(1), 1, input.size(2)}),
+      convolution(op, false, false, input.reshape({input.size(0), input.size(1), 1, input.size(2)}),
                   weight.reshape({weight.size(0), weight.size(1), 1, weight.size(2)}), bias,
-                  Size2(1, stride), Size2(0, padding), Size2(1, dilation), groups);
+                  Size3(1, 1, stride), Size3(0, 0, padding), Size3(1, 1, dilation), groups);
   return out.reshape({out.size(0), out.size(1), out.size(3)});
 }
 

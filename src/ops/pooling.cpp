@@ -491,6 +491,84 @@ Tensor pool1d(const char* op, const Tensor& input, int64_t kernel, std::optional
 
 }  // namespace
 
+namespace {
+
+// The leading dimensions of a [N, C, D, H, W] or [C, D, H, W] input, checked
+// against a 3-d pool's arguments with the pool's name.
+std::vector<int64_t> check_pool3d(const char* op, const Tensor& x, Size3 kernel, Size3 stride,
+                                  Size3 padding, Size3 dilation, bool ceil_mode) {
+  KDP_CHECK_FOR(op, x.defined() && (x.dim() == 5 || x.dim() == 4), ShapeError,
+                "input {} is not [batch, channels, depth, height, width] or "
+                "[channels, depth, height, width]",
+                x.defined() ? x.describe() : std::string("(undefined)"));
+  const int64_t k[3] = {kernel.d, kernel.h, kernel.w}, s[3] = {stride.d, stride.h, stride.w},
+                p[3] = {padding.d, padding.h, padding.w},
+                d[3] = {dilation.d, dilation.h, dilation.w};
+  for (int i = 0; i < 3; ++i) {
+    KDP_CHECK_FOR(op, k[i] >= 1 && s[i] >= 1 && d[i] >= 1 && p[i] >= 0, ValueError,
+                  "kernel {}, stride {} and dilation {} must be >= 1 and padding {} >= 0",
+                  kernel.str(), stride.str(), dilation.str(), padding.str());
+    KDP_CHECK_FOR(op, 2 * p[i] <= k[i], ValueError, "padding {} must be at most half the kernel {}",
+                  padding.str(), kernel.str());
+    KDP_CHECK_FOR(
+        op, window_output_size(x.size(x.dim() - 3 + i), k[i], s[i], p[i], d[i], ceil_mode) >= 1,
+        ShapeError, "a {} window (padding {}, dilation {}) does not fit the input {}", kernel.str(),
+        padding.str(), dilation.str(), x.shape().str());
+  }
+  std::vector<int64_t> lead = x.shape().to_vector();
+  lead.resize(lead.size() - 3);
+  return lead;
+}
+
+// A 3-d pool as two 2-d ones: over (H, W) in every depth slice, then over D
+// in every (oh, ow) column. A box's maximum is the maximum of its slices'
+// maxima (the first of equal maxima in (z, y, x) order, as PyTorch's scan),
+// and its mean the mean of their means: the divisor of a box is the product
+// of its sides, with or without the padding. `pool(x, kernel, stride,
+// padding, dilation)` is the 2-d pool.
+template <class Pool>
+Tensor pool3d(const Tensor& x, const std::vector<int64_t>& lead, Size3 k, Size3 s, Size3 p, Size3 d,
+              const Pool& pool) {
+  const int r = x.dim();
+  const int64_t depth = x.size(r - 3),
+                planes =
+                    x.numel() / std::max<int64_t>(1, x.size(r - 3) * x.size(r - 2) * x.size(r - 1));
+  const Tensor slices = pool(x.reshape({planes, depth, x.size(r - 2), x.size(r - 1)}),
+                             Size2(k.h, k.w), Size2(s.h, s.w), Size2(p.h, p.w), Size2(d.h, d.w));
+  const int64_t oh = slices.size(2), ow = slices.size(3);
+  const Tensor boxes = pool(slices.reshape({planes, depth, oh * ow}), Size2(k.d, 1), Size2(s.d, 1),
+                            Size2(p.d, 0), Size2(d.d, 1));
+  std::vector<int64_t> shape = lead;
+  for (int64_t v : {boxes.size(1), oh, ow}) shape.push_back(v);
+  return boxes.reshape(shape);
+}
+
+}  // namespace
+
+Tensor max_pool3d(const Tensor& input, Size3 kernel_size, std::optional<Size3> stride,
+                  Size3 padding, Size3 dilation, bool ceil_mode) {
+  trace::Region region("kdp::max_pool3d");
+  const Size3 s = stride.value_or(kernel_size);
+  const std::vector<int64_t> lead =
+      check_pool3d("kdp::max_pool3d", input, kernel_size, s, padding, dilation, ceil_mode);
+  return pool3d(input, lead, kernel_size, s, padding, dilation,
+                [&](const Tensor& x, Size2 k, Size2 st, Size2 p, Size2 d) {
+                  return max_pool2d(x, k, st, p, d, ceil_mode);
+                });
+}
+
+Tensor avg_pool3d(const Tensor& input, Size3 kernel_size, std::optional<Size3> stride,
+                  Size3 padding, bool ceil_mode, bool count_include_pad) {
+  trace::Region region("kdp::avg_pool3d");
+  const Size3 s = stride.value_or(kernel_size);
+  const std::vector<int64_t> lead =
+      check_pool3d("kdp::avg_pool3d", input, kernel_size, s, padding, 1, ceil_mode);
+  return pool3d(input, lead, kernel_size, s, padding, 1,
+                [&](const Tensor& x, Size2 k, Size2 st, Size2 p, Size2) {
+                  return avg_pool2d(x, k, st, p, ceil_mode, count_include_pad);
+                });
+}
+
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride) {
   return pool1d("kdp::max_pool1d", input, kernel_size, stride,
                 [](const Tensor& x, Size2 k, Size2 s) { return max_pool2d(x, k, s); });

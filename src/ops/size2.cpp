@@ -8,6 +8,10 @@ std::string Size2::str() const {
   return h == w ? std::to_string(h) : fmt::format("({}, {})", h, w);
 }
 
+std::string Size3::str() const {
+  return d == h && h == w ? std::to_string(d) : fmt::format("({}, {}, {})", d, h, w);
+}
+
 int64_t window_output_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
                            int64_t dilation, bool ceil_mode) {
   const int64_t span = in + 2 * padding - dilation * (kernel - 1) - 1;

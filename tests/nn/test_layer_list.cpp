@@ -124,3 +124,31 @@ TEST(LayerList, SignalsTakeOneDimensionalLayers) {
   }
   EXPECT_THROW(nn::layer_list_shapes(nn::parse_layer_list("conv(4,3)"), Shape{2, 16}), ShapeError);
 }
+
+// Volumes [channels, depth, height, width]: conv3d, batchnorm (3d), the 3-d
+// pools; PyTorch's weight shape, and images refused by a 3-d layer.
+TEST(LayerList, VolumesTakeThreeDimensionalLayers) {
+  const auto layers = nn::parse_layer_list(
+      "conv3d(4,3,1,1),batchnorm,relu,maxpool3d(2),conv3d(2,2),avgpool3d(1),flatten,linear(3)");
+  const auto shapes = nn::layer_list_shapes(layers, Shape{2, 6, 8, 4});
+  EXPECT_EQ(shapes[0], Shape({4, 6, 8, 4}));
+  EXPECT_EQ(shapes[3], Shape({4, 3, 4, 2}));
+  EXPECT_EQ(shapes[4], Shape({2, 2, 3, 1}));
+  EXPECT_EQ(shapes.back(), Shape({3}));
+  auto net = nn::build_layer_list(layers, Shape{2, 6, 8, 4});
+  EXPECT_NE(dynamic_cast<nn::Conv3d*>((*net)[0].get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::BatchNorm3d*>((*net)[1].get()), nullptr);
+  EXPECT_NE(dynamic_cast<nn::MaxPool3d*>((*net)[3].get()), nullptr);
+  EXPECT_EQ(net->state_dict().front().second.shape(), Shape({4, 2, 3, 3, 3}));
+  EXPECT_EQ(net->forward(test::random_tensor({3, 2, 6, 8, 4}, 1)).shape(), Shape({3, 3}));
+  try {
+    nn::layer_list_shapes(nn::parse_layer_list("conv3d(4,3)"), Shape{1, 8, 8});
+    ADD_FAILURE() << "conv3d took images";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("volumes [channels, depth, height, width]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(nn::layer_list_shapes(nn::parse_layer_list("maxpool3d(4)"), Shape{1, 2, 8, 8}),
+               ShapeError);  // a box deeper than the volume
+}

@@ -259,3 +259,115 @@ TEST(Conv1d, MatchesTheDefinitionAndFiniteDifferences) {
   test::expect_close(layer.forward(x).to_vector(),
                      conv1d(x, layer.weight(), layer.bias(), 2, 1).to_vector(), 0, 0, "module");
 }
+
+namespace {
+
+struct Conv3dCase {
+  const char* what;
+  int64_t n, c, d, h, w, o;
+  Size3 kernel, stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+// conv3d's definition, element by element, in double on the host.
+std::vector<float> direct_conv3d(const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>& b, const Conv3dCase& k,
+                                 const Shape& out) {
+  const int64_t cg = k.c / k.groups, og = k.o / k.groups;
+  const int64_t od = out[2], oh = out[3], ow = out[4];
+  const Size3 kk = k.kernel, s = k.stride, p = k.padding, dl = k.dilation;
+  std::vector<float> y(static_cast<size_t>(out.numel()));
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t z = 0; z < od; ++z)
+        for (int64_t yy = 0; yy < oh; ++yy)
+          for (int64_t xx = 0; xx < ow; ++xx) {
+            double acc = k.bias ? b[static_cast<size_t>(o)] : 0.0;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t a = 0; a < kk.d; ++a)
+                for (int64_t i = 0; i < kk.h; ++i)
+                  for (int64_t j = 0; j < kk.w; ++j) {
+                    const int64_t iz = z * s.d - p.d + a * dl.d;
+                    const int64_t iy = yy * s.h - p.h + i * dl.h;
+                    const int64_t ix = xx * s.w - p.w + j * dl.w;
+                    if (iz < 0 || iz >= k.d || iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                    const int64_t c = o / og * cg + ci;
+                    acc +=
+                        static_cast<double>(w[static_cast<size_t>(
+                            (((o * cg + ci) * kk.d + a) * kk.h + i) * kk.w + j)]) *
+                        x[static_cast<size_t>((((n * k.c + c) * k.d + iz) * k.h + iy) * k.w + ix)];
+                  }
+            y[static_cast<size_t>((((n * k.o + o) * od + z) * oh + yy) * ow + xx)] =
+                static_cast<float>(acc);
+          }
+  return y;
+}
+
+}  // namespace
+
+// conv3d of [N, C, D, H, W] volumes is its definition (strides, padding,
+// dilation and groups along each of the three dimensions); its gradients
+// match finite differences; a kernel of depth 1 over volumes of depth 1 is
+// conv2d; nn::Conv3d has PyTorch's weight shape and initialisation bound.
+TEST(Conv3d, MatchesTheDefinitionAndFiniteDifferences) {
+  const std::vector<Conv3dCase> cases = {
+      {"3x3x3", 2, 2, 4, 5, 4, 3, 3, 1, 0, 1, 1, true},
+      {"stride 2, padding 1", 1, 2, 5, 5, 6, 2, 3, 2, 1, 1, 1, true},
+      {"uneven kernel, stride, padding and dilation",
+       2,
+       1,
+       6,
+       4,
+       5,
+       2,
+       {2, 1, 3},
+       {1, 2, 1},
+       {1, 0, 1},
+       {2, 1, 1},
+       1,
+       false},
+      {"2 groups", 1, 4, 3, 4, 4, 2, {2, 2, 2}, 1, {0, 1, 1}, 1, 2, true}};
+  uint64_t seed = 500;
+  for (const Conv3dCase& k : cases) {
+    const Tensor x = random_tensor({k.n, k.c, k.d, k.h, k.w}, seed++);
+    const Tensor w =
+        random_tensor({k.o, k.c / k.groups, k.kernel.d, k.kernel.h, k.kernel.w}, seed++);
+    const Tensor b = random_tensor({k.o}, seed++);
+    const Tensor y = conv3d(x, w, k.bias ? b : Tensor(), k.stride, k.padding, k.dilation, k.groups);
+    const Shape want{k.n, k.o,
+                     window_output_size(k.d, k.kernel.d, k.stride.d, k.padding.d, k.dilation.d),
+                     window_output_size(k.h, k.kernel.h, k.stride.h, k.padding.h, k.dilation.h),
+                     window_output_size(k.w, k.kernel.w, k.stride.w, k.padding.w, k.dilation.w)};
+    ASSERT_EQ(y.shape(), want) << k.what;
+    test::expect_close(y.to_vector(),
+                       direct_conv3d(x.to_vector(), w.to_vector(), b.to_vector(), k, want), 1e-5,
+                       1e-5, k.what);
+    std::vector<Tensor> in;
+    for (const Tensor& t : {x, w, b}) in.push_back(leaf(t));
+    if (!k.bias) in.pop_back();
+    check_gradients(
+        [&](const std::vector<Tensor>& t) {
+          return conv3d(t[0], t[1], k.bias ? t[2] : Tensor(), k.stride, k.padding, k.dilation,
+                        k.groups);
+        },
+        in, {}, k.what);
+  }
+  const Tensor x = random_tensor({2, 3, 1, 6, 5}, 1), w = random_tensor({4, 3, 1, 3, 3}, 2);
+  const Tensor b = random_tensor({4}, 3);
+  test::expect_close(
+      conv3d(x, w, b, Size3(1, 2, 1), Size3(0, 1, 1)).to_vector(),
+      conv2d(x.reshape({2, 3, 6, 5}), w.reshape({4, 3, 3, 3}), b, {2, 1}, 1).to_vector(), 1e-6,
+      1e-6, "depth 1");
+  EXPECT_THROW(conv3d(random_tensor({2, 3, 4, 4}, 1), random_tensor({2, 3, 3, 3}, 2)), ShapeError);
+  EXPECT_THROW(conv3d(random_tensor({1, 1, 2, 4, 4}, 1), random_tensor({1, 1, 3, 3, 3}, 2)),
+               ShapeError);  // a kernel deeper than the volume
+  nn::Conv3d layer(3, 5, {2, 3, 3}, 1, {0, 1, 1});
+  EXPECT_EQ(layer.weight().shape(), Shape({5, 3, 2, 3, 3}));
+  const float bound = 1.0f / std::sqrt(3.0f * 2 * 3 * 3);
+  for (float v : layer.weight().to_vector()) EXPECT_LE(std::fabs(v), bound);
+  const Tensor v = random_tensor({2, 3, 4, 5, 5}, 7);
+  test::expect_close(layer.forward(v).to_vector(),
+                     conv3d(v, layer.weight(), layer.bias(), 1, {0, 1, 1}).to_vector(), 0, 0,
+                     "module");
+}

@@ -172,3 +172,94 @@ TEST(Pool1d, MaxAndMeanOfWindowsAlongTheLength) {
   nn::MaxPool1d pool(2);
   EXPECT_EQ(pool.forward(x).to_vector(), mv);
 }
+
+namespace {
+
+// A 3-d pool by its definition on the host: the max or the mean of the box
+// of (z, y, x), PyTorch's divisor (the box clipped to the padded input, or to
+// the input alone without count_include_pad).
+std::vector<float> direct_pool3d(const std::vector<float>& in, const Shape& shape, Size3 k, Size3 s,
+                                 Size3 p, bool max, bool count_pad, const Shape& out) {
+  const int64_t planes = shape[0] * shape[1], d = shape[2], h = shape[3], w = shape[4];
+  std::vector<float> res;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t z = 0; z < out[2]; ++z)
+      for (int64_t y = 0; y < out[3]; ++y)
+        for (int64_t x = 0; x < out[4]; ++x) {
+          double best = -INFINITY, sum = 0;
+          int64_t count = 0, padded = 0;
+          for (int64_t a = 0; a < k.d; ++a)
+            for (int64_t i = 0; i < k.h; ++i)
+              for (int64_t j = 0; j < k.w; ++j) {
+                const int64_t iz = z * s.d - p.d + a, iy = y * s.h - p.h + i,
+                              ix = x * s.w - p.w + j;
+                if (iz < d + p.d && iy < h + p.h && ix < w + p.w) ++padded;
+                if (iz < 0 || iz >= d || iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                const float v = in[static_cast<size_t>(((pl * d + iz) * h + iy) * w + ix)];
+                best = std::max<double>(best, v);
+                sum += v;
+                ++count;
+              }
+          res.push_back(static_cast<float>(
+              max ? best : sum / static_cast<double>(count_pad ? padded : count)));
+        }
+  return res;
+}
+
+}  // namespace
+
+// 3-d pools of [N, C, D, H, W]: the definition for several boxes, strides
+// and paddings (ceil_mode included), ties to the first position in (z, y, x)
+// order, gradients against finite differences, and the modules.
+TEST(Pool3d, MaxAndMeanOfBoxesMatchTheDefinition) {
+  struct Case {
+    Size3 k, s, p;
+    bool ceil;
+  };
+  const Shape shape{2, 2, 5, 6, 5};
+  uint64_t seed = 40;
+  for (const Case& c :
+       {Case{2, 2, 0, false}, Case{3, 2, 1, false}, Case{{3, 2, 1}, {1, 2, 1}, {1, 1, 0}, false},
+        Case{2, 2, 0, true}, Case{{2, 3, 3}, {2, 2, 3}, {1, 1, 1}, true}}) {
+    const Tensor x = distinct(shape, seed++);
+    const Tensor m = max_pool3d(x, c.k, c.s, c.p, 1, c.ceil);
+    const Shape want{2, 2, window_output_size(5, c.k.d, c.s.d, c.p.d, 1, c.ceil),
+                     window_output_size(6, c.k.h, c.s.h, c.p.h, 1, c.ceil),
+                     window_output_size(5, c.k.w, c.s.w, c.p.w, 1, c.ceil)};
+    ASSERT_EQ(m.shape(), want) << c.k.str();
+    EXPECT_EQ(m.to_vector(), direct_pool3d(x.to_vector(), shape, c.k, c.s, c.p, true, false, want));
+    for (bool count_pad : {true, false}) {
+      const Tensor a = avg_pool3d(x, c.k, c.s, c.p, c.ceil, count_pad);
+      ASSERT_EQ(a.shape(), want);
+      test::expect_close(a.to_vector(),
+                         direct_pool3d(x.to_vector(), shape, c.k, c.s, c.p, false, count_pad, want),
+                         1e-5, 1e-6, "avg_pool3d " + c.k.str());
+    }
+    check_gradients([&](const std::vector<Tensor>& in) { return max_pool3d(in[0], c.k, c.s, c.p); },
+                    {leaf(x)}, {}, "max_pool3d " + c.k.str());
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          return avg_pool3d(in[0], c.k, c.s, c.p, false, false);
+        },
+        {leaf(random_tensor(shape, seed++))}, {}, "avg_pool3d " + c.k.str());
+  }
+  // A box of equal values sends its gradient to its first element alone.
+  Tensor t = leaf(Tensor::full({1, 1, 2, 2, 2}, 3.0f));
+  max_pool3d(t, 2).backward(Tensor::ones({1, 1, 1, 1, 1}));
+  EXPECT_EQ(t.grad().to_vector(), (std::vector<float>{1, 0, 0, 0, 0, 0, 0, 0}));
+  // Dilation, and [C, D, H, W] without a batch.
+  const Tensor u = distinct({3, 5, 5, 5}, 9);
+  EXPECT_EQ(max_pool3d(u, 2, 1, 0, 2).to_vector(),
+            max_pool3d(u.reshape({1, 3, 5, 5, 5}), 2, 1, 0, 2).to_vector());
+  check_gradients([&](const std::vector<Tensor>& in) { return max_pool3d(in[0], 2, 1, 0, 2); },
+                  {leaf(u)}, {}, "dilated max_pool3d");
+  EXPECT_THROW(max_pool3d(Tensor::zeros({1, 1, 4, 4}), 2), ShapeError);           // an image
+  EXPECT_THROW(max_pool3d(Tensor::zeros({1, 1, 1, 4, 4}), 2), ShapeError);        // too shallow
+  EXPECT_THROW(avg_pool3d(Tensor::zeros({1, 1, 4, 4, 4}), 2, 2, 2), ValueError);  // padding
+  nn::MaxPool3d max_layer(2);
+  nn::AvgPool3d avg_layer(2);
+  EXPECT_EQ(max_layer.forward(distinct(shape, 1)).to_vector(),
+            max_pool3d(distinct(shape, 1), 2).to_vector());
+  EXPECT_EQ(avg_layer.forward(distinct(shape, 1)).to_vector(),
+            avg_pool3d(distinct(shape, 1), 2).to_vector());
+}

@@ -8,6 +8,10 @@
 #    input field, learned by one convolution, R² above 0.9;
 #  - signals [2, 24] to one number (a linear functional) through conv1d,
 #    R² above 0.9;
+#  - volumes [1, 6, 6, 6]: a fixed 3x3x3 filter (no symmetry, so that a
+#    kernel laid out in another order would not fit) learned by one conv3d,
+#    R² above 0.9 in kdp and again in PyTorch from the checkpoint; the
+#    volume's mean through conv3d, batchnorm and avgpool3d, R² above 0.9;
 #  - per-channel normalisation of channels at scales 1000 and 0.01 with
 #    standardised targets: R² above 0.95 and errors in the targets' units;
 #  - --monitor val_r2 keeps the best checkpoint by R²;
@@ -46,6 +50,15 @@ signals = rng.standard_normal((500, 2, 24)).astype(np.float32)
 with h5py.File("signals.h5", "w") as f:
     f["s"] = signals
     f["t"] = (signals[:, 0, :].mean(axis=1) - 2 * signals[:, 1, 3:6].mean(axis=1)).astype(np.float32)
+volumes = rng.standard_normal((300, 1, 6, 6, 6)).astype(np.float32)
+padded = np.pad(volumes, ((0, 0), (0, 0), (1, 1), (1, 1), (1, 1)))
+kernel = rng.standard_normal((3, 3, 3)) / 5.0
+box = sum(kernel[a, i, j] * padded[:, :, a:a + 6, i:i + 6, j:j + 6]
+          for a in range(3) for i in range(3) for j in range(3))
+with h5py.File("volumes.h5", "w") as f:
+    f["u"] = volumes
+    f["box"] = box.astype(np.float32)
+    f["mean"] = volumes.mean(axis=(1, 2, 3, 4)).astype(np.float32)
 PY
 r2_of() { sed -n 's/.*val_r2=\([-0-9.e]*\).*/\1/p' "$1"; }
 linear=("$bin/kdp-train" --data linear.h5 --inputs /sim/inputs --targets /sim/outputs --model 8,2
@@ -138,3 +151,35 @@ timeout 120 "$bin/kdp-train" --data signals.h5 --inputs /s --targets /t \
 r2s=$(r2_of signals.log)
 awk -v r="$r2s" 'BEGIN {exit !(r > 0.9)}' || { tail -3 signals.log; fail "signals: R² $r2s, not above 0.9"; }
 echo "ok: 1-d convolutions learned a linear functional of [2, 24] signals: R² $r2s"
+
+# Volumes [1, 6, 6, 6]: a 3x3x3 filter by one 3-d convolution (field to
+# field), its checkpoint run by PyTorch's Conv3d; and the volume's mean
+# through conv3d, batchnorm and avgpool3d.
+timeout 120 "$bin/kdp-train" --data volumes.h5 --inputs /u --targets /box --model 'conv3d(1,3,1,1)' \
+  --optimizer adam --lr 0.05 --epochs 10 --batch-size 30 --progress lines --checkpoint-dir vck \
+  >box.log 2>&1 || { cat box.log; fail "the volume-to-volume regression"; }
+r2b=$(r2_of box.log)
+awk -v r="$r2b" 'BEGIN {exit !(r > 0.9)}' || { tail -3 box.log; fail "volumes: R² $r2b, not above 0.9"; }
+/usr/bin/python3 - <<'PY' || fail "PyTorch's Conv3d with kdp's checkpoint"
+import glob, h5py, torch
+with h5py.File(sorted(glob.glob("vck/ckpt-*.h5"))[-1]) as f:
+    w, b = torch.tensor(f["model/0.weight"][()]), torch.tensor(f["model/0.bias"][()])
+    mean, std = float(f["training"].attrs["data.mean"]), float(f["training"].attrs["data.std"])
+with h5py.File("volumes.h5") as f:
+    u, box = torch.tensor(f["u"][()]), torch.tensor(f["box"][()])
+assert tuple(w.shape) == (1, 1, 3, 3, 3), w.shape
+layer = torch.nn.Conv3d(1, 1, 3, padding=1)
+layer.load_state_dict({"weight": w, "bias": b})
+with torch.no_grad():
+    pred = layer((u - mean) / std)
+r2 = 1 - float(((pred - box) ** 2).sum() / ((box - box.mean()) ** 2).sum())
+assert r2 > 0.9, r2
+print(f"PyTorch's Conv3d with the checkpoint's weights: R² {r2:.4f}")
+PY
+timeout 120 "$bin/kdp-train" --data volumes.h5 --inputs /u --targets /mean \
+  --model 'conv3d(2,3,1,1),batchnorm,avgpool3d(2),flatten,linear(1)' --optimizer adam --lr 0.01 \
+  --epochs 15 --standardise-targets --batch-size 30 --progress lines >vmean.log 2>&1 ||
+  { cat vmean.log; fail "the volume-to-number regression"; }
+r2v=$(r2_of vmean.log)
+awk -v r="$r2v" 'BEGIN {exit !(r > 0.9)}' || { tail -3 vmean.log; fail "volume means: R² $r2v, not above 0.9"; }
+echo "ok: 3-d convolutions learned a 3x3x3 mean (R² $r2b) and a volume's mean (R² $r2v)"

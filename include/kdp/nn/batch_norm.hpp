@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// BatchNorm1d and BatchNorm2d with PyTorch's arguments (num_features,
+/// BatchNorm1d, BatchNorm2d and BatchNorm3d with PyTorch's arguments (num_features,
 /// eps = 1e-5, momentum = 0.1 or none for a cumulative average, affine,
 /// track_running_stats), parameters weight (ones) and bias (zeros), buffers
 /// running_mean (zeros), running_var (ones) and num_batches_tracked (a count,
@@ -66,7 +66,7 @@ class BatchNormSynchronizer {
   virtual Tensor forward(const BatchNorm& layer, const Tensor& input, double momentum) = 0;
 };
 
-/// What BatchNorm1d and BatchNorm2d share (PyTorch's _BatchNorm).
+/// What BatchNorm1d, BatchNorm2d and BatchNorm3d share (PyTorch's _BatchNorm).
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& input) override;
@@ -127,6 +127,17 @@ class BatchNorm1d : public BatchNorm {
 class BatchNorm2d : public BatchNorm {
  public:
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {},
+                       const Device& device = get_default_device());
+  std::shared_ptr<Module> clone() const override;
+
+ protected:
+  void check_input(const Tensor& input) const override;
+};
+
+/// torch.nn.BatchNorm3d: input [N, C, D, H, W].
+class BatchNorm3d : public BatchNorm {
+ public:
+  explicit BatchNorm3d(int64_t num_features, BatchNormOptions options = {},
                        const Device& device = get_default_device());
   std::shared_ptr<Module> clone() const override;
 

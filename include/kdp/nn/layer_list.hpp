@@ -3,11 +3,13 @@
 /// A model written as a list of layers, as kdp-train's --model takes it:
 ///
 ///   conv(out,k[,stride[,padding]])  Conv2d
-///   batchnorm                       BatchNorm1d or BatchNorm2d, from the input's rank
+///   batchnorm                       BatchNorm1d, 2d or 3d, from the input's rank
 ///   relu, leaky_relu, tanh, sigmoid, gelu
 ///   maxpool(k), avgpool(k)          MaxPool2d, AvgPool2d (stride k)
 ///   conv1d(out,k[,stride[,padding]])  Conv1d, on signals [channels, length]
 ///   maxpool1d(k), avgpool1d(k)      MaxPool1d, AvgPool1d (stride k)
+///   conv3d(out,k[,stride[,padding]])  Conv3d, on volumes [channels, depth, height, width]
+///   maxpool3d(k), avgpool3d(k)      MaxPool3d, AvgPool3d (stride k)
 ///   gap                             AdaptiveAvgPool2d(1): global average pooling
 ///   dropout(p), dropout2d(p)
 ///   flatten

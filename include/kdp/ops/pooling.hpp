@@ -2,8 +2,8 @@
 /// \file
 /// 2-d pooling on NCHW tensors, as torch.nn.functional's max_pool2d,
 /// avg_pool2d and adaptive_avg_pool2d (any output size; 1x1 is global average
-/// pooling). The stride defaults to the kernel size; a window never starts in
-/// the right or bottom padding.
+/// pooling), and their 1-d and 3-d forms. The stride defaults to the kernel
+/// size; a window never starts in the right or bottom padding.
 
 #include <optional>
 
@@ -32,5 +32,13 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 /// along L (stride: the kernel size by default), as torch's 1-d pools.
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
+
+/// max_pool2d and avg_pool2d over the boxes of [N, C, D, H, W] (or [C, D, H,
+/// W]) volumes, as torch's 3-d pools: the same rules for ties, NaN, padding,
+/// ceil_mode and the divisor, along three dimensions.
+Tensor max_pool3d(const Tensor& input, Size3 kernel_size, std::optional<Size3> stride = {},
+                  Size3 padding = 0, Size3 dilation = 1, bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& input, Size3 kernel_size, std::optional<Size3> stride = {},
+                  Size3 padding = 0, bool ceil_mode = false, bool count_include_pad = true);
 
 }  // namespace kdp

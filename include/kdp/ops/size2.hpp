@@ -1,7 +1,8 @@
 #pragma once
 /// \file
 /// Size2: a height and a width, as PyTorch's `int or (int, int)` arguments of
-/// the 2-d layers (kernel_size, stride, padding, dilation): `3` is {3, 3}.
+/// the 2-d layers (kernel_size, stride, padding, dilation): `3` is {3, 3};
+/// Size3 the same for the 3-d layers: a depth, a height and a width.
 
 #include <cstdint>
 #include <string>
@@ -18,6 +19,20 @@ struct Size2 {
   bool operator==(const Size2& o) const { return h == o.h && w == o.w; }
   bool operator!=(const Size2& o) const { return !(*this == o); }
   /// "3" when square, else "(3, 5)".
+  std::string str() const;
+};
+
+/// A depth, a height and a width; one number stands for all three.
+struct Size3 {
+  int64_t d = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  Size3() = default;
+  Size3(int64_t all) : d(all), h(all), w(all) {}  // NOLINT: 3 means (3, 3, 3), as in PyTorch
+  Size3(int64_t depth, int64_t height, int64_t width) : d(depth), h(height), w(width) {}
+  bool operator==(const Size3& o) const { return d == o.d && h == o.h && w == o.w; }
+  bool operator!=(const Size3& o) const { return !(*this == o); }
+  /// "3" when all three are equal, else "(1, 3, 3)".
   std::string str() const;
 };
 
