@@ -22,8 +22,8 @@ struct HostBatch {
   std::exception_ptr error;
 };
 
-// The features of `bytes` on the device, by the formula HDF5Dataset uses on
-// the host (ByteFeatures).
+// The features of the stored numbers in `bytes` on the device, by the formula
+// HDF5Dataset uses on the host (ByteFeatures).
 Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures& how,
                            const Shape& shape, const Device& device) {
   const auto n = static_cast<int64_t>(bytes.size());
@@ -36,9 +36,10 @@ Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures
   Runtime::get().count_transfer(/*to_host=*/false, bytes.size());
   Tensor out = Tensor::empty(shape, device);
   View1 f = out.flat();
+  const unsigned char* data = raw.data();
   Kokkos::parallel_for(
-      "kdp::DataLoader bytes to features", kdp::detail::range(device, n),
-      KOKKOS_LAMBDA(const int64_t i) { f(i) = how(static_cast<float>(raw(i))); });
+      "kdp::DataLoader bytes to features", kdp::detail::range(device, shape.numel()),
+      KOKKOS_LAMBDA(const int64_t i) { f(i) = how(data, i); });
   device.fence("kdp::DataLoader bytes to features");  // the host bytes go away after return
   return out;
 }
@@ -68,7 +69,7 @@ struct DataLoader::Epoch {
                     "kdp::data::DataLoader: a batch");  // its floats must be addressable
       h.labels.resize(n * static_cast<size_t>(dataset->label_shape().numel()));
       if (bytes) {
-        h.bytes.resize(n * row);
+        h.bytes.resize(n * row * static_cast<size_t>(stored_bytes(bytes->type)));
         dataset->fetch_bytes(h.indices, h.bytes.data(), h.labels.data());
       } else {
         h.features.resize(n * row);

@@ -144,6 +144,11 @@ HoldoutSplit holdout_split(int64_t n, double fraction, uint64_t seed) {
   return s;
 }
 
+float stored_scale(const Dataset& d) {
+  const std::optional<ByteFeatures> b = d.byte_features();
+  return b ? b->scale : 1.0f;
+}
+
 ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> datasets,
                              std::vector<std::string> names)
     : parts_(std::move(datasets)) {
@@ -153,17 +158,19 @@ ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> dataset
   offsets_.push_back(0);
   const Dataset& first = *parts_.front();
   const auto kind = [](const Dataset& d) {
-    const std::optional<ByteFeatures> b = d.byte_features();
+    const float scale = stored_scale(d);
     return fmt::format("samples {}, targets {}{}{}", d.sample_shape().str(), d.label_shape().str(),
                        d.num_classes() > 0 ? " (classes)" : " (floats)",
-                       b ? fmt::format(" from bytes scaled by {}", b->scale) : "");
+                       scale != 1.0f ? fmt::format(" scaled by {}", scale) : "");
   };
+  bytes_ = first.byte_features();
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Dataset& d = *parts_[k];
     const bool same = d.sample_shape() == first.sample_shape() &&
                       d.label_shape() == first.label_shape() &&
                       (d.num_classes() > 0) == (first.num_classes() > 0) &&
-                      d.byte_features().has_value() == first.byte_features().has_value();
+                      stored_scale(d) == stored_scale(first);
+    if (d.byte_features() != bytes_) bytes_.reset();
     KDP_CHECK(same, ValueError, "'{}' holds {} where '{}' holds {}: they cannot be one dataset",
               names[k], kind(d), names.front(), kind(first));
     classes_ = std::max(classes_, d.num_classes());
@@ -173,7 +180,10 @@ ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> dataset
 
 template <class T>
 void ConcatDataset::gather(const std::vector<int64_t>& indices, T* features, float* labels) const {
-  const auto row = static_cast<size_t>(sample_shape().numel());
+  // (Stored numbers: their bytes.)
+  const auto row =
+      static_cast<size_t>(sample_shape().numel()) *
+      (std::is_same_v<T, uint8_t> ? static_cast<size_t>(stored_bytes(bytes_->type)) : 1);
   const auto lrow = static_cast<size_t>(label_shape().numel());
   std::vector<std::vector<int64_t>> local(parts_.size()), where(parts_.size());
   for (size_t k = 0; k < indices.size(); ++k) {

@@ -31,8 +31,7 @@ struct CachedBlock {
 struct BlockLayout {
   int64_t rows;        // samples in the dataset
   int64_t block_rows;  // samples per block
-  size_t row_bytes;    // bytes per sample
-  bool uint8;          // features of bytes, else floats
+  size_t row_bytes;    // bytes per sample, as stored
 };
 
 // [first block, count] of consecutive blocks read in one call.
@@ -41,7 +40,7 @@ using Runs = std::vector<std::pair<int64_t, int64_t>>;
 struct HDF5Dataset::Files {
   io::h5::File file;
   io::h5::Dataset images;
-  // Cached blocks of raw feature bytes, with least-recently-used order.
+  // Cached blocks of the features as stored, with least-recently-used order.
   std::vector<CachedBlock> blocks;
   std::vector<uint64_t> last_use;
   uint64_t clock = 0;
@@ -98,16 +97,7 @@ void HDF5Dataset::Files::read(const Runs& runs, const BlockLayout& l, uint64_t n
     const int64_t rows = std::min(l.rows, (first + count) * l.block_rows) - row0;
     auto raw =
         std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * l.row_bytes);
-    if (l.uint8) {
-      if (!images.read_rows_inflating<uint8_t>(row0, rows, raw->data(), threads)) {
-        images.read_rows<uint8_t>(row0, rows, raw->data());
-      }
-    } else {
-      auto* values = reinterpret_cast<float*>(raw->data());
-      if (!images.read_rows_inflating<float>(row0, rows, values, threads)) {
-        images.read_rows<float>(row0, rows, values);
-      }
-    }
+    images.read_rows_stored(row0, rows, raw->data(), threads);
     const size_t block_bytes = static_cast<size_t>(l.block_rows) * l.row_bytes;
     for (int64_t b = first; b < first + count; ++b) {
       last_use[static_cast<size_t>(b)] = now;
@@ -141,6 +131,58 @@ void HDF5Dataset::Files::evict(size_t budget, uint64_t now) {
     blocks[victim] = CachedBlock{};
   }
 }
+
+namespace {
+
+// The StoredType of numpy's name of a number type, if features may have it.
+std::optional<StoredType> stored_type(const std::string& name) {
+  static const std::pair<const char*, StoredType> types[] = {
+      {"uint8", StoredType::UInt8},     {"int8", StoredType::Int8},
+      {"uint16", StoredType::UInt16},   {"int16", StoredType::Int16},
+      {"uint32", StoredType::UInt32},   {"int32", StoredType::Int32},
+      {"float16", StoredType::Float16}, {"float32", StoredType::Float32},
+      {"float64", StoredType::Float64}};
+  for (const auto& [n, t] : types) {
+    if (name == n) return t;
+  }
+  return std::nullopt;
+}
+
+// `n` stored numbers at `src` as features, a loop per type (the type's
+// switch out of it).
+template <class T, class Read>
+void convert_as(const unsigned char* src, float* dst, size_t n, const ByteFeatures& how,
+                Read read) {
+  for (size_t j = 0; j < n; ++j) {
+    dst[j] = how(read(detail::stored_number<T>(src, static_cast<int64_t>(j))));
+  }
+}
+
+void convert_features(const unsigned char* src, float* dst, size_t n, const ByteFeatures& how) {
+  auto as_float = [](auto v) { return static_cast<float>(v); };
+  switch (how.type) {
+    case StoredType::UInt8:
+      return convert_as<uint8_t>(src, dst, n, how, as_float);
+    case StoredType::Int8:
+      return convert_as<int8_t>(src, dst, n, how, as_float);
+    case StoredType::UInt16:
+      return convert_as<uint16_t>(src, dst, n, how, as_float);
+    case StoredType::Int16:
+      return convert_as<int16_t>(src, dst, n, how, as_float);
+    case StoredType::UInt32:
+      return convert_as<uint32_t>(src, dst, n, how, as_float);
+    case StoredType::Int32:
+      return convert_as<int32_t>(src, dst, n, how, as_float);
+    case StoredType::Float16:
+      return convert_as<uint16_t>(src, dst, n, how, detail::half_to_float);
+    case StoredType::Float32:
+      return convert_as<float>(src, dst, n, how, as_float);
+    case StoredType::Float64:
+      return convert_as<double>(src, dst, n, how, as_float);
+  }
+}
+
+}  // namespace
 
 HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
                          HDF5DatasetOptions options)
@@ -228,16 +270,16 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
             "'{}' in '{}' has shape [{}]; features need "
             "a sample dimension and at least one more",
             images, path, fmt::join(dims, ", "));
-  // Bytes are handed over as stored (and scaled by 1/255); every other
-  // integer or float type is converted to float32 as it is read.
-  const io::h5::Type type = img.type();
+  // Features are cached as stored and converted to float32 as a batch is
+  // made (on the device for the DataLoader, see byte_features()); uint8 ones
+  // are scaled by 1/255.
   feature_type_ = img.type_name();
-  KDP_CHECK(type != io::h5::Type::Other && feature_type_ != "int64" && feature_type_ != "uint64",
-            IOError,
+  const std::optional<StoredType> stored = stored_type(feature_type_);
+  KDP_CHECK(stored.has_value(), IOError,
             "'{}' in '{}' holds {}; features must be numbers of uint8, int8, int16, uint16, "
             "int32, uint32, float16, float32 or float64",
             images, path, feature_type_);
-  uint8_ = type == io::h5::Type::UInt8;
+  stored_ = *stored;
   n_ = dims[0];
   std::vector<int64_t> sample(dims.begin() + 1, dims.end());
   row_ =
@@ -259,7 +301,7 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   num_classes_ = t.classes;
   const int64_t chunk = img.chunk_rows();
   // Blocks of at most 64 MiB, however large a sample or a chunk claims to be.
-  const int64_t row_bytes = std::max<int64_t>(1, row_ * (uint8_ ? 1 : 4));
+  const int64_t row_bytes = std::max<int64_t>(1, row_ * stored_bytes(stored_));
   block_rows_ = std::max<int64_t>(
       1, std::min<int64_t>(chunk > 0 ? chunk : 128, (int64_t{64} << 20) / row_bytes));
   files_ = std::make_unique<Files>(Files{std::move(file), std::move(img), {}, {}, 0, 0});
@@ -273,20 +315,25 @@ void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, fl
 
 ByteFeatures HDF5Dataset::normalisation() const {
   ByteFeatures how;
-  how.scale = uint8_ && options_.scale ? 1.0f / 255.0f : 1.0f;
+  how.scale = stored_ == StoredType::UInt8 && options_.scale ? 1.0f / 255.0f : 1.0f;
+  how.type = stored_;
   how.mean = options_.stddev > 0.0f ? options_.mean : 0.0f;
   how.stddev = options_.stddev > 0.0f ? options_.stddev : 0.0f;
   return how;
 }
 
 std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
-  if (!uint8_) return std::nullopt;
+  // float32 needs no conversion, and float64 converted on the host sends
+  // half the bytes a device would be sent.
+  if (stored_ == StoredType::Float32 || stored_ == StoredType::Float64) return std::nullopt;
   return normalisation();
 }
 
 void HDF5Dataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                               float* labels) const {
-  KDP_CHECK(uint8_, StateError, "'{}' in '{}' holds floats, not bytes", images_, path_);
+  KDP_CHECK(byte_features().has_value(), StateError,
+            "'{}' in '{}' holds {}, which are converted as read, not handed over as stored",
+            images_, path_, feature_type_);
   fill(indices, nullptr, features, labels);
 }
 
@@ -297,7 +344,7 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
     KDP_CHECK(i >= 0 && i < n_, ValueError, "index {} is outside [0, {}) of '{}'", i, n_, path_);
   }
   const BlockLayout layout{n_, block_rows_,
-                           static_cast<size_t>(row_) * (uint8_ ? 1 : sizeof(float)), uint8_};
+                           static_cast<size_t>(row_) * static_cast<size_t>(stored_bytes(stored_))};
   std::lock_guard<std::mutex> lock(cache_mutex_);
   Files& f = *files_;
   const uint64_t now = ++f.clock;
@@ -316,33 +363,29 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
                                float* labels) const {
   const Files& f = *files_;
   const auto row = static_cast<size_t>(row_);
+  const size_t row_bytes = row * static_cast<size_t>(stored_bytes(stored_));
   const ByteFeatures how = normalisation();
+  const bool floats = stored_ == StoredType::Float16 || stored_ == StoredType::Float32 ||
+                      stored_ == StoredType::Float64;
   for (size_t k = 0; k < indices.size(); ++k) {
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
-    const size_t offset = static_cast<size_t>(i % block_rows_) * row;
+    const unsigned char* src = block.data() + static_cast<size_t>(i % block_rows_) * row_bytes;
     const auto lrow = static_cast<size_t>(label_row_);
     std::memcpy(labels + k * lrow, label_values_.data() + static_cast<size_t>(i) * lrow,
                 lrow * sizeof(float));
     if (bytes != nullptr) {
-      std::memcpy(bytes + k * row, block.data() + offset, row);
+      std::memcpy(bytes + k * row_bytes, src, row_bytes);
       continue;
     }
     float* dst = features + k * row;
-    if (uint8_) {
-      const unsigned char* src = block.data() + offset;
-      for (size_t j = 0; j < row; ++j) dst[j] = how(static_cast<float>(src[j]));
-    } else {
-      const float* src = reinterpret_cast<const float*>(block.data()) + offset;
-      if (options_.check_finite) {
-        for (size_t j = 0; j < row; ++j) {
-          KDP_CHECK(std::isfinite(src[j]), NumericalError,
-                    "sample {} of '{}' in '{}' has a non-finite feature ({}) "
-                    "at position {}",
-                    i, images_, path_, src[j], j);
-        }
+    convert_features(src, dst, row, how);
+    if (floats && options_.check_finite) {
+      for (size_t j = 0; j < row; ++j) {
+        KDP_CHECK(std::isfinite(dst[j]), NumericalError,
+                  "sample {} of '{}' in '{}' has a non-finite feature ({}) at position {}", i,
+                  images_, path_, stored_value(src, static_cast<int64_t>(j), stored_), j);
       }
-      for (size_t j = 0; j < row; ++j) dst[j] = how(src[j]);
     }
   }
 }

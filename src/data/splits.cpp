@@ -45,7 +45,7 @@ void check_parts(const Splits& d) {
   }
   // Bytes are scaled by 1/255, other numbers are not: one model could not
   // read both.
-  KDP_CHECK(d.train->byte_features().has_value() == d.val->byte_features().has_value(), ValueError,
+  KDP_CHECK(stored_scale(*d.train) == stored_scale(*d.val), ValueError,
             "{} is {} but {} is {}: the two would be scaled and normalised differently",
             d.train_name, stored(*d.train), d.val_name, stored(*d.val));
   KDP_CHECK(d.train->sample_shape() == d.val->sample_shape() &&

@@ -551,6 +551,32 @@ void Dataset::read_rows(int64_t start, int64_t count, T* out) const {
 template <class T>
 void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges,
                               T* out) const {
+  read_row_ranges_as(ranges, out, native_of<T>());
+}
+
+size_t Dataset::element_bytes() const {
+  silence_errors();
+  Handle t(H5Dget_type(id()), H5Tclose);
+  return H5Tget_size(t.id());
+}
+
+void Dataset::read_rows_stored(int64_t start, int64_t count, void* out, int threads) const {
+  silence_errors();
+  Handle stored(H5Dget_type(id()), H5Tclose);
+  const H5T_class_t cls = H5Tget_class(stored.id());
+  KDP_CHECK(cls == H5T_INTEGER || cls == H5T_FLOAT, IOError, "'{}' in '{}' does not hold numbers",
+            path_, file_);
+  // The stored type in this machine's byte order: the bits as stored, swapped
+  // at most, and the chunks read as they are when the orders agree.
+  Handle mem(H5Tcopy(stored.id()), H5Tclose);
+  if (H5Tset_order(mem.id(), H5Tget_order(H5T_NATIVE_INT)) < 0) fail("read", path_, file_);
+  const size_t element = H5Tget_size(stored.id());
+  if (read_rows_inflating_as(start, count, out, mem.id(), element, threads)) return;
+  read_row_ranges_as({{start, count}}, out, mem.id());
+}
+
+void Dataset::read_row_ranges_as(const std::vector<std::pair<int64_t, int64_t>>& ranges, void* out,
+                                 hid_t mem_type) const {
   silence_errors();
   const std::vector<int64_t> d = dims();
   KDP_CHECK(!d.empty(), IOError, "'{}' in '{}' is a scalar", path_, file_);
@@ -574,7 +600,7 @@ void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ra
   mem_dims[0] = rows;
   Handle mem_space(H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr),
                    H5Sclose);
-  if (H5Dread(id(), native_of<T>(), mem_space.id(), file_space.id(), H5P_DEFAULT, out) < 0) {
+  if (H5Dread(id(), mem_type, mem_space.id(), file_space.id(), H5P_DEFAULT, out) < 0) {
     fail("read rows of", path_, file_);
   }
 }

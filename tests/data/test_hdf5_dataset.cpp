@@ -252,13 +252,51 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
       }
       continue;
     }
-    data::HDF5Dataset ds(path, "/" + name, "/labels");
-    EXPECT_EQ(ds.feature_type(), name);
-    EXPECT_EQ(ds.sample_shape(), (Shape{2, 3}));
+    auto ds = std::make_shared<data::HDF5Dataset>(path, "/" + name, "/labels");
+    EXPECT_EQ(ds->feature_type(), name);
+    EXPECT_EQ(ds->sample_shape(), (Shape{2, 3}));
     std::vector<float> got(6 * 6), labels(6);
-    ds.fetch({0, 1, 2, 3, 4, 5}, got.data(), labels.data());
+    ds->fetch({0, 1, 2, 3, 4, 5}, got.data(), labels.data());
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i], values[i] + (name[0] == 'u' ? 10.0f : 0.0f)) << name << " value " << i;
+    }
+    // Converted on the device: the same features, from the numbers as stored
+    // (float64 is converted on the host: half the bytes cross).
+    const std::optional<data::ByteFeatures> how = ds->byte_features();
+    ASSERT_EQ(how.has_value(), name != "float64") << name;
+    const int64_t stored = how ? data::stored_bytes(how->type) : 4;  // else floats cross
+    if (how) EXPECT_EQ(stored, std::stoi(name.substr(name.find_first_of("0123456789"))) / 8);
+    data::DataLoaderOptions lo;
+    lo.batch_size = 6;
+    lo.convert_on_device = true;
+    data::DataLoader loader(ds, std::make_shared<data::SequentialSampler>(6), lo);
+    const int64_t before = Runtime::get().transfers().to_device_bytes;
+    for (data::Batch& b : loader) EXPECT_EQ(b.features.to_vector(), got) << name;
+    EXPECT_EQ(Runtime::get().transfers().to_device_bytes - before, 36 * stored + 6 * 4) << name;
+  }
+}
+
+// float16 features become floats as HDF5 converts them, for every one of the
+// 65536 half-precision numbers (NaNs stay NaNs).
+TEST(HDF5Dataset, HalfPrecisionAsHDF5ConvertsIt) {
+  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(half, 15, 10, 5, 0, 10);
+  H5Tset_size(half, 2);
+  H5Tset_ebias(half, 15);
+  H5Tset_precision(half, 16);
+  std::vector<uint16_t> bits(65536);
+  for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
+  std::vector<float> want(bits.size());
+  std::memcpy(want.data(), bits.data(), bits.size() * sizeof(uint16_t));  // converted in place
+  ASSERT_GE(H5Tconvert(half, H5T_NATIVE_FLOAT, want.size(), want.data(), nullptr, H5P_DEFAULT), 0);
+  H5Tclose(half);
+  const auto* raw = reinterpret_cast<const unsigned char*>(bits.data());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const float got = data::stored_value(raw, static_cast<int64_t>(i), data::StoredType::Float16);
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got)) << "half 0x" << std::hex << i;
+    } else {
+      EXPECT_EQ(got, want[i]) << "half 0x" << std::hex << i;
     }
   }
 }

@@ -100,7 +100,8 @@ class HDF5Dataset : public Dataset {
   Shape label_shape() const override { return label_shape_; }
   int64_t num_classes() const override { return num_classes_; }
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
-  /// uint8 images: their scale and standardisation.
+  /// Features of uint8 to int32 and float16: their type, scale and
+  /// standardisation (float32 and float64 ones are converted as read).
   std::optional<ByteFeatures> byte_features() const override;
   /// How this dataset's stored values become features (its options).
   ByteFeatures normalisation() const;
@@ -114,7 +115,7 @@ class HDF5Dataset : public Dataset {
   const std::string& path() const { return path_; }
   /// The type the features are stored as, as numpy names it: "uint8",
   /// "int16", "float16", "float32", ... (uint8 ones are scaled by 1/255 when
-  /// options().scale; the others are converted to float32 as read).
+  /// options().scale).
   const std::string& feature_type() const { return feature_type_; }
   const HDF5DatasetOptions& options() const { return options_; }
 
@@ -133,7 +134,7 @@ class HDF5Dataset : public Dataset {
   int64_t row_ = 0;  // feature values per sample
   Shape sample_shape_;
   int64_t num_classes_ = 0;
-  bool uint8_ = true;
+  StoredType stored_ = StoredType::UInt8;
   std::string feature_type_;
   std::vector<float> label_values_;
   Shape label_shape_;
