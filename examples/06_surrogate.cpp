@@ -200,22 +200,24 @@ int evaluate(const std::string& checkpoint, int64_t samples, int g) {
   // deviation (--normalise global) or one per channel (channel), and the
   // targets' (--standardise-targets).
   const auto& v = ck.state.values;
+  const auto& series = ck.state.series;
   const auto value = [&](const std::string& key, double fallback) {
     const auto it = v.find(key);
     return static_cast<float>(it == v.end() ? fallback : it->second);
   };
+  // A recorded list, or `fallback` for each of `n` channels.
+  const auto list = [&](const std::string& key, size_t n, float fallback) {
+    const auto it = series.find(key);
+    if (it == series.end()) return std::vector<float>(n, fallback);
+    return std::vector<float>(it->second.begin(), it->second.end());
+  };
   data::ChannelNormalisation inputs_norm, targets_norm;
   inputs_norm.channel_size = targets_norm.channel_size = int64_t{g} * g;
-  for (int c = 0; c < 2; ++c) {
-    const bool per_channel = v.count("data.channel_mean.0") > 0;
-    inputs_norm.mean.push_back(per_channel ? value("data.channel_mean." + std::to_string(c), 0)
-                                           : value("data.mean", 0));
-    inputs_norm.stddev.push_back(per_channel ? value("data.channel_std." + std::to_string(c), 1)
-                                             : value("data.std", 1));
-  }
-  if (v.count("targets.mean.0") > 0) {
-    targets_norm.mean.push_back(value("targets.mean.0", 0));
-    targets_norm.stddev.push_back(value("targets.std.0", 1));
+  inputs_norm.mean = list("data.channel_mean", 2, value("data.mean", 0));
+  inputs_norm.stddev = list("data.channel_std", 2, value("data.std", 1));
+  if (series.count("targets.mean") > 0) {
+    targets_norm.mean = list("targets.mean", 1, 0);
+    targets_norm.stddev = list("targets.std", 1, 1);
   }
 
   // Fresh samples (a seed no training file used), solved and predicted.

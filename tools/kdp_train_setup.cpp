@@ -211,12 +211,11 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.record = {{"data.scale", d.source->normalisation().scale},
               {"data.mean", d.mean},
               {"data.std", d.stddev}};
-  // Per channel: "data.channel_mean.0", ..., "targets.std.2".
+  // Per channel, one list each: "data.channel_mean", ..., "targets.std".
   for (const auto& [key, n] : {std::pair{"data.channel_", &d.features}, {"targets.", &d.targets}}) {
-    for (size_t c = 0; c < n->mean.size(); ++c) {
-      t.record[fmt::format("{}mean.{}", key, c)] = n->mean[c];
-      t.record[fmt::format("{}std.{}", key, c)] = n->stddev[c];
-    }
+    if (!n->active()) continue;
+    t.record_series[fmt::format("{}mean", key)].assign(n->mean.begin(), n->mean.end());
+    t.record_series[fmt::format("{}std", key)].assign(n->stddev.begin(), n->stddev.end());
   }
   if (o.stop_at_accuracy > 0.0) {
     if (d.regression()) {

@@ -151,6 +151,12 @@ TrainingState read_training_state(const h5::File& f, const std::string& path) {
   }
   h5::Group values = f.open_group("training");
   for (const auto& [key, text] : values.attributes()) s.values[key] = values.attribute_double(key);
+  for (const std::string& key : values.members()) {
+    h5::Dataset d = values.open_dataset(key);
+    KDP_CHECK(d.dims().size() == 1, IOError, "/training/{} in '{}' is not a list of numbers", key,
+              path);
+    s.series[key] = d.read_all<double>();
+  }
   if (has_member(f, "run")) {
     h5::Group run = f.open_group("run");
     for (const auto& [key, text] : run.attributes()) s.run_config[key] = run.attribute_string(key);
@@ -252,6 +258,10 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     f.set_attribute("rng_states", rng);
     h5::Group values = f.create_group("training");
     for (const auto& [key, v] : state.values) values.set_attribute(key, v);
+    for (const auto& [key, v] : state.series) {
+      values.create_dataset(key, h5::Type::Float64, {static_cast<int64_t>(v.size())})
+          .write_all(v.data());
+    }
     if (!state.run_config.empty()) {
       h5::Group run = f.create_group("run");
       for (const auto& [key, v] : state.run_config) run.set_attribute(key, v);

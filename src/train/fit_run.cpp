@@ -614,6 +614,7 @@ io::TrainingState FitRun::state_at(int64_t epoch, int64_t batch) const {
     st.values["scheduler.base_lr"] = in_.scheduler->base_lr();
   }
   for (const auto& [key, v] : o_.record) st.values[key] = v;
+  st.series = o_.record_series;
   st.values["best_metric"] = best_;
   st.values["global_batch"] = static_cast<double>(global_batch_);
   st.values["bad_epochs"] = static_cast<double>(bad_epochs_);

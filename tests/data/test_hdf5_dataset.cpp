@@ -265,7 +265,9 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
     const std::optional<data::ByteFeatures> how = ds->byte_features();
     ASSERT_EQ(how.has_value(), name != "float64") << name;
     const int64_t stored = how ? data::stored_bytes(how->type) : 4;  // else floats cross
-    if (how) EXPECT_EQ(stored, std::stoi(name.substr(name.find_first_of("0123456789"))) / 8);
+    if (how) {
+      EXPECT_EQ(stored, std::stoi(name.substr(name.find_first_of("0123456789"))) / 8);
+    }
     data::DataLoaderOptions lo;
     lo.batch_size = 6;
     lo.convert_on_device = true;

@@ -51,6 +51,8 @@ io::TrainingState some_state() {
   st.world_size = 2;
   st.devices_per_rank = 2;
   st.values["best_metric"] = 0.5;
+  st.series["data.channel_mean"] = {0.25, -3.0, 1e-300};  // every double as it was
+  st.series["empty"] = {};
   return st;
 }
 
@@ -86,6 +88,7 @@ TEST(Checkpoint, RoundTripOfModelOptimizerAndTrainingState) {
     EXPECT_EQ(st.rng, (std::vector<std::pair<uint64_t, uint64_t>>{{5, 100}, {6, 200}}));
     EXPECT_EQ(st.world_size, 2);
     EXPECT_EQ(st.values.at("best_metric"), 0.5);
+    EXPECT_EQ(st.series, some_state().series);
     for (size_t i = 0; i < 4; ++i) {
       EXPECT_EQ(a->named_parameters()[i].second.to_vector(),
                 b->named_parameters()[i].second.to_vector());

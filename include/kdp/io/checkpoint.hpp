@@ -34,6 +34,9 @@ struct TrainingState {
   /// Further numbers: scheduler state ("scheduler.last_epoch"), metrics
   /// ("val_accuracy"), early-stopping counters.
   std::map<std::string, double> values;
+  /// Further lists of numbers, one float64 dataset each in /training (kdp-train:
+  /// per-channel normalisation, "data.channel_mean").
+  std::map<std::string, std::vector<double>> series;
   /// The configuration of the run that wrote it (/run); empty in checkpoints
   /// written before configurations were recorded.
   RunConfig run_config;

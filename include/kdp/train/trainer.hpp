@@ -143,6 +143,9 @@ struct TrainerOptions {
   /// Further numbers recorded in every checkpoint's /training attributes (the
   /// data's normalisation, say), for whoever reads it later.
   std::map<std::string, double> record;
+  /// Further lists of numbers recorded in every checkpoint, one float64
+  /// dataset each in /training (kdp-train: per-channel normalisation).
+  std::map<std::string, std::vector<double>> record_series;
 
   /// Chained setters, one per option, to name each where it is set:
   /// TrainerOptions{}.with_epochs(...).with_record(...).
@@ -252,6 +255,10 @@ struct TrainerOptions {
   }
   TrainerOptions& with_record(std::map<std::string, double> value) {
     record = std::move(value);
+    return *this;
+  }
+  TrainerOptions& with_record_series(std::map<std::string, std::vector<double>> value) {
+    record_series = std::move(value);
     return *this;
   }
 };
