@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""kdp's fp32 ops against PyTorch's on the same inputs: conv3d, conv1d,
+max_pool3d, avg_pool3d and the regression losses, forward and gradients
+(kdp_torch_probe writes kdp's side; PyTorch computes in float64 here).
+
+A result of kdp's is a float32 sum of at most K terms, each product or term
+rounded once: it is within gamma = (K + 2) u S of the exact value, where u =
+2^-24 and S is the sum of the terms' magnitudes (Higham's bound for any order
+of summation). For the linear ops (convolutions, average pooling, the
+gradients of max pooling) S is the op applied to the magnitudes, and K is
+bounded by the largest array of the case (no sum has more terms than that);
+max pooling's forward picks a value and must be exact; a loss is a sum of
+n = its input's size nonnegative terms (S = its value), and its gradient a
+few roundings of each element (K = 6, S = |gradient|).
+
+    ops_vs_torch.py PROBE_EXECUTABLE WORKDIR
+
+Exit 77 (skipped) without PyTorch.
+"""
+import os
+import subprocess
+import sys
+
+
+def main():
+    probe, work = sys.argv[1], sys.argv[2]
+    try:
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(f"skipped: PyTorch is not installed ({e})")
+        return 77
+    os.makedirs(work, exist_ok=True)
+    subprocess.run([probe, work], check=True)
+    arrays = {}
+    with open(os.path.join(work, "manifest.txt")) as f:
+        for line in f:
+            name, *dims = line.split()
+            data = np.fromfile(os.path.join(work, name + ".f32"), dtype=np.float32)
+            arrays[name] = torch.from_numpy(data.reshape([int(d) for d in dims])).double()
+
+    linear = {
+        "conv3d": lambda x, w, b: F.conv3d(x, w, b, stride=(1, 2, 1), padding=(1, 0, 1),
+                                           dilation=(1, 1, 2)),
+        "conv3d_groups": lambda x, w, b: F.conv3d(x, w, b, stride=2, padding=1, groups=3),
+        "conv1d": lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=2, groups=2),
+        "avg_pool3d": lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True,
+                                             count_include_pad=False),
+        "avg_pool3d_pad": lambda x: F.avg_pool3d(x, (2, 3, 3), (1, 2, 2), (1, 1, 0)),
+    }
+    maximum = {"max_pool3d": lambda x: F.max_pool3d(x, (3, 2, 2), (2, 2, 1), (1, 1, 0),
+                                                   ceil_mode=True)}
+    losses = {
+        "mse": lambda a, t: F.mse_loss(a, t),
+        "l1": lambda a, t: F.l1_loss(a, t),
+        "smooth_l1": lambda a, t: F.smooth_l1_loss(a, t, beta=0.5),
+        "huber": lambda a, t: F.huber_loss(a, t, reduction="sum", delta=0.3),
+    }
+    u = 2.0 ** -24
+    failures = []
+
+    def run(op, inputs, gy, grads):
+        leaves = [t.clone().requires_grad_(i < grads) for i, t in enumerate(inputs)]
+        y = op(*leaves)
+        y.backward(gy)
+        return y.detach(), [t.grad for t in leaves[:grads]]
+
+    def check(name, what, mine, ref, bound):
+        excess = ((mine - ref).abs() - bound).max().item()
+        worst = ((mine - ref).abs() / bound.clamp_min(1e-300)).max().item()
+        print(f"{name} {what}: worst |kdp - torch| / bound = {worst:.3g}")
+        if excess > 0:
+            failures.append(f"{name} {what}: beyond the bound by {excess:.3g}")
+
+    for name, op in {**linear, **maximum, **losses}.items():
+        inputs = []
+        while f"{name}.in{len(inputs)}" in arrays:
+            inputs.append(arrays[f"{name}.in{len(inputs)}"])
+        grads = sum(1 for i in range(len(inputs)) if f"{name}.g{i}" in arrays)
+        gy = arrays[f"{name}.gy"]
+        y, g = run(op, inputs, gy, grads)
+        if name in losses:
+            check(name, "y", arrays[f"{name}.y"], y, (inputs[0].numel() + 2) * u * y.abs())
+            for i in range(grads):
+                check(name, f"g{i}", arrays[f"{name}.g{i}"], g[i], 6 * u * g[i].abs())
+            continue
+        k = max([t.numel() for t in inputs] + [gy.numel()]) + 2
+        if name in maximum:
+            # The same picks as the forward, from the same inputs, with |gy|.
+            _, sg = run(op, inputs, gy.abs(), grads)
+            check(name, "y", arrays[f"{name}.y"], y, torch.zeros_like(y))
+        else:
+            sy, sg = run(op, [t.abs() for t in inputs], gy.abs(), grads)
+            check(name, "y", arrays[f"{name}.y"], y, k * u * sy)
+        for i in range(grads):
+            check(name, f"g{i}", arrays[f"{name}.g{i}"], g[i], k * u * sg[i])
+    print(f"PyTorch {torch.__version__}")
+    if failures:
+        print("\n".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

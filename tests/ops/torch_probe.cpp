@@ -1,0 +1,107 @@
+// Writes kdp's fp32 results on fixed inputs for ops_vs_torch.py, which runs
+// PyTorch's ops on the same inputs: the 3-d and 1-d convolutions and pools
+// and the regression losses, forward and gradients. DIR/NAME.f32 (raw
+// float32, row-major) for every input, result and gradient, and
+// DIR/manifest.txt with a line "NAME d0 d1 ..." per array.
+//
+//   kdp_torch_probe DIR
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "kdp/kdp.hpp"
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+std::string dir;
+std::ofstream manifest;
+
+void put(const std::string& name, const Tensor& t) {
+  const std::vector<float> v = t.to_vector();
+  std::ofstream out(dir + "/" + name + ".f32", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
+  manifest << name;
+  for (int64_t d : t.shape().to_vector()) manifest << ' ' << d;
+  manifest << '\n';
+}
+
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// y = op(inputs) (uniform in [-1, 1), seeds from `seed`), then the backward
+// of y with a random gy; writes NAME.in<i>, NAME.y, NAME.gy and NAME.g<i>
+// for the first `with_grad` inputs.
+void probe(const std::string& name, const std::vector<Shape>& shapes, size_t with_grad,
+           const Op& op, uint64_t seed) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Tensor t = random_tensor(shapes[i], seed + i);
+    in.push_back(i < with_grad ? leaf(t) : t);
+  }
+  const Tensor y = op(in);
+  const Tensor gy = random_tensor(y.shape(), seed + 100);
+  y.backward(gy);
+  for (size_t i = 0; i < in.size(); ++i) put(name + ".in" + std::to_string(i), in[i].detach());
+  put(name + ".y", y.detach());
+  put(name + ".gy", gy);
+  for (size_t i = 0; i < with_grad; ++i) put(name + ".g" + std::to_string(i), in[i].grad());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: kdp_torch_probe DIR\n");
+    return 2;
+  }
+  Runtime runtime(argc, argv);
+  dir = argv[1];
+  manifest.open(dir + "/manifest.txt");
+  using V = std::vector<Tensor>;
+  probe(
+      "conv3d", {{2, 3, 5, 6, 7}, {4, 3, 3, 2, 3}, {4}}, 3,
+      [](const V& t) {
+        return conv3d(t[0], t[1], t[2], {1, 2, 1}, {1, 0, 1}, {1, 1, 2});
+      },
+      1);
+  probe(
+      "conv3d_groups", {{1, 6, 5, 4, 5}, {3, 2, 2, 2, 2}, {3}}, 3,
+      [](const V& t) { return conv3d(t[0], t[1], t[2], 2, 1, 1, 3); }, 11);
+  probe(
+      "conv1d", {{2, 4, 11}, {6, 2, 3}, {6}}, 3,
+      [](const V& t) { return conv1d(t[0], t[1], t[2], 2, 1, 2, 2); }, 21);
+  probe(
+      "max_pool3d", {{2, 2, 6, 7, 5}}, 1,
+      [](const V& t) {
+        return max_pool3d(t[0], {3, 2, 2}, Size3{2, 2, 1}, {1, 1, 0}, 1, true);
+      },
+      31);
+  probe(
+      "avg_pool3d", {{2, 2, 6, 7, 5}}, 1,
+      [](const V& t) { return avg_pool3d(t[0], 3, Size3{2}, 1, true, false); }, 41);
+  probe(
+      "avg_pool3d_pad", {{2, 2, 6, 7, 5}}, 1,
+      [](const V& t) {
+        return avg_pool3d(t[0], {2, 3, 3}, Size3{1, 2, 2}, {1, 1, 0});
+      },
+      51);
+  // Losses of an input [40, 3] against a target that takes no gradient.
+  probe(
+      "mse", {{40, 3}, {40, 3}}, 1, [](const V& t) { return mse_loss(t[0], t[1]); }, 61);
+  probe(
+      "l1", {{40, 3}, {40, 3}}, 1, [](const V& t) { return l1_loss(t[0], t[1]); }, 71);
+  probe(
+      "smooth_l1", {{40, 3}, {40, 3}}, 1,
+      [](const V& t) { return smooth_l1_loss(t[0], t[1], Reduction::Mean, 0.5); }, 81);
+  probe(
+      "huber", {{40, 3}, {40, 3}}, 1,
+      [](const V& t) { return huber_loss(t[0], t[1], Reduction::Sum, 0.3); }, 91);
+  manifest.close();
+  std::printf("wrote %s\n", dir.c_str());
+  return 0;
+}
