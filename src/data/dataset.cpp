@@ -159,17 +159,20 @@ ConcatDataset::ConcatDataset(std::vector<std::shared_ptr<const Dataset>> dataset
   const Dataset& first = *parts_.front();
   const auto kind = [](const Dataset& d) {
     const float scale = stored_scale(d);
-    return fmt::format("samples {}, targets {}{}{}", d.sample_shape().str(), d.label_shape().str(),
-                       d.num_classes() > 0 ? " (classes)" : " (floats)",
+    return fmt::format("{} samples {}, targets {}{}{}", d.feature_type(), d.sample_shape().str(),
+                       d.label_shape().str(), d.num_classes() > 0 ? " (classes)" : " (floats)",
                        scale != 1.0f ? fmt::format(" scaled by {}", scale) : "");
   };
   bytes_ = first.byte_features();
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Dataset& d = *parts_[k];
-    const bool same = d.sample_shape() == first.sample_shape() &&
+    const bool same = d.feature_type() == first.feature_type() &&
+                      d.sample_shape() == first.sample_shape() &&
                       d.label_shape() == first.label_shape() &&
                       (d.num_classes() > 0) == (first.num_classes() > 0) &&
                       stored_scale(d) == stored_scale(first);
+    // (Parts stored alike may still be standardised differently, by their
+    // own options: those are converted on the host, part by part.)
     if (d.byte_features() != bytes_) bytes_.reset();
     KDP_CHECK(same, ValueError, "'{}' holds {} where '{}' holds {}: they cannot be one dataset",
               names[k], kind(d), names.front(), kind(first));

@@ -27,13 +27,7 @@ bool held_out(const SplitSpec& s) {
 
 // How a part's features are stored: "uint8 [784]", "float64 [2, 32]".
 std::string stored(const Dataset& d) {
-  const Dataset* first = &d;
-  if (const auto* many = dynamic_cast<const ConcatDataset*>(first))
-    first = many->parts().front().get();
-  const auto* h5 = dynamic_cast<const HDF5Dataset*>(first);
-  const std::string type =
-      h5 != nullptr ? h5->feature_type() : (d.byte_features() ? "bytes" : "numbers");
-  return fmt::format("{} {}", type, d.sample_shape().str());
+  return fmt::format("{} {}", d.feature_type(), d.sample_shape().str());
 }
 
 // Both parts train and evaluate one model: both hold samples, of one kind.

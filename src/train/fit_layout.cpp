@@ -136,13 +136,19 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
         trace::Region region("kdp::train::backward", "compute");
         weighted.backward();
       }
-      exact_->keep_shard();
+      {
+        trace::Region region("kdp::train::keep_shard", "compute");
+        exact_->keep_shard();
+      }
       e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
       step_loss = step_loss + weighted.detach();
     }
   }
   shard_bn_->finish(filled);
-  exact_->reduce(o_.shards, last_micro);
+  {
+    trace::Region region("kdp::train::exact_sum", "compute");
+    exact_->reduce(o_.shards, last_micro);
+  }
   if (o_.detect_anomaly) e.step_loss = e.step_loss.defined() ? e.step_loss + step_loss : step_loss;
   ++e.batch;
   if (b == nullptr) return;

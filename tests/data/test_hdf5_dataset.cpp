@@ -385,20 +385,26 @@ TEST(Splits, ManyFilesAsOneDataset) {
   std::vector<uint8_t> bytes(6);
   whole->fetch_bytes({59}, bytes.data(), y.data());
   EXPECT_EQ(bytes[0], 29);
-  {
-    io::h5::File odd = io::h5::File::create(dir + "/run-2.h5");
-    io::h5::Group g = odd.create_group("train");
-    std::vector<float> img(30 * 5, 1.0f);
-    std::vector<uint8_t> lab(30, 0);
-    g.create_dataset("images", io::h5::Type::Float32, {30, 5}).write_all(img.data());
-    g.create_dataset("labels", io::h5::Type::UInt8, {30}).write_all(lab.data());
-  }
-  try {
-    data::open_splits(spec, o);
-    ADD_FAILURE() << "a file of another kind was taken";
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("run-2.h5' holds samples [5]"), std::string::npos)
-        << e.what();
+  // A file of another shape, or of the same shape stored as another type.
+  for (const Shape& shape : {Shape{30, 5}, Shape{30, 2, 3}}) {
+    {
+      io::h5::File odd = io::h5::File::create(dir + "/run-2.h5");
+      io::h5::Group g = odd.create_group("train");
+      std::vector<float> img(static_cast<size_t>(shape.numel()), 1.0f);
+      std::vector<uint8_t> lab(30, 0);
+      g.create_dataset("images", io::h5::Type::Float32, shape.to_vector()).write_all(img.data());
+      g.create_dataset("labels", io::h5::Type::UInt8, {30}).write_all(lab.data());
+    }
+    try {
+      data::open_splits(spec, o);
+      ADD_FAILURE() << "a file of another kind was taken";
+    } catch (const ValueError& e) {
+      const std::string want = shape.rank() == 2 ? "run-2.h5' holds float32 samples [5]"
+                                                 : "run-2.h5' holds float32 samples [2, 3]";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("holds uint8 samples [2, 3]"), std::string::npos)
+          << e.what();
+    }
   }
   spec.file = dir + "/none-*.h5";
   try {

@@ -140,6 +140,9 @@ class Dataset {
   virtual Shape label_shape() const = 0;
   /// The number of classes when labels are class indices, else 0.
   virtual int64_t num_classes() const { return 0; }
+  /// The type the features are stored as, as numpy names it ("uint8",
+  /// "float32", ...); datasets in memory hold float32.
+  virtual std::string feature_type() const { return "float32"; }
   /// Writes samples `indices` (in that order) into `features` and `labels`,
   /// which hold indices.size() samples. Called from the loader's thread.
   virtual void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const = 0;
@@ -189,6 +192,7 @@ class Subset : public Dataset {
   Shape sample_shape() const override { return dataset_->sample_shape(); }
   Shape label_shape() const override { return dataset_->label_shape(); }
   int64_t num_classes() const override { return dataset_->num_classes(); }
+  std::string feature_type() const override { return dataset_->feature_type(); }
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
   std::optional<ByteFeatures> byte_features() const override { return dataset_->byte_features(); }
   void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
@@ -203,7 +207,8 @@ class Subset : public Dataset {
 
 /// Several datasets as one, in order (torch.utils.data.ConcatDataset): as
 /// simulations write one file per job. All must hold samples of one kind
-/// (sample shape, target shape, classes, and the scale of stored numbers);
+/// (sample shape, target shape, classes, the type and scale of the stored
+/// numbers);
 /// one that differs is a ValueError naming it by `names` (its file).
 class ConcatDataset : public Dataset {
  public:
@@ -213,9 +218,8 @@ class ConcatDataset : public Dataset {
   Shape sample_shape() const override { return parts_.front()->sample_shape(); }
   Shape label_shape() const override { return parts_.front()->label_shape(); }
   int64_t num_classes() const override { return classes_; }
+  std::string feature_type() const override { return parts_.front()->feature_type(); }
   void fetch(const std::vector<int64_t>& indices, float* features, float* labels) const override;
-  /// The parts' own when they all store their features alike, else none
-  /// (the features are then converted on the host, part by part).
   std::optional<ByteFeatures> byte_features() const override { return bytes_; }
   void fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                    float* labels) const override;

@@ -116,7 +116,7 @@ class HDF5Dataset : public Dataset {
   /// The type the features are stored as, as numpy names it: "uint8",
   /// "int16", "float16", "float32", ... (uint8 ones are scaled by 1/255 when
   /// options().scale).
-  const std::string& feature_type() const { return feature_type_; }
+  std::string feature_type() const override { return feature_type_; }
   const HDF5DatasetOptions& options() const { return options_; }
 
  private:
