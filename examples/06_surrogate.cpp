@@ -205,17 +205,20 @@ int evaluate(const std::string& checkpoint, int64_t samples, int g) {
     const auto it = v.find(key);
     return static_cast<float>(it == v.end() ? fallback : it->second);
   };
-  // A recorded list, or `fallback` for each of `n` channels.
+  // A recorded list (or, from checkpoints that kept one attribute per
+  // channel, "<key>.<c>"), else `fallback` for each of `n` channels.
   const auto list = [&](const std::string& key, size_t n, float fallback) {
     const auto it = series.find(key);
-    if (it == series.end()) return std::vector<float>(n, fallback);
-    return std::vector<float>(it->second.begin(), it->second.end());
+    if (it != series.end()) return std::vector<float>(it->second.begin(), it->second.end());
+    std::vector<float> out;
+    for (size_t c = 0; c < n; ++c) out.push_back(value(key + "." + std::to_string(c), fallback));
+    return out;
   };
   data::ChannelNormalisation inputs_norm, targets_norm;
   inputs_norm.channel_size = targets_norm.channel_size = int64_t{g} * g;
   inputs_norm.mean = list("data.channel_mean", 2, value("data.mean", 0));
   inputs_norm.stddev = list("data.channel_std", 2, value("data.std", 1));
-  if (series.count("targets.mean") > 0) {
+  if (series.count("targets.mean") > 0 || v.count("targets.mean.0") > 0) {
     targets_norm.mean = list("targets.mean", 1, 0);
     targets_norm.stddev = list("targets.std", 1, 1);
   }

@@ -10,7 +10,10 @@
 //  - conv2d's forward and backward on the layers of the H and E CNNs in fp32
 //    and bf16, on the path this build takes (oneDNN, or kdp's im2col and GEMM
 //    with KDP_CONV_PATH=im2col: the suite runs both), and the forward against
-//    a direct convolution (loops over channels and kernel taps, no BLAS).
+//    a direct convolution (loops over channels and kernel taps, no BLAS);
+//  - conv3d's forward and backward on a volumetric layer (16 -> 32 channels,
+//    3x3x3, padding 1, 16^3 volumes, batch 8) on the path this build takes,
+//    in GFLOP/s against the raw 1024^3 GEMM's, reported.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -152,6 +155,34 @@ void ConvForwardBackward(benchmark::State& state) {
       benchmark::Counter(s.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A 3-d convolution layer of a volumetric surrogate: 16 -> 32 channels,
+// 3x3x3, padding 1, on 16^3 volumes, batch 8; its product per volume is
+// [32, 16 x 27] x [16 x 27, 16^3].
+struct Conv3dShape {
+  int64_t batch = 8, in = 16, out = 32, size = 16, kernel = 3;
+  double flops() const {  // forward, input and weight gradients
+    return 3.0 * 2.0 * static_cast<double>(batch * out * size * size * size) *
+           static_cast<double>(in * kernel * kernel * kernel);
+  }
+};
+
+void Conv3dForwardBackward(benchmark::State& state) {
+  const Conv3dShape s;
+  Tensor x = Tensor::randn({s.batch, s.in, s.size, s.size, s.size}).requires_grad_();
+  Tensor w = (Tensor::randn({s.out, s.in, s.kernel, s.kernel, s.kernel}) * 0.05f)
+                 .detach()
+                 .requires_grad_();
+  Tensor b = Tensor::zeros({s.out}).requires_grad_();
+  const Tensor g = Tensor::ones({s.batch, s.out, s.size, s.size, s.size});
+  for (auto _ : state) {
+    for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+    conv3d(x, w, b, 1, 1).backward(g);
+    get_default_device().fence("Conv3dForwardBackward");
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(s.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The convolution layers of the suite's CNNs (batch 64, stride 1, no padding).
 struct LayerShape {
   const char* name;
@@ -255,6 +286,9 @@ int main(int argc, char** argv) {
         ->Arg(static_cast<int64_t>(i))
         ->UseRealTime();
   }
+  benchmark::RegisterBenchmark("conv3d/forward_backward", Conv3dForwardBackward)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("elementwise/raw_stream", RawStream)->UseRealTime();
   for (int op = 0; op < 4; ++op) {
     benchmark::RegisterBenchmark("elementwise/kdp", Elementwise)->Arg(op)->UseRealTime();
@@ -296,6 +330,14 @@ int main(int argc, char** argv) {
                 ratio >= 0.8 ? "met" : "MISSED");
   }
   const std::string path = conv_path();
+  const std::string c3 = "conv3d/forward_backward", g3 = "gemm/raw/2";
+  if (reporter.has(c3) && reporter.has(g3)) {
+    const double conv = reporter.counter(c3, "GFLOP/s"), gemm = reporter.counter(g3, "GFLOP/s");
+    std::printf(
+        "CONV3D 16->32 k3 16^3 b8 fwd+bwd on %s: %.1f GFLOP/s, %.3f of the raw 1024^3 "
+        "GEMM's %.1f (reported)\n",
+        path.c_str(), conv, conv / gemm, gemm);
+  }
   for (size_t i = 0; i < std::size(kLayers); ++i) {
     const std::string at = "/" + std::to_string(i);
     const std::string a = "conv/forward" + at, d = "conv/forward_direct" + at;

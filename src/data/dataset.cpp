@@ -223,6 +223,8 @@ void ConcatDataset::fetch(const std::vector<int64_t>& indices, float* features,
 
 void ConcatDataset::fetch_bytes(const std::vector<int64_t>& indices, uint8_t* features,
                                 float* labels) const {
+  KDP_CHECK(bytes_.has_value(), StateError,
+            "the parts are not converted alike (byte_features() is none): fetch() their features");
   gather(indices, features, labels);
 }
 

@@ -31,8 +31,42 @@ struct CachedBlock {
 struct BlockLayout {
   int64_t rows;        // samples in the dataset
   int64_t block_rows;  // samples per block
-  size_t row_bytes;    // bytes per sample, as stored
+  size_t row_bytes;    // bytes per sample, as cached
+  StoredType type;     // the numbers' type in the cache
 };
+
+// Rows [row0, row0 + rows) of `d` as numbers of T (HDF5 converts what is
+// stored otherwise), from the chunks on `threads` threads where it can.
+template <class T>
+void read_as(const io::h5::Dataset& d, int64_t row0, int64_t rows, unsigned char* out,
+             int threads) {
+  T* values = reinterpret_cast<T*>(out);
+  if (!d.read_rows_inflating<T>(row0, rows, values, threads)) d.read_rows<T>(row0, rows, values);
+}
+
+void read_numbers(const io::h5::Dataset& d, StoredType type, int64_t row0, int64_t rows,
+                  unsigned char* out, int threads) {
+  switch (type) {
+    case StoredType::UInt8:
+      return read_as<uint8_t>(d, row0, rows, out, threads);
+    case StoredType::Int8:
+      return read_as<int8_t>(d, row0, rows, out, threads);
+    case StoredType::UInt16:
+      return read_as<uint16_t>(d, row0, rows, out, threads);
+    case StoredType::Int16:
+      return read_as<int16_t>(d, row0, rows, out, threads);
+    case StoredType::UInt32:
+      return read_as<uint32_t>(d, row0, rows, out, threads);
+    case StoredType::Int32:
+      return read_as<int32_t>(d, row0, rows, out, threads);
+    case StoredType::Float16:
+      return read_as<io::h5::Half>(d, row0, rows, out, threads);
+    case StoredType::Float32:
+      return read_as<float>(d, row0, rows, out, threads);
+    case StoredType::Float64:
+      return read_as<double>(d, row0, rows, out, threads);
+  }
+}
 
 // [first block, count] of consecutive blocks read in one call.
 using Runs = std::vector<std::pair<int64_t, int64_t>>;
@@ -97,7 +131,7 @@ void HDF5Dataset::Files::read(const Runs& runs, const BlockLayout& l, uint64_t n
     const int64_t rows = std::min(l.rows, (first + count) * l.block_rows) - row0;
     auto raw =
         std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * l.row_bytes);
-    images.read_rows_stored(row0, rows, raw->data(), threads);
+    read_numbers(images, l.type, row0, rows, raw->data(), threads);
     const size_t block_bytes = static_cast<size_t>(l.block_rows) * l.row_bytes;
     for (int64_t b = first; b < first + count; ++b) {
       last_use[static_cast<size_t>(b)] = now;
@@ -279,7 +313,8 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
             "'{}' in '{}' holds {}; features must be numbers of uint8, int8, int16, uint16, "
             "int32, uint32, float16, float32 or float64",
             images, path, feature_type_);
-  stored_ = *stored;
+  // float64 is cached (and sent to a device) rounded to float32: half the bytes.
+  cached_ = *stored == StoredType::Float64 ? StoredType::Float32 : *stored;
   n_ = dims[0];
   std::vector<int64_t> sample(dims.begin() + 1, dims.end());
   row_ =
@@ -301,7 +336,7 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   num_classes_ = t.classes;
   const int64_t chunk = img.chunk_rows();
   // Blocks of at most 64 MiB, however large a sample or a chunk claims to be.
-  const int64_t row_bytes = std::max<int64_t>(1, row_ * stored_bytes(stored_));
+  const int64_t row_bytes = std::max<int64_t>(1, row_ * stored_bytes(cached_));
   block_rows_ = std::max<int64_t>(
       1, std::min<int64_t>(chunk > 0 ? chunk : 128, (int64_t{64} << 20) / row_bytes));
   files_ = std::make_unique<Files>(Files{std::move(file), std::move(img), {}, {}, 0, 0});
@@ -315,17 +350,16 @@ void HDF5Dataset::fetch(const std::vector<int64_t>& indices, float* features, fl
 
 ByteFeatures HDF5Dataset::normalisation() const {
   ByteFeatures how;
-  how.scale = stored_ == StoredType::UInt8 && options_.scale ? 1.0f / 255.0f : 1.0f;
-  how.type = stored_;
+  how.scale = cached_ == StoredType::UInt8 && options_.scale ? 1.0f / 255.0f : 1.0f;
+  how.type = cached_;
   how.mean = options_.stddev > 0.0f ? options_.mean : 0.0f;
   how.stddev = options_.stddev > 0.0f ? options_.stddev : 0.0f;
   return how;
 }
 
 std::optional<ByteFeatures> HDF5Dataset::byte_features() const {
-  // float32 needs no conversion, and float64 converted on the host sends
-  // half the bytes a device would be sent.
-  if (stored_ == StoredType::Float32 || stored_ == StoredType::Float64) return std::nullopt;
+  // float32 (and float64, cached as float32) needs no conversion.
+  if (cached_ == StoredType::Float32) return std::nullopt;
   return normalisation();
 }
 
@@ -344,7 +378,8 @@ void HDF5Dataset::fill(const std::vector<int64_t>& indices, float* features, uin
     KDP_CHECK(i >= 0 && i < n_, ValueError, "index {} is outside [0, {}) of '{}'", i, n_, path_);
   }
   const BlockLayout layout{n_, block_rows_,
-                           static_cast<size_t>(row_) * static_cast<size_t>(stored_bytes(stored_))};
+                           static_cast<size_t>(row_) * static_cast<size_t>(stored_bytes(cached_)),
+                           cached_};
   std::lock_guard<std::mutex> lock(cache_mutex_);
   Files& f = *files_;
   const uint64_t now = ++f.clock;
@@ -363,10 +398,9 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
                                float* labels) const {
   const Files& f = *files_;
   const auto row = static_cast<size_t>(row_);
-  const size_t row_bytes = row * static_cast<size_t>(stored_bytes(stored_));
+  const size_t row_bytes = row * static_cast<size_t>(stored_bytes(cached_));
   const ByteFeatures how = normalisation();
-  const bool floats = stored_ == StoredType::Float16 || stored_ == StoredType::Float32 ||
-                      stored_ == StoredType::Float64;
+  const bool floats = cached_ == StoredType::Float16 || cached_ == StoredType::Float32;
   for (size_t k = 0; k < indices.size(); ++k) {
     const int64_t i = indices[k];
     const auto& block = f.blocks[static_cast<size_t>(i / block_rows_)];
@@ -374,18 +408,20 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
     const auto lrow = static_cast<size_t>(label_row_);
     std::memcpy(labels + k * lrow, label_values_.data() + static_cast<size_t>(i) * lrow,
                 lrow * sizeof(float));
-    if (bytes != nullptr) {
-      std::memcpy(bytes + k * row_bytes, src, row_bytes);
-      continue;
-    }
-    float* dst = features + k * row;
-    convert_features(src, dst, row, how);
+    // A NaN or Inf as stored (or a float64 beyond float32's range) is refused
+    // whether the features are converted here or on the device.
     if (floats && options_.check_finite) {
       for (size_t j = 0; j < row; ++j) {
-        KDP_CHECK(std::isfinite(dst[j]), NumericalError,
+        const float v = stored_value(src, static_cast<int64_t>(j), cached_);
+        KDP_CHECK(std::isfinite(v), NumericalError,
                   "sample {} of '{}' in '{}' has a non-finite feature ({}) at position {}", i,
-                  images_, path_, stored_value(src, static_cast<int64_t>(j), stored_), j);
+                  images_, path_, v, j);
       }
+    }
+    if (bytes != nullptr) {
+      std::memcpy(bytes + k * row_bytes, src, row_bytes);
+    } else {
+      convert_features(src, features + k * row, row, how);
     }
   }
 }

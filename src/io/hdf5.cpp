@@ -80,6 +80,40 @@ template <>
 hid_t native_of<double>() {
   return H5T_NATIVE_DOUBLE;
 }
+template <>
+hid_t native_of<int8_t>() {
+  return H5T_NATIVE_INT8;
+}
+template <>
+hid_t native_of<uint16_t>() {
+  return H5T_NATIVE_UINT16;
+}
+template <>
+hid_t native_of<int16_t>() {
+  return H5T_NATIVE_INT16;
+}
+template <>
+hid_t native_of<uint32_t>() {
+  return H5T_NATIVE_UINT32;
+}
+template <>
+hid_t native_of<int32_t>() {
+  return H5T_NATIVE_INT32;
+}
+template <>
+hid_t native_of<Half>() {
+  // IEEE binary16 in this machine's byte order, as numpy and h5py store it
+  // (HDF5 before 1.14.4 predefines no such type); made once, kept.
+  static const hid_t half = [] {
+    const hid_t t = H5Tcopy(H5T_NATIVE_FLOAT);
+    H5Tset_fields(t, 15, 10, 5, 0, 10);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 15);
+    H5Tset_precision(t, 16);
+    return t;
+  }();
+  return half;
+}
 
 }  // namespace detail
 
@@ -521,6 +555,14 @@ std::string Dataset::type_name() const {
   if (cls == H5T_INTEGER) {
     return fmt::format("{}int{}", H5Tget_sign(t.id()) == H5T_SGN_2 ? "" : "u", bits);
   }
+  if (cls == H5T_FLOAT && bits == 16) {
+    // numpy's float16 is IEEE half; a 16-bit float of another layout is not.
+    size_t sign = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    H5Tget_fields(t.id(), &sign, &epos, &esize, &mpos, &msize);
+    if (esize == 5 && msize == 10 && H5Tget_ebias(t.id()) == 15) return "float16";
+    if (esize == 8 && msize == 7) return "bfloat16";
+    return "other";
+  }
   if (cls == H5T_FLOAT) return fmt::format("float{}", bits);
   return "other";
 }
@@ -552,27 +594,6 @@ template <class T>
 void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges,
                               T* out) const {
   read_row_ranges_as(ranges, out, native_of<T>());
-}
-
-size_t Dataset::element_bytes() const {
-  silence_errors();
-  Handle t(H5Dget_type(id()), H5Tclose);
-  return H5Tget_size(t.id());
-}
-
-void Dataset::read_rows_stored(int64_t start, int64_t count, void* out, int threads) const {
-  silence_errors();
-  Handle stored(H5Dget_type(id()), H5Tclose);
-  const H5T_class_t cls = H5Tget_class(stored.id());
-  KDP_CHECK(cls == H5T_INTEGER || cls == H5T_FLOAT, IOError, "'{}' in '{}' does not hold numbers",
-            path_, file_);
-  // The stored type in this machine's byte order: the bits as stored, swapped
-  // at most, and the chunks read as they are when the orders agree.
-  Handle mem(H5Tcopy(stored.id()), H5Tclose);
-  if (H5Tset_order(mem.id(), H5Tget_order(H5T_NATIVE_INT)) < 0) fail("read", path_, file_);
-  const size_t element = H5Tget_size(stored.id());
-  if (read_rows_inflating_as(start, count, out, mem.id(), element, threads)) return;
-  read_row_ranges_as({{start, count}}, out, mem.id());
 }
 
 void Dataset::read_row_ranges_as(const std::vector<std::pair<int64_t, int64_t>>& ranges, void* out,
@@ -642,6 +663,12 @@ KDP_H5_INSTANTIATE(uint8_t)
 KDP_H5_INSTANTIATE(int64_t)
 KDP_H5_INSTANTIATE(float)
 KDP_H5_INSTANTIATE(double)
+KDP_H5_INSTANTIATE(int8_t)
+KDP_H5_INSTANTIATE(uint16_t)
+KDP_H5_INSTANTIATE(int16_t)
+KDP_H5_INSTANTIATE(uint32_t)
+KDP_H5_INSTANTIATE(int32_t)
+KDP_H5_INSTANTIATE(Half)
 #undef KDP_H5_INSTANTIATE
 
 }  // namespace kdp::io::h5

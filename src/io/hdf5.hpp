@@ -44,6 +44,13 @@ class Handle {
 /// Element types kdp stores.
 enum class Type { UInt8, Int64, Float32, Float64, Other };
 
+/// An IEEE half-precision number (numpy's float16), for reading such data as
+/// it is: read_rows<Half> gives its bits (HDF5 converts any other number
+/// type to it).
+struct Half {
+  uint16_t bits;
+};
+
 class Group;
 class Dataset;
 
@@ -165,13 +172,6 @@ class Dataset : public Object {
   void write_all(const T* data) const;
   template <class T>
   void write_rows(int64_t start, int64_t count, const T* data) const;
-
-  /// The bytes of one stored element (2 for int16 or float16).
-  size_t element_bytes() const;
-  /// Rows [start, start + count) as stored: each number's bits as the file
-  /// holds them (element_bytes() each), in this machine's byte order; from
-  /// the chunks on `threads` threads where read_rows_inflating can.
-  void read_rows_stored(int64_t start, int64_t count, void* out, int threads) const;
 
  private:
   // read_row_ranges and read_rows_inflating into memory of type `mem_type`

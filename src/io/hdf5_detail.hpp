@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "io/hdf5.hpp"
+
 namespace kdp::io::h5::detail {
 
 /// HDF5's explanation of the last failure on this thread (then cleared).
@@ -24,5 +26,17 @@ template <>
 hid_t native_of<float>();
 template <>
 hid_t native_of<double>();
+template <>
+hid_t native_of<int8_t>();
+template <>
+hid_t native_of<uint16_t>();
+template <>
+hid_t native_of<int16_t>();
+template <>
+hid_t native_of<uint32_t>();
+template <>
+hid_t native_of<int32_t>();
+template <>
+hid_t native_of<Half>();
 
 }  // namespace kdp::io::h5::detail

@@ -202,5 +202,11 @@ template bool Dataset::read_rows_inflating<uint8_t>(int64_t, int64_t, uint8_t*, 
 template bool Dataset::read_rows_inflating<int64_t>(int64_t, int64_t, int64_t*, int) const;
 template bool Dataset::read_rows_inflating<float>(int64_t, int64_t, float*, int) const;
 template bool Dataset::read_rows_inflating<double>(int64_t, int64_t, double*, int) const;
+template bool Dataset::read_rows_inflating<int8_t>(int64_t, int64_t, int8_t*, int) const;
+template bool Dataset::read_rows_inflating<uint16_t>(int64_t, int64_t, uint16_t*, int) const;
+template bool Dataset::read_rows_inflating<int16_t>(int64_t, int64_t, int16_t*, int) const;
+template bool Dataset::read_rows_inflating<uint32_t>(int64_t, int64_t, uint32_t*, int) const;
+template bool Dataset::read_rows_inflating<int32_t>(int64_t, int64_t, int32_t*, int) const;
+template bool Dataset::read_rows_inflating<Half>(int64_t, int64_t, Half*, int) const;
 
 }  // namespace kdp::io::h5

@@ -291,13 +291,15 @@ View2 block_out(float* data, int64_t k, int64_t rows, int64_t cols) {
 
 // The batch is unfolded and multiplied in chunks of images. On host backends
 // a chunk's columns fit in the cache, so the GEMM reads what im2col just
-// wrote, and no more than a chunk's columns are ever in memory; on a GPU the
-// whole batch is one chunk: one GEMM per group.
+// wrote, and no more than a chunk's columns are ever in memory; on a GPU a
+// chunk is as many images as 256 MiB of columns hold (the whole batch of
+// most 2-d layers: one GEMM per group; volumes' columns are far larger).
 int64_t images_per_chunk(const ConvGeometry& g) {
-  if (!compat::host_accessible_memory()) return std::max<int64_t>(1, g.n);
-  constexpr int64_t kCacheFloats = int64_t{1} << 18;  // 1 MiB
   const int64_t per_image = std::max<int64_t>(1, g.rows() * g.out_plane());
-  return std::clamp<int64_t>(kCacheFloats / per_image, 1, std::max<int64_t>(1, g.n));
+  constexpr int64_t kCacheFloats = int64_t{1} << 18;   // 1 MiB
+  constexpr int64_t kDeviceFloats = int64_t{1} << 26;  // 256 MiB
+  const int64_t budget = compat::host_accessible_memory() ? kCacheFloats : kDeviceFloats;
+  return std::clamp<int64_t>(budget / per_image, 1, std::max<int64_t>(1, g.n));
 }
 
 // The geometry of images [n0, n0 + count) alone.
@@ -316,7 +318,16 @@ View1 images_out(float* data, int64_t n0, int64_t count, int64_t per_image) {
 }
 
 onednn::ConvDims dims_of(const ConvGeometry& g) {
-  return {g.n, g.c, g.h, g.w, g.o, g.kh, g.kw, g.oh, g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+  onednn::ConvDims d{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,
+                     g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+  d.d = g.d;
+  d.kd = g.kd;
+  d.od = g.od;
+  d.sd = g.sd;
+  d.pd = g.pd;
+  d.dd = g.dd;
+  d.volume = g.volume;
+  return d;
 }
 
 // Where a convolution runs: oneDNN on host backends of builds that have it,
@@ -331,7 +342,6 @@ bool on_onednn(const ConvGeometry& g, Precision precision) {
       return std::string(env == nullptr ? "" : env);
     }();
     if (asked == "im2col" || !onednn::available() || g.groups != 1) return false;
-    if (g.d != 1 || g.kd != 1 || g.od != 1) return false;  // volumes: kdp's vol2col
     if (precision == Precision::bf16 && !onednn::supports_bf16()) return false;
     return onednn::conv_supported(dims_of(g));
   }

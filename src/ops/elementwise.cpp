@@ -32,10 +32,12 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 constexpr int kRank = Shape::kMaxRank;
 
 // Index arithmetic of a broadcast: the output's dimensions padded to kRank
-// and the strides of an input in them (0 where the input is broadcast).
+// and the strides of an input in them (0 where the input is broadcast); only
+// the last `rank` (the output's) are walked.
 struct BroadcastIndex {
   int64_t dims[kRank];
   int64_t strides[kRank];
+  int first;  // kRank - the output's rank
 
   BroadcastIndex(const Shape& in, const Shape& out) {
     for (int d = 0; d < kRank; ++d) {
@@ -43,6 +45,7 @@ struct BroadcastIndex {
       strides[d] = 0;
     }
     const int pad = kRank - out.rank();
+    first = pad;
     for (int d = 0; d < out.rank(); ++d) dims[pad + d] = out[d];
     int64_t stride = 1;
     for (int d = in.rank() - 1; d >= 0; --d) {
@@ -54,7 +57,7 @@ struct BroadcastIndex {
 
   KOKKOS_INLINE_FUNCTION int64_t operator()(int64_t i) const {
     int64_t offset = 0;
-    for (int d = kRank - 1; d >= 0; --d) {
+    for (int d = kRank - 1; d >= first; --d) {
       const int64_t idx = i % dims[d];
       i /= dims[d];
       offset += idx * strides[d];

@@ -26,9 +26,12 @@ void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
 
 /// A 2-D convolution's sizes: input [n, c, h, w], weight [o, c, kh, kw],
 /// output [n, o, oh, ow]; strides, padding and dilation as PyTorch has them
-/// (dilation 1: none).
+/// (dilation 1: none). With `volume`, a 3-D one: input [n, c, d, h, w],
+/// weight [o, c, kd, kh, kw], output [n, o, od, oh, ow].
 struct ConvDims {
   int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
+  int64_t d = 1, kd = 1, od = 1, sd = 1, pd = 0, dd = 1;
+  bool volume = false;
 };
 
 /// Whether oneDNN takes this convolution: one group, and padding on the far

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -96,6 +97,10 @@ void guarded(const char* what, const Shape& shape, F&& call) {
 
 // "input [n, c, h, w], weight [o, c, kh, kw]" for messages.
 std::string shape_of(const ConvDims& d) {
+  if (d.volume) {
+    return fmt::format("of input [{}, {}, {}, {}, {}] and weight [{}, {}, {}, {}, {}]", d.n, d.c,
+                       d.d, d.h, d.w, d.o, d.c, d.kd, d.kh, d.kw);
+  }
   return fmt::format("of input [{}, {}, {}, {}] and weight [{}, {}, {}, {}]", d.n, d.c, d.h, d.w,
                      d.o, d.c, d.kh, d.kw);
 }
@@ -164,8 +169,31 @@ struct ConvDescs {
   dims strides, dilation, pad_l, pad_r;
 };
 
+// descs_of for a volume: NCDHW and OIDHW, three spatial dimensions.
+ConvDescs volume_descs_of(const ConvDims& d, dt in) {
+  const dims x{d.n, d.c, d.d, d.h, d.w}, w{d.o, d.c, d.kd, d.kh, d.kw},
+      y{d.n, d.o, d.od, d.oh, d.ow};
+  return {dnnl::memory::desc(x, dt::f32, tag::ncdhw),
+          dnnl::memory::desc(w, dt::f32, tag::oidhw),
+          dnnl::memory::desc(y, dt::f32, tag::ncdhw),
+          dnnl::memory::desc({d.o}, dt::f32, tag::x),
+          dnnl::memory::desc(x, in, tag::any),
+          dnnl::memory::desc(w, in, tag::any),
+          dnnl::memory::desc(y, dt::f32, tag::any),
+          dnnl::memory::desc(y, in, tag::any),
+          dnnl::memory::desc(x, dt::f32, tag::any),
+          dnnl::memory::desc(w, dt::f32, tag::any),
+          {d.sd, d.sh, d.sw},
+          {d.dd - 1, d.dh - 1, d.dw - 1},
+          {d.pd, d.ph, d.pw},
+          {far_padding(d.d, d.kd, d.sd, d.pd, d.dd, d.od),
+           far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh),
+           far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow)}};
+}
+
 ConvDescs descs_of(const ConvDims& d, bool bf16) {
   const dt in = bf16 ? dt::bf16 : dt::f32;
+  if (d.volume) return volume_descs_of(d, in);
   const dims x{d.n, d.c, d.h, d.w}, w{d.o, d.c, d.kh, d.kw}, y{d.n, d.o, d.oh, d.ow};
   return {dnnl::memory::desc(x, dt::f32, tag::nchw),
           dnnl::memory::desc(w, dt::f32, tag::oihw),
@@ -238,12 +266,16 @@ struct ConvBackward {
   Scratch gy_data, w, gx, x, gy_weights, gw;
 };
 
-using ConvKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                           int64_t, int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+// Every size of a convolution (a volume's depth ones too), its precision,
+// activation and bias.
+using ConvKey = std::tuple<std::array<int64_t, 19>, bool, bool, bool>;
 
 ConvKey key_of(const ConvDims& d, bool bf16, bool relu, bool bias) {
-  return {d.n,  d.c,  d.h,  d.w,  d.o,  d.kh, d.kw, d.sh,
-          d.sw, d.ph, d.pw, d.dh, d.dw, bf16, relu, bias};
+  return {{d.n, d.c, d.h, d.w, d.o, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw, d.d, d.kd, d.sd,
+           d.pd, d.dd, d.volume ? 1 : 0},
+          bf16,
+          relu,
+          bias};
 }
 
 ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Context& ctx) {
@@ -320,7 +352,8 @@ dnnl::memory for_output(const dnnl::memory& user, const dnnl::memory::desc& want
 
 bool conv_supported(const ConvDims& d) {
   return far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh) >= 0 &&
-         far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow) >= 0 && d.n > 0;
+         far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow) >= 0 &&
+         far_padding(d.d, d.kd, d.sd, d.pd, d.dd, d.od) >= 0 && d.n > 0;
 }
 
 size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias) {

@@ -278,6 +278,62 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
   }
 }
 
+// A NaN among float16 features is refused whether they are converted on the
+// host or handed over as stored for the device; a 16-bit float that is not
+// IEEE half (bfloat16) is refused at open, named.
+TEST(HDF5Dataset, NonFiniteHalvesAndOtherSixteenBitFloatsAreRefused) {
+  const std::string path = temp_file("halves.h5");
+  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(half, 15, 10, 5, 0, 10);
+  H5Tset_size(half, 2);
+  H5Tset_ebias(half, 15);
+  H5Tset_precision(half, 16);
+  const hid_t bf16 = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(bf16, 15, 7, 8, 0, 7);
+  H5Tset_size(bf16, 2);
+  H5Tset_precision(bf16, 16);
+  {
+    io::h5::File f = io::h5::File::create(path);
+    std::vector<int64_t> labels = {0, 1, 0, 1};
+    f.create_dataset("labels", io::h5::Type::Int64, {4}).write_all(labels.data());
+    std::vector<float> values = {1, 2, 3, 4, 5, std::nanf(""), 7, 8};
+    const hsize_t dims[2] = {4, 2};
+    for (const auto& [name, type] : {std::pair{"half", half}, std::pair{"bf16", bf16}}) {
+      const hid_t space = H5Screate_simple(2, dims, nullptr);
+      const hid_t d = H5Dcreate2(f.id(), name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+      ASSERT_GE(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+      H5Dclose(d);
+      H5Sclose(space);
+    }
+  }
+  H5Tclose(half);
+  H5Tclose(bf16);
+  data::HDF5Dataset ds(path, "/half", "/labels");
+  std::vector<float> x(4), y(2);
+  std::vector<uint8_t> raw(8);
+  ds.fetch({0, 1}, x.data(), y.data());  // samples 0 and 1 are finite
+  EXPECT_EQ(x, (std::vector<float>{1, 2, 3, 4}));
+  for (bool as_stored : {false, true}) {
+    try {
+      if (as_stored) {
+        ds.fetch_bytes({3, 2}, raw.data(), y.data());
+      } else {
+        ds.fetch({3, 2}, x.data(), y.data());
+      }
+      ADD_FAILURE() << "a NaN feature was taken, as_stored " << as_stored;
+    } catch (const NumericalError& e) {
+      EXPECT_NE(std::string(e.what()).find("sample 2 of '/half'"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    data::HDF5Dataset other(path, "/bf16", "/labels");
+    ADD_FAILURE() << "bfloat16 features were taken as float16";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds bfloat16"), std::string::npos) << e.what();
+  }
+  fs::remove(path);
+}
+
 // float16 features become floats as HDF5 converts them, for every one of the
 // 65536 half-precision numbers (NaNs stay NaNs).
 TEST(HDF5Dataset, HalfPrecisionAsHDF5ConvertsIt) {

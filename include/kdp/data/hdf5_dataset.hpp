@@ -134,7 +134,7 @@ class HDF5Dataset : public Dataset {
   int64_t row_ = 0;  // feature values per sample
   Shape sample_shape_;
   int64_t num_classes_ = 0;
-  StoredType stored_ = StoredType::UInt8;
+  StoredType cached_ = StoredType::UInt8;  // as stored; float64 as float32
   std::string feature_type_;
   std::vector<float> label_values_;
   Shape label_shape_;
