@@ -593,11 +593,6 @@ void Dataset::read_rows(int64_t start, int64_t count, T* out) const {
 template <class T>
 void Dataset::read_row_ranges(const std::vector<std::pair<int64_t, int64_t>>& ranges,
                               T* out) const {
-  read_row_ranges_as(ranges, out, native_of<T>());
-}
-
-void Dataset::read_row_ranges_as(const std::vector<std::pair<int64_t, int64_t>>& ranges, void* out,
-                                 hid_t mem_type) const {
   silence_errors();
   const std::vector<int64_t> d = dims();
   KDP_CHECK(!d.empty(), IOError, "'{}' in '{}' is a scalar", path_, file_);
@@ -621,7 +616,7 @@ void Dataset::read_row_ranges_as(const std::vector<std::pair<int64_t, int64_t>>&
   mem_dims[0] = rows;
   Handle mem_space(H5Screate_simple(static_cast<int>(mem_dims.size()), mem_dims.data(), nullptr),
                    H5Sclose);
-  if (H5Dread(id(), mem_type, mem_space.id(), file_space.id(), H5P_DEFAULT, out) < 0) {
+  if (H5Dread(id(), native_of<T>(), mem_space.id(), file_space.id(), H5P_DEFAULT, out) < 0) {
     fail("read rows of", path_, file_);
   }
 }

@@ -172,14 +172,6 @@ class Dataset : public Object {
   void write_all(const T* data) const;
   template <class T>
   void write_rows(int64_t start, int64_t count, const T* data) const;
-
- private:
-  // read_row_ranges and read_rows_inflating into memory of type `mem_type`
-  // (`element` bytes a number).
-  void read_row_ranges_as(const std::vector<std::pair<int64_t, int64_t>>& ranges, void* out,
-                          hid_t mem_type) const;
-  bool read_rows_inflating_as(int64_t start, int64_t count, void* out, hid_t mem_type,
-                              size_t element, int threads) const;
 };
 
 /// A one-line name of a Type ("uint8", "float32").

@@ -27,11 +27,6 @@ using detail::native_of;
 
 template <class T>
 bool Dataset::read_rows_inflating(int64_t start, int64_t count, T* out, int threads) const {
-  return read_rows_inflating_as(start, count, out, native_of<T>(), sizeof(T), threads);
-}
-
-bool Dataset::read_rows_inflating_as(int64_t start, int64_t count, void* out, hid_t mem_type,
-                                     size_t element, int threads) const {
   silence_errors();
   const std::vector<int64_t> d = dims();
   if (d.empty()) return false;
@@ -59,12 +54,12 @@ bool Dataset::read_rows_inflating_as(int64_t start, int64_t count, void* out, hi
     deflated = true;
   }
   Handle type(H5Dget_type(id()), H5Tclose);
-  if (H5Tequal(type.id(), mem_type) <= 0) return false;
+  if (H5Tequal(type.id(), native_of<T>()) <= 0) return false;
   if (count == 0) return true;
 
   // A chunk beyond 256 MiB (a corrupt header, or an unusual file) is left to HDF5.
   constexpr auto kMaxChunk = static_cast<unsigned __int128>(256) << 20;
-  unsigned __int128 bytes = element * static_cast<unsigned __int128>(chunk[0]);
+  unsigned __int128 bytes = sizeof(T) * static_cast<unsigned __int128>(chunk[0]);
   for (size_t k = 1; k < d.size() && bytes <= kMaxChunk; ++k) bytes *= chunk[k];
   if (bytes == 0 || bytes > kMaxChunk) return false;
   const auto chunk_rows = static_cast<int64_t>(chunk[0]);
