@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.hpp"
@@ -29,19 +30,38 @@ void init_convolution(Tensor& weight, Tensor& bias, int64_t fan_in) {
     init::uniform_(bias, -bound, bound);
   }
 }
+// The bytes of a convolution's weight [out, in / groups, kernel...] and bias,
+// checked for overflow; `what` names the layer in errors.
+size_t convolution_bytes(const std::string& what, int64_t in, int64_t out,
+                         const std::vector<int64_t>& kernel, int64_t groups, bool bias) {
+  const bool sizes = std::all_of(kernel.begin(), kernel.end(), [](int64_t k) { return k >= 1; });
+  KDP_CHECK_FOR(
+      what, in >= 1 && out >= 1 && sizes && groups >= 1 && in % groups == 0 && out % groups == 0,
+      ValueError,
+      "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
+      "divisible by groups {}",
+      in, out, groups);
+  std::vector<int64_t> dims{out, in / groups};
+  dims.insert(dims.end(), kernel.begin(), kernel.end());
+  const int64_t weights = checked_numel(dims, sizeof(float), what);
+  return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
+}
+
+// What a convolution's repr adds after its stride: what differs from the
+// defaults.
+std::string repr_tail(bool padded, const std::string& padding, bool dilated,
+                      const std::string& dilation, int64_t groups, bool bias) {
+  std::string s;
+  if (padded) s += fmt::format(", padding={}", padding);
+  if (dilated) s += fmt::format(", dilation={}", dilation);
+  if (groups != 1) s += fmt::format(", groups={}", groups);
+  if (!bias) s += ", bias=false";
+  return s;
+}
 }  // namespace
 
 size_t Conv2d::parameter_bytes(int64_t in, int64_t out, Size2 k, int64_t groups, bool bias) {
-  const std::string what = "kdp::nn::" + describe(in, out, k);
-  KDP_CHECK_FOR(what,
-                in >= 1 && out >= 1 && k.h >= 1 && k.w >= 1 && groups >= 1 && in % groups == 0 &&
-                    out % groups == 0,
-                ValueError,
-                "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
-                "divisible by groups {}",
-                in, out, groups);
-  const int64_t weights = checked_numel({out, in / groups, k.h, k.w}, sizeof(float), what);
-  return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
+  return convolution_bytes("kdp::nn::" + describe(in, out, k), in, out, {k.h, k.w}, groups, bias);
 }
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Size2 stride,
@@ -88,13 +108,10 @@ std::shared_ptr<Module> Conv2d::clone() const {
 }
 
 std::string Conv2d::extra_repr() const {
-  std::string s =
+  const std::string s =
       fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_.str(), stride_.str());
-  if (padding_ != Size2(0)) s += fmt::format(", padding={}", padding_.str());
-  if (dilation_ != Size2(1)) s += fmt::format(", dilation={}", dilation_.str());
-  if (groups_ != 1) s += fmt::format(", groups={}", groups_);
-  if (!bias_.defined()) s += ", bias=false";
-  return s;
+  return s + repr_tail(padding_ != Size2(0), padding_.str(), dilation_ != Size2(1), dilation_.str(),
+                       groups_, bias_.defined());
 }
 
 Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride,
@@ -139,25 +156,15 @@ std::shared_ptr<Module> Conv1d::clone() const {
 }
 
 std::string Conv1d::extra_repr() const {
-  std::string s = fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_, stride_);
-  if (padding_ != 0) s += fmt::format(", padding={}", padding_);
-  if (dilation_ != 1) s += fmt::format(", dilation={}", dilation_);
-  if (groups_ != 1) s += fmt::format(", groups={}", groups_);
-  if (!bias_.defined()) s += ", bias=false";
-  return s;
+  const std::string s =
+      fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_, stride_);
+  return s + repr_tail(padding_ != 0, std::to_string(padding_), dilation_ != 1,
+                       std::to_string(dilation_), groups_, bias_.defined());
 }
 
 size_t Conv3d::parameter_bytes(int64_t in, int64_t out, Size3 k, int64_t groups, bool bias) {
-  const std::string what = fmt::format("kdp::nn::Conv3d({}, {}, kernel_size={})", in, out, k.str());
-  KDP_CHECK_FOR(what,
-                in >= 1 && out >= 1 && k.d >= 1 && k.h >= 1 && k.w >= 1 && groups >= 1 &&
-                    in % groups == 0 && out % groups == 0,
-                ValueError,
-                "channels and kernel must be >= 1, and in_channels {} and out_channels {} "
-                "divisible by groups {}",
-                in, out, groups);
-  const int64_t weights = checked_numel({out, in / groups, k.d, k.h, k.w}, sizeof(float), what);
-  return checked_bytes(weights + (bias ? out : 0), sizeof(float), what);
+  return convolution_bytes(fmt::format("kdp::nn::Conv3d({}, {}, kernel_size={})", in, out, k.str()),
+                           in, out, {k.d, k.h, k.w}, groups, bias);
 }
 
 Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Size3 kernel_size, Size3 stride,
@@ -205,13 +212,10 @@ std::shared_ptr<Module> Conv3d::clone() const {
 }
 
 std::string Conv3d::extra_repr() const {
-  std::string s =
+  const std::string s =
       fmt::format("{}, {}, kernel_size={}, stride={}", in_, out_, kernel_.str(), stride_.str());
-  if (padding_ != Size3(0)) s += fmt::format(", padding={}", padding_.str());
-  if (dilation_ != Size3(1)) s += fmt::format(", dilation={}", dilation_.str());
-  if (groups_ != 1) s += fmt::format(", groups={}", groups_);
-  if (!bias_.defined()) s += ", bias=false";
-  return s;
+  return s + repr_tail(padding_ != Size3(0), padding_.str(), dilation_ != Size3(1), dilation_.str(),
+                       groups_, bias_.defined());
 }
 
 }  // namespace kdp::nn

@@ -169,35 +169,26 @@ struct ConvDescs {
   dims strides, dilation, pad_l, pad_r;
 };
 
-// descs_of for a volume: NCDHW and OIDHW, three spatial dimensions.
-ConvDescs volume_descs_of(const ConvDims& d, dt in) {
-  const dims x{d.n, d.c, d.d, d.h, d.w}, w{d.o, d.c, d.kd, d.kh, d.kw},
-      y{d.n, d.o, d.od, d.oh, d.ow};
-  return {dnnl::memory::desc(x, dt::f32, tag::ncdhw),
-          dnnl::memory::desc(w, dt::f32, tag::oidhw),
-          dnnl::memory::desc(y, dt::f32, tag::ncdhw),
-          dnnl::memory::desc({d.o}, dt::f32, tag::x),
-          dnnl::memory::desc(x, in, tag::any),
-          dnnl::memory::desc(w, in, tag::any),
-          dnnl::memory::desc(y, dt::f32, tag::any),
-          dnnl::memory::desc(y, in, tag::any),
-          dnnl::memory::desc(x, dt::f32, tag::any),
-          dnnl::memory::desc(w, dt::f32, tag::any),
-          {d.sd, d.sh, d.sw},
-          {d.dd - 1, d.dh - 1, d.dw - 1},
-          {d.pd, d.ph, d.pw},
-          {far_padding(d.d, d.kd, d.sd, d.pd, d.dd, d.od),
-           far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh),
-           far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow)}};
-}
-
 ConvDescs descs_of(const ConvDims& d, bool bf16) {
   const dt in = bf16 ? dt::bf16 : dt::f32;
-  if (d.volume) return volume_descs_of(d, in);
-  const dims x{d.n, d.c, d.h, d.w}, w{d.o, d.c, d.kh, d.kw}, y{d.n, d.o, d.oh, d.ow};
-  return {dnnl::memory::desc(x, dt::f32, tag::nchw),
-          dnnl::memory::desc(w, dt::f32, tag::oihw),
-          dnnl::memory::desc(y, dt::f32, tag::nchw),
+  dims x{d.n, d.c}, w{d.o, d.c}, y{d.n, d.o}, strides, dilation, pad_l, pad_r;
+  // The spatial dimensions: depth (volumes), height, width.
+  auto add = [&](int64_t in_size, int64_t k, int64_t out, int64_t s, int64_t p, int64_t dl) {
+    x.push_back(in_size);
+    w.push_back(k);
+    y.push_back(out);
+    strides.push_back(s);
+    dilation.push_back(dl - 1);
+    pad_l.push_back(p);
+    pad_r.push_back(far_padding(in_size, k, s, p, dl, out));
+  };
+  if (d.volume) add(d.d, d.kd, d.od, d.sd, d.pd, d.dd);
+  add(d.h, d.kh, d.oh, d.sh, d.ph, d.dh);
+  add(d.w, d.kw, d.ow, d.sw, d.pw, d.dw);
+  const tag act = d.volume ? tag::ncdhw : tag::nchw, weights = d.volume ? tag::oidhw : tag::oihw;
+  return {dnnl::memory::desc(x, dt::f32, act),
+          dnnl::memory::desc(w, dt::f32, weights),
+          dnnl::memory::desc(y, dt::f32, act),
           dnnl::memory::desc({d.o}, dt::f32, tag::x),
           dnnl::memory::desc(x, in, tag::any),
           dnnl::memory::desc(w, in, tag::any),
@@ -205,11 +196,10 @@ ConvDescs descs_of(const ConvDims& d, bool bf16) {
           dnnl::memory::desc(y, in, tag::any),
           dnnl::memory::desc(x, dt::f32, tag::any),
           dnnl::memory::desc(w, dt::f32, tag::any),
-          {d.sh, d.sw},
-          {d.dh - 1, d.dw - 1},
-          {d.ph, d.pw},
-          {far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh),
-           far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow)}};
+          strides,
+          dilation,
+          pad_l,
+          pad_r};
 }
 
 constexpr auto kDirect = dnnl::algorithm::convolution_direct;

@@ -26,6 +26,14 @@ TEST(Conv2dLayer, ShapesKeysAndPyTorchsInitialisation) {
   for (float v : conv.bias().to_vector()) EXPECT_LE(std::fabs(v), bound);
   EXPECT_EQ(conv.forward(Tensor::zeros({2, 4, 7, 9})).shape(), Shape({2, 6, 5, 5}));
   EXPECT_EQ(nn::Conv2d(1, 32, 3).to_string(), "Conv2d(1, 32, kernel_size=3, stride=1)");
+  // PyTorch's reprs: what differs from the defaults, for each dimensionality.
+  EXPECT_EQ(nn::Conv2d(2, 4, {3, 5}, 2, 1, 1, 2, false).to_string(),
+            "Conv2d(2, 4, kernel_size=(3, 5), stride=2, padding=1, groups=2, bias=false)");
+  EXPECT_EQ(nn::Conv1d(2, 4, 3, 1, 0, 2).to_string(),
+            "Conv1d(2, 4, kernel_size=3, stride=1, dilation=2)");
+  EXPECT_EQ(nn::Conv3d(1, 8, {1, 3, 3}, 1, {0, 1, 1}).to_string(),
+            "Conv3d(1, 8, kernel_size=(1, 3, 3), stride=1, padding=(0, 1, 1))");
+  EXPECT_THROW(nn::Conv3d(1, 8, {0, 3, 3}), ValueError);      // a kernel of depth 0
   EXPECT_THROW(nn::Conv2d(3, 4, 3, 1, 0, 1, 2), ValueError);  // 3 channels, 2 groups
   EXPECT_FALSE(nn::Conv2d(2, 2, 1, 1, 0, 1, 1, false).bias().defined());
 }

@@ -10,24 +10,20 @@
 #include <string>
 
 #include "kdp/kdp.hpp"
+#include "probe_writer.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
 using kdp::test::leaf;
+using kdp::test::ProbeWriter;
 using kdp::test::random_tensor;
 
 namespace {
 
-std::string dir;
-std::ofstream manifest;
+ProbeWriter* out = nullptr;
 
 void put(const std::string& name, const Tensor& t) {
-  const std::vector<float> v = t.to_vector();
-  std::ofstream out(dir + "/" + name + ".f32", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  manifest << name;
-  for (int64_t d : t.shape().to_vector()) manifest << ' ' << d;
-  manifest << '\n';
+  out->put(name, t);
 }
 
 // y = op(a, b[, bias]) under autocast, then backward of y with gy; writes the
@@ -64,8 +60,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Runtime runtime(argc, argv);
-  dir = argv[1];
-  manifest.open(dir + "/manifest.txt");
+  ProbeWriter writer(argv[1]);
+  out = &writer;
   probe(
       "linear", {37, 70}, {45, 70}, true,
       [](const Tensor& x, const Tensor& w, const Tensor& b) { return linear(x, w, b); }, 1);
@@ -78,6 +74,5 @@ int main(int argc, char** argv) {
   probe(
       "conv_strided", {3, 3, 11, 10}, {5, 3, 5, 5}, true,
       [](const Tensor& x, const Tensor& w, const Tensor& b) { return conv2d(x, w, b, 2, 0); }, 31);
-  manifest.close();
-  return manifest ? 0 : 1;
+  return writer.close() ? 0 : 1;
 }

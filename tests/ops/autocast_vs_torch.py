@@ -18,28 +18,21 @@ differences that remain, which set the tolerances:
 
 Exit 77 (skipped) without PyTorch.
 """
-import os
-import subprocess
 import sys
+
+from probe_arrays import run_probe
 
 
 def main():
     probe, work = sys.argv[1], sys.argv[2]
     try:
-        import numpy as np
+        import numpy  # noqa: F401 (run_probe reads the arrays with it)
         import torch
         import torch.nn.functional as F
     except ImportError as e:
         print(f"skipped: PyTorch is not installed ({e})")
         return 77
-    os.makedirs(work, exist_ok=True)
-    subprocess.run([probe, work], check=True)
-    arrays = {}
-    with open(os.path.join(work, "manifest.txt")) as f:
-        for line in f:
-            name, *dims = line.split()
-            data = np.fromfile(os.path.join(work, name + ".f32"), dtype=np.float32)
-            arrays[name] = torch.from_numpy(data.reshape([int(d) for d in dims]))
+    arrays = run_probe(probe, work, torch.float32)
 
     ops = {
         "linear": (lambda a, b, c: F.linear(a, b, c), 70),

@@ -11,24 +11,20 @@
 #include <string>
 
 #include "kdp/kdp.hpp"
+#include "probe_writer.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
 using kdp::test::leaf;
+using kdp::test::ProbeWriter;
 using kdp::test::random_tensor;
 
 namespace {
 
-std::string dir;
-std::ofstream manifest;
+ProbeWriter* out = nullptr;
 
 void put(const std::string& name, const Tensor& t) {
-  const std::vector<float> v = t.to_vector();
-  std::ofstream out(dir + "/" + name + ".f32", std::ios::binary);
-  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  manifest << name;
-  for (int64_t d : t.shape().to_vector()) manifest << ' ' << d;
-  manifest << '\n';
+  out->put(name, t);
 }
 
 using Op = std::function<Tensor(const std::vector<Tensor>&)>;
@@ -60,8 +56,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   Runtime runtime(argc, argv);
-  dir = argv[1];
-  manifest.open(dir + "/manifest.txt");
+  ProbeWriter writer(argv[1]);
+  out = &writer;
   using V = std::vector<Tensor>;
   probe(
       "conv3d", {{2, 3, 5, 6, 7}, {4, 3, 3, 2, 3}, {4}}, 3,
@@ -101,7 +97,5 @@ int main(int argc, char** argv) {
   probe(
       "huber", {{40, 3}, {40, 3}}, 1,
       [](const V& t) { return huber_loss(t[0], t[1], Reduction::Sum, 0.3); }, 91);
-  manifest.close();
-  std::printf("wrote %s\n", dir.c_str());
-  return 0;
+  return writer.close() ? 0 : 1;
 }
