@@ -8,6 +8,10 @@
 //   ZERO step_<model>_r<N>   the median sharded step / the median replicated
 //                            step, both measured in the same run taking turns
 //                            (target <= 1.05)
+//   ZERO gathered_<model>_r<N>  the optimizer state a rank other than 0 holds
+//                            while a checkpoint is gathered (onto rank 0) /
+//                            the replicated optimizer's (target <= 1/N + 0.05),
+//                            and the gather's time beside the step's (INFO)
 //
 //   --kdp_quick (a few steps of L only: the smoke test)
 #include <algorithm>
@@ -58,6 +62,20 @@ struct Trainee {
     return s / steps;
   }
   size_t state_bytes() const { return adam->state_bytes(); }
+  // Bytes of the state state_dict() gives on this rank after gather_state(),
+  // and the gather's seconds (the slowest rank's).
+  std::pair<double, double> gathered(dist::Communicator& comm) {
+    comm.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    adam->gather_state();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    comm.allreduce(&s, 1, dist::ReduceOp::Max);
+    double bytes = 0;
+    for (const auto& [name, entries] : adam->state_dict().tensors) {
+      for (const auto& [key, t] : entries) bytes += static_cast<double>(t.numel()) * sizeof(float);
+    }
+    return {bytes, s};
+  }
 };
 
 double median(std::vector<double> v) {
@@ -82,6 +100,9 @@ void measure(const Setup& s, dist::Communicator& comm, int turns) {
   double state[2] = {static_cast<double>(replicated.state_bytes()),
                      static_cast<double>(sharded.state_bytes())};
   comm.allreduce(state, 2, dist::ReduceOp::Max);  // the fullest rank's
+  auto [held, gather_s] = sharded.gathered(comm);
+  if (comm.rank() == 0) held = 0;  // rank 0 holds the whole state to write it
+  comm.allreduce(&held, 1, dist::ReduceOp::Max);
   if (comm.rank() != 0) return;
   std::printf(
       "INFO  %s: %lld parameters, %d ranks; step %.2f ms replicated, %.2f ms sharded; "
@@ -92,6 +113,12 @@ void measure(const Setup& s, dist::Communicator& comm, int turns) {
               1.0 / n + 0.05);
   std::printf("ZERO step_%s_r%d %.3f (target <= 1.05)\n", s.name.c_str(), n,
               median(zero_s) / median(plain_s));
+  if (n > 1) {
+    std::printf("INFO  %s: gathering the state onto rank 0 for a checkpoint %.2f ms (%.2f steps)\n",
+                s.name.c_str(), 1e3 * gather_s, gather_s / median(zero_s));
+    std::printf("ZERO gathered_%s_r%d %.3f (target <= %.3f)\n", s.name.c_str(), n, held / state[0],
+                1.0 / n + 0.05);
+  }
 }
 
 }  // namespace

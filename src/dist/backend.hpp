@@ -52,6 +52,9 @@ class Backend {
   /// Every rank's `bytes` into `all`, at `displacements`, `counts` long.
   virtual void allgatherv(const void* data, size_t bytes, void* all, const std::vector<int>& counts,
                           const std::vector<int>& displacements) = 0;
+  /// The same onto `root` alone (`all` is only read there).
+  virtual void gatherv(const void* data, size_t bytes, void* all, const std::vector<int>& counts,
+                       const std::vector<int>& displacements, int root) = 0;
   virtual void barrier(Group group = Group::World) = 0;
   /// Sends `out` to rank `to` of `group` while receiving `in` from rank
   /// `from`; returns once both completed. `tag` tells the steps of one

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <limits>
 
 #include "algorithms/allreduce.hpp"
 #include "backend.hpp"
@@ -266,6 +267,34 @@ void Communicator::broadcast(void* data, size_t bytes, int root) {
   impl_->queue.run_now(broadcast_op(*impl_->backend, data, bytes, root, "", {}));
 }
 
+namespace {
+// Where each rank's part of a gather of `sizes` bytes lands: counts and
+// displacements (int, as MPI takes them), and the total.
+struct Placement {
+  std::vector<int> counts, displs;
+  size_t total = 0;
+};
+Placement place(const std::vector<int64_t>& sizes) {
+  Placement p;
+  for (int64_t s : sizes) {
+    KDP_CHECK(static_cast<int64_t>(p.total) + s <= std::numeric_limits<int>::max(), ValueError,
+              "a gather of more than 2 GiB in all is not supported ({} bytes so far)",
+              static_cast<int64_t>(p.total) + s);
+    p.counts.push_back(static_cast<int>(s));
+    p.displs.push_back(static_cast<int>(p.total));
+    p.total += static_cast<size_t>(s);
+  }
+  return p;
+}
+std::vector<std::vector<char>> split(const std::vector<char>& all, const Placement& p) {
+  std::vector<std::vector<char>> out(p.counts.size());
+  for (size_t r = 0; r < out.size(); ++r) {
+    out[r].assign(all.begin() + p.displs[r], all.begin() + p.displs[r] + p.counts[r]);
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, size_t bytes) {
   const auto n = static_cast<size_t>(size());
   if (n == 1) {
@@ -275,24 +304,37 @@ std::vector<std::vector<char>> Communicator::allgather_bytes(const void* data, s
   std::vector<int64_t> sizes(n, 0);
   sizes[static_cast<size_t>(rank())] = static_cast<int64_t>(bytes);
   allreduce(sizes.data(), n, ReduceOp::Sum);  // each rank contributed its own slot
-  std::vector<int> counts(n), displs(n);
-  int total = 0;
-  for (size_t r = 0; r < n; ++r) {
-    counts[r] = static_cast<int>(sizes[r]);
-    displs[r] = total;
-    total += counts[r];
-  }
-  std::vector<char> all(static_cast<size_t>(total));
+  const Placement p = place(sizes);
+  std::vector<char> all(p.total);
   detail::Backend& b = *impl_->backend;
   impl_->queue.run_now({OpInfo{"allgather", "", bytes, "bytes", ""},
                         "",
-                        [&] { b.allgatherv(data, bytes, all.data(), counts, displs); },
+                        [&] { b.allgatherv(data, bytes, all.data(), p.counts, p.displs); },
                         {}});
-  std::vector<std::vector<char>> out(n);
-  for (size_t r = 0; r < n; ++r) {
-    out[r].assign(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+  return split(all, p);
+}
+
+std::vector<std::vector<char>> Communicator::gather_bytes(const void* data, size_t bytes,
+                                                          int root) {
+  const auto n = static_cast<size_t>(size());
+  KDP_CHECK(root >= 0 && root < size(), ValueError, "root {} is not a rank of {}", root, size());
+  if (n == 1) {
+    const auto* p = static_cast<const char*>(data);
+    return {std::vector<char>(p, p + bytes)};
   }
-  return out;
+  std::vector<int64_t> sizes(n, 0);
+  sizes[static_cast<size_t>(rank())] = static_cast<int64_t>(bytes);
+  allreduce(sizes.data(), n, ReduceOp::Sum);
+  const Placement p = place(sizes);
+  const bool here = rank() == root;
+  std::vector<char> all(here ? p.total : 0);
+  detail::Backend& b = *impl_->backend;
+  impl_->queue.run_now({OpInfo{"gather", "", bytes, "bytes", ""},
+                        "",
+                        [&] { b.gatherv(data, bytes, all.data(), p.counts, p.displs, root); },
+                        {}});
+  if (!here) return {};
+  return split(all, p);
 }
 
 Tensor Communicator::allgather(const Tensor& t) {

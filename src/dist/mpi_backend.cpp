@@ -167,6 +167,19 @@ class Mpi : public Backend {
         },
         "allgather");
   }
+  void gatherv(const void* data, size_t bytes, void* all, const std::vector<int>& counts,
+               const std::vector<int>& displacements, int root) override {
+    collective(
+        [&](MPI_Request* req) {
+          return MPI_Igatherv(data, static_cast<int>(bytes), MPI_BYTE, all, counts.data(),
+                              displacements.data(), MPI_BYTE, root, comm_, req);
+        },
+        [&] {
+          return MPI_Gatherv(data, static_cast<int>(bytes), MPI_BYTE, all, counts.data(),
+                             displacements.data(), MPI_BYTE, root, comm_);
+        },
+        "gather");
+  }
   // A barrier may wait for another node's work: with pauses wherever the job
   // spans nodes.
   void barrier(Group group) override {

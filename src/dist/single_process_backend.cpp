@@ -24,6 +24,10 @@ class SingleProcess : public Backend {
                   const std::vector<int>&) override {
     if (bytes > 0 && all != data) std::memmove(all, data, bytes);
   }
+  void gatherv(const void* data, size_t bytes, void* all, const std::vector<int>&,
+               const std::vector<int>&, int) override {
+    if (bytes > 0 && all != data) std::memmove(all, data, bytes);
+  }
   void barrier(Group) override {}
   void sendrecv(const void* out, size_t out_bytes, int, void* in, size_t in_bytes, int, int,
                 Group) override {

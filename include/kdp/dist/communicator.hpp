@@ -112,6 +112,8 @@ class Communicator {
   void broadcast(void* data, size_t bytes, int root = 0);
   /// Every rank's bytes (sizes may differ), in rank order.
   std::vector<std::vector<char>> allgather_bytes(const void* data, size_t bytes);
+  /// The same on `root` alone; the other ranks get nothing (an empty list).
+  std::vector<std::vector<char>> gather_bytes(const void* data, size_t bytes, int root = 0);
 
   /// Processes on this rank's node (MPI_COMM_TYPE_SHARED), and nodes in all.
   int local_size() const;

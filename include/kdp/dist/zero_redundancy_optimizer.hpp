@@ -14,8 +14,8 @@
 /// The parameters, flat and one after another, are cut into N equal slices:
 /// rank r updates elements [r T / N, (r + 1) T / N) of the T, and its state
 /// for a parameter is the flat length of its part of it. A checkpoint
-/// holds the whole state in the usual format: the Trainer gathers it
-/// (Optimizer::gather_state) before rank 0 writes, and loading a whole state
+/// holds the whole state in the usual format: the Trainer gathers it onto
+/// rank 0 (Optimizer::gather_state) before rank 0 writes, and loading a whole state
 /// keeps each rank's share, so a checkpoint resumes sharded or not, at any
 /// number of ranks.
 

@@ -53,18 +53,19 @@ class Optimizer {
   /// parameter ([begin, end) of its flat elements; empty: none), its state
   /// then the flat length of that range; after every step `after_step` runs
   /// (it brings the others' updates); gather_state() runs `gather`, whose
-  /// result state_dict() returns until the next step. Loading a whole state
-  /// keeps the owned range of each entry.
+  /// result (where it gives one) state_dict() returns until the next step.
+  /// Loading a whole state keeps the owned range of each entry.
   struct Sharding {
     std::function<std::pair<int64_t, int64_t>(const std::string&)> range;
     std::function<void()> after_step;
-    std::function<OptimizerState(const OptimizerState& mine)> gather;
+    std::function<std::optional<OptimizerState>(const OptimizerState& mine)> gather;
   };
   void set_sharding(Sharding sharding);
   void clear_sharding();
   bool sharded() const { return static_cast<bool>(sharding_.range); }
-  /// With sharding, on every rank together: the whole state, for state_dict()
-  /// (a checkpoint) to return. Without, nothing.
+  /// With sharding, on every rank together: the whole state on rank 0, for
+  /// state_dict() (a checkpoint) to return there; the other ranks keep only
+  /// their own share in memory. Without, nothing.
   void gather_state();
 
   /// A snapshot (copies) of the optimizer's state.
