@@ -189,6 +189,42 @@ std::string model_signature(const nn::StateDict& state) {
   return fmt::format("fnv1a64:{:016x}", h);
 }
 
+namespace {
+
+// The file's own attributes (format, position, rng states, the model's
+// signature), /training's numbers and lists, and /run's configuration.
+void write_training_state(h5::File& f, const TrainingState& state, const nn::StateDict& sd,
+                          const nn::Module& model) {
+  f.set_attribute("format", "kdp-checkpoint");
+  f.set_attribute("format_version", kFormatVersion);
+  f.set_attribute("kdp_version",
+                  state.kdp_version.empty() ? std::string(version_string) : state.kdp_version);
+  f.set_attribute("created", now_utc());
+  f.set_attribute("epoch", state.epoch);
+  f.set_attribute("global_step", state.global_step);
+  f.set_attribute("batch_in_epoch", state.batch_in_epoch);
+  f.set_attribute("sampler_seed", static_cast<int64_t>(state.sampler_seed));
+  f.set_attribute("world_size", state.world_size);
+  f.set_attribute("devices_per_rank", state.devices_per_rank);
+  f.set_attribute("model_signature", model_signature(sd));
+  f.set_attribute("model_repr", model.to_string());
+  std::vector<std::string> rng;
+  for (const auto& [seed, offset] : state.rng) rng.push_back(fmt::format("{}:{}", seed, offset));
+  f.set_attribute("rng_states", rng);
+  h5::Group values = f.create_group("training");
+  for (const auto& [key, v] : state.values) values.set_attribute(key, v);
+  for (const auto& [key, v] : state.series) {
+    values.create_dataset(key, h5::Type::Float64, {static_cast<int64_t>(v.size())})
+        .write_all(v.data());
+  }
+  if (!state.run_config.empty()) {
+    h5::Group run = f.create_group("run");
+    for (const auto& [key, v] : state.run_config) run.set_attribute(key, v);
+  }
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state) {
   trace::Region region("kdp::io::save_checkpoint");
@@ -240,32 +276,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
       for (const auto& [key, v] : entries) pg.set_attribute(key, v);
     }
 
-    f.set_attribute("format", "kdp-checkpoint");
-    f.set_attribute("format_version", kFormatVersion);
-    f.set_attribute("kdp_version",
-                    state.kdp_version.empty() ? std::string(version_string) : state.kdp_version);
-    f.set_attribute("created", now_utc());
-    f.set_attribute("epoch", state.epoch);
-    f.set_attribute("global_step", state.global_step);
-    f.set_attribute("batch_in_epoch", state.batch_in_epoch);
-    f.set_attribute("sampler_seed", static_cast<int64_t>(state.sampler_seed));
-    f.set_attribute("world_size", state.world_size);
-    f.set_attribute("devices_per_rank", state.devices_per_rank);
-    f.set_attribute("model_signature", model_signature(sd));
-    f.set_attribute("model_repr", model.to_string());
-    std::vector<std::string> rng;
-    for (const auto& [seed, offset] : state.rng) rng.push_back(fmt::format("{}:{}", seed, offset));
-    f.set_attribute("rng_states", rng);
-    h5::Group values = f.create_group("training");
-    for (const auto& [key, v] : state.values) values.set_attribute(key, v);
-    for (const auto& [key, v] : state.series) {
-      values.create_dataset(key, h5::Type::Float64, {static_cast<int64_t>(v.size())})
-          .write_all(v.data());
-    }
-    if (!state.run_config.empty()) {
-      h5::Group run = f.create_group("run");
-      for (const auto& [key, v] : state.run_config) run.set_attribute(key, v);
-    }
+    write_training_state(f, state, sd, model);
     const std::vector<char> image = f.image();
     target.write(image.data(), image.size());
   }
