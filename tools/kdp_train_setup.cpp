@@ -43,11 +43,8 @@ SampleForm sample_form(const std::string& model) {
   if (!nn::is_layer_list(model)) return SampleForm::Flat;
   const std::string first = nn::parse_layer_list(model).front().kind;
   if (first == "linear") return SampleForm::Flat;
-  for (const char* word :
-       {"conv1d", "maxpool1d", "avgpool1d", "conv3d", "maxpool3d", "avgpool3d"}) {
-    if (first == word) return SampleForm::AsStored;
-  }
-  return SampleForm::Images;
+  const int dims = nn::window_dims(first);
+  return dims == 1 || dims == 3 ? SampleForm::AsStored : SampleForm::Images;
 }
 
 // What the model's output must be for the targets: [classes], or a target's

@@ -256,6 +256,11 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text) {
   return layers;
 }
 
+int window_dims(const std::string& kind) {
+  const auto w = windows().find(kind);
+  return w == windows().end() ? 0 : w->second.dims;
+}
+
 bool is_layer_list(const std::string& text) {
   const std::string t = trim(text);
   return !t.empty() && std::isalpha(static_cast<unsigned char>(t[0]));

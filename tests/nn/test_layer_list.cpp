@@ -151,4 +151,9 @@ TEST(LayerList, VolumesTakeThreeDimensionalLayers) {
   }
   EXPECT_THROW(nn::layer_list_shapes(nn::parse_layer_list("maxpool3d(4)"), Shape{1, 2, 8, 8}),
                ShapeError);  // a box deeper than the volume
+  // What kdp-train reads the samples as follows from the first layer's window.
+  EXPECT_EQ(nn::window_dims("conv1d"), 1);
+  EXPECT_EQ(nn::window_dims("maxpool"), 2);
+  EXPECT_EQ(nn::window_dims("avgpool3d"), 3);
+  EXPECT_EQ(nn::window_dims("linear"), 0);
 }

@@ -44,6 +44,11 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text);
 /// kdp-train's "784,256,10".
 bool is_layer_list(const std::string& text);
 
+/// The spatial dimensions a layer word's window slides over (conv1d and the
+/// 1-d pools: 1, conv and the 2-d pools: 2, conv3d and the 3-d pools: 3), 0
+/// for the other words.
+int window_dims(const std::string& kind);
+
 /// The list written back in its canonical form ("conv(32,3),relu,...").
 std::string layer_list_text(const std::vector<LayerSpec>& layers);
 
