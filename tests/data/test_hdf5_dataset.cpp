@@ -216,10 +216,17 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
   H5Tset_size(half, 2);
   H5Tset_ebias(half, 15);
   H5Tset_precision(half, 16);
-  const std::vector<std::pair<std::string, hid_t>> types = {
-      {"int8", H5T_STD_I8LE},      {"uint16", H5T_STD_U16LE}, {"int16", H5T_STD_I16LE},
-      {"int32", H5T_STD_I32LE},    {"uint32", H5T_STD_U32LE}, {"float16", half},
-      {"float64", H5T_IEEE_F64LE}, {"int64", H5T_STD_I64LE}};
+  // (Added one by one: nvcc's front end misreads HDF5's type macros, comma
+  // expressions, inside a braced list.)
+  std::vector<std::pair<std::string, hid_t>> types;
+  types.emplace_back("int8", H5T_STD_I8LE);
+  types.emplace_back("uint16", H5T_STD_U16LE);
+  types.emplace_back("int16", H5T_STD_I16LE);
+  types.emplace_back("int32", H5T_STD_I32LE);
+  types.emplace_back("uint32", H5T_STD_U32LE);
+  types.emplace_back("float16", half);
+  types.emplace_back("float64", H5T_IEEE_F64LE);
+  types.emplace_back("int64", H5T_STD_I64LE);
   std::vector<float> values(6 * 2 * 3);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 10.0f;
   {
