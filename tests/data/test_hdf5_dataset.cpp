@@ -205,17 +205,28 @@ TEST(HDF5Dataset, FloatTargetsOfAnyShape) {
   }
 }
 
-// Features of every numeric type scientists store: bytes as stored (scaled by
-// 1/255), every other type converted to float32 as read; 64-bit integers are
-// refused with the type named.
+namespace {
+// A little-endian 16-bit float type with an exponent and a mantissa of these
+// widths (5, 10, bias 15: IEEE half, numpy's float16; 8, 7, bias 127:
+// bfloat16), for files of such numbers; the caller closes it.
+hid_t sixteen_bit_float(size_t exponent, size_t mantissa, size_t bias) {
+  const hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  H5Tset_fields(t, 15, mantissa, exponent, 0, mantissa);
+  H5Tset_size(t, 2);
+  H5Tset_ebias(t, bias);
+  H5Tset_precision(t, 16);
+  return t;
+}
+}  // namespace
+
+// Features of every numeric type scientists store, as the same floats
+// converted on the host or handed over as stored and converted on the device
+// (float64 rounded as read, so floats cross); 64-bit integers are refused
+// with the type named.
 TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
   const std::string path = temp_file("dtypes.h5");
   // float16 as h5py and numpy store it: IEEE half precision.
-  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(half, 15, 10, 5, 0, 10);
-  H5Tset_size(half, 2);
-  H5Tset_ebias(half, 15);
-  H5Tset_precision(half, 16);
+  const hid_t half = sixteen_bit_float(5, 10, 15);
   // (Added one by one: nvcc's front end misreads HDF5's type macros, comma
   // expressions, inside a braced list.)
   std::vector<std::pair<std::string, hid_t>> types;
@@ -290,15 +301,8 @@ TEST(HDF5Dataset, FeaturesOfEveryNumericType) {
 // IEEE half (bfloat16) is refused at open, named.
 TEST(HDF5Dataset, NonFiniteHalvesAndOtherSixteenBitFloatsAreRefused) {
   const std::string path = temp_file("halves.h5");
-  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(half, 15, 10, 5, 0, 10);
-  H5Tset_size(half, 2);
-  H5Tset_ebias(half, 15);
-  H5Tset_precision(half, 16);
-  const hid_t bf16 = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(bf16, 15, 7, 8, 0, 7);
-  H5Tset_size(bf16, 2);
-  H5Tset_precision(bf16, 16);
+  const hid_t half = sixteen_bit_float(5, 10, 15);
+  const hid_t bf16 = sixteen_bit_float(8, 7, 127);
   {
     io::h5::File f = io::h5::File::create(path);
     std::vector<int64_t> labels = {0, 1, 0, 1};
@@ -344,11 +348,7 @@ TEST(HDF5Dataset, NonFiniteHalvesAndOtherSixteenBitFloatsAreRefused) {
 // float16 features become floats as HDF5 converts them, for every one of the
 // 65536 half-precision numbers (NaNs stay NaNs).
 TEST(HDF5Dataset, HalfPrecisionAsHDF5ConvertsIt) {
-  const hid_t half = H5Tcopy(H5T_IEEE_F32LE);
-  H5Tset_fields(half, 15, 10, 5, 0, 10);
-  H5Tset_size(half, 2);
-  H5Tset_ebias(half, 15);
-  H5Tset_precision(half, 16);
+  const hid_t half = sixteen_bit_float(5, 10, 15);
   std::vector<uint16_t> bits(65536);
   for (size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint16_t>(i);
   std::vector<float> want(bits.size());
