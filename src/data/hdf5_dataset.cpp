@@ -317,6 +317,11 @@ HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& images,
   cached_ = *stored == StoredType::Float64 ? StoredType::Float32 : *stored;
   n_ = dims[0];
   std::vector<int64_t> sample(dims.begin() + 1, dims.end());
+  // A batch adds a dimension to the sample's: both must fit a tensor.
+  KDP_CHECK(static_cast<int>(sample.size()) < Shape::kMaxRank, ShapeError,
+            "samples of '{}' in '{}' are [{}]; samples may have at most {} dimensions (a batch "
+            "of them is a tensor of at most {})",
+            images, path, fmt::join(sample, ", "), Shape::kMaxRank - 1, Shape::kMaxRank);
   row_ =
       checked_numel(sample, sizeof(float),
                     fmt::format("kdp::data::HDF5Dataset: a sample of '{}' in '{}'", images, path));

@@ -108,7 +108,13 @@ TEST(HDF5Dataset, BadFilesAndDatasetsAreReported) {
     std::vector<float> nan(30 * 2, 1.0f);
     nan[7] = std::nanf("");  // sample 3
     g.create_dataset("nan_images", io::h5::Type::Float32, {30, 2}).write_all(nan.data());
+    // Samples of 6 dimensions: a batch of them would need 7.
+    std::vector<float> deep(30 * 64, 1.0f);
+    g.create_dataset("deep_images", io::h5::Type::Float32, {30, 1, 2, 2, 2, 2, 2})
+        .write_all(deep.data());
   }
+  expect([&] { data::HDF5Dataset(path, "/train/deep_images", "/train/labels"); },
+         "samples of '/train/deep_images' in '" + path + "' are [1, 2, 2, 2, 2, 2]");
   expect([&] { data::HDF5Dataset(path, "/train/images", "/train/short_labels"); },
          "has 30 samples but '/train/short_labels' has 29 labels");
   expect([&] { data::HDF5Dataset(path, "/train/images", "/train/big_labels"); },
