@@ -241,6 +241,29 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(optim::Optimizer& optimizer, Co
     }
     return assemble(*sh, parts);
   };
+  // Onto rank 0: every rank's keys and scalars (the values stay where they
+  // are, for each rank to write its own into a checkpoint).
+  sharding.gather_layout =
+      [weak](const optim::OptimizerState& mine) -> std::optional<optim::OptimizerState> {
+    auto sh = weak.lock();
+    if (!sh || sh->comm.size() == 1) return mine;
+    optim::OptimizerState bare = mine;
+    for (auto& [name, entries] : bare.tensors) {
+      for (auto& [key, t] : entries) t = Tensor::empty({0});
+    }
+    const std::vector<char> bytes = serialize(bare);
+    const auto parts = sh->comm.gather_bytes(bytes.data(), bytes.size(), 0);
+    if (sh->comm.rank() != 0) return std::nullopt;
+    optim::OptimizerState whole = mine;  // the type and hyperparameters are everyone's
+    for (const auto& part : parts) {
+      const optim::OptimizerState s = deserialize(part);
+      for (const auto& [name, entries] : s.tensors) {
+        for (const auto& [key, t] : entries) whole.tensors[name][key] = Tensor();
+      }
+      for (const auto& [name, entries] : s.scalars) whole.scalars[name] = entries;
+    }
+    return whole;
+  };
   optimizer_.set_sharding(std::move(sharding));
 }
 

@@ -424,6 +424,22 @@ Dataset Group::create_dataset(const std::string& name, Type type, const std::vec
   return Dataset(std::move(ds), file_, join_path(path_, name));
 }
 
+Dataset Group::create_dataset_allocated(const std::string& name, Type type,
+                                        const std::vector<int64_t>& dims) const {
+  silence_errors();
+  std::vector<hsize_t> d(dims.begin(), dims.end());
+  Handle space(H5Screate_simple(static_cast<int>(d.size()), d.data(), nullptr), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  H5Pset_layout(dcpl.id(), H5D_CONTIGUOUS);
+  H5Pset_alloc_time(dcpl.id(), H5D_ALLOC_TIME_EARLY);
+  H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER);
+  Handle ds(
+      H5Dcreate2(id(), name.c_str(), native(type), space.id(), H5P_DEFAULT, dcpl.id(), H5P_DEFAULT),
+      H5Dclose);
+  if (!ds.valid()) fail("create dataset", join_path(path_, name), file_);
+  return Dataset(std::move(ds), file_, join_path(path_, name));
+}
+
 File File::open(const std::string& path, Mode mode) {
   silence_errors();
   // The system's reason first: it says more than HDF5's for missing or
@@ -502,6 +518,14 @@ int64_t Dataset::chunk_rows() const {
   std::vector<hsize_t> chunk(dims().size());
   if (H5Pget_chunk(dcpl.id(), static_cast<int>(chunk.size()), chunk.data()) < 0) return 0;
   return chunk.empty() ? 0 : static_cast<int64_t>(chunk[0]);
+}
+
+int64_t Dataset::offset() const {
+  silence_errors();
+  const haddr_t at = H5Dget_offset(id());
+  KDP_CHECK(at != HADDR_UNDEF, IOError,
+            "dataset '{}' in '{}' has no contiguous room allocated in the file", path_, file_);
+  return static_cast<int64_t>(at);
 }
 
 void Dataset::check_plausible() const {

@@ -102,6 +102,11 @@ class Group : public Object {
   /// and deflate-compressed at `deflate` (0: contiguous, no compression).
   Dataset create_dataset(const std::string& name, Type type, const std::vector<int64_t>& dims,
                          int64_t chunk_rows = 0, int deflate = 0) const;
+  /// A contiguous dataset of `dims` whose room in the file is allocated now
+  /// and never filled: its values are written later into the file's bytes at
+  /// Dataset::offset() (by other processes: a sharded optimizer's ranks).
+  Dataset create_dataset_allocated(const std::string& name, Type type,
+                                   const std::vector<int64_t>& dims) const;
   /// Names of the direct members.
   std::vector<std::string> members() const;
   bool is_group(const std::string& name) const;
@@ -144,6 +149,10 @@ class Dataset : public Object {
   std::string type_name() const;
   /// Rows per chunk (0 for contiguous storage).
   int64_t chunk_rows() const;
+  /// Where a contiguous dataset's values start in the file, in bytes (a
+  /// dataset from create_dataset_allocated()); IOError when it has no room
+  /// allocated yet or is not contiguous.
+  int64_t offset() const;
   /// Throws IOError when the dataset claims far more data than the file stores
   /// for it (a hostile or corrupt header), before anything is allocated for it:
   /// more than 64 MiB beyond 2048 times its stored (compressed) size.

@@ -102,6 +102,20 @@ void Optimizer::zero_grad(bool set_to_none) {
   }
 }
 
+std::pair<int64_t, int64_t> Optimizer::owned_range(const std::string& name) const {
+  const Tensor* p = nn::find(params_, name);
+  KDP_CHECK_FOR("kdp::optim::" + type_, p != nullptr, ValueError,
+                "'{}' is not a parameter of the optimizer", name);
+  if (sharding_.range) return sharding_.range(name);
+  return {0, p->numel()};
+}
+
+std::optional<OptimizerState> Optimizer::state_layout() const {
+  OptimizerState s = local_state(/*values=*/false);
+  if (sharding_.gather_layout) return sharding_.gather_layout(s);
+  return s;
+}
+
 OptimizerState Optimizer::state_dict() const {
   if (gathered_) return *gathered_;
   return local_state();
@@ -115,13 +129,15 @@ size_t Optimizer::state_bytes() const {
   return bytes;
 }
 
-OptimizerState Optimizer::local_state() const {
+OptimizerState Optimizer::local_state(bool values) const {
   OptimizerState s;
   s.type = type_;
   s.hyperparameters = hyperparameters();
   s.hyperparameters["lr"] = lr_;
   for (const auto& [name, entries] : tensor_state_) {
-    for (const auto& [key, t] : entries) s.tensors[name][key] = t.detach().clone();
+    for (const auto& [key, t] : entries) {
+      s.tensors[name][key] = values ? t.detach().clone() : Tensor();
+    }
   }
   s.scalars = scalar_state_;
   return s;

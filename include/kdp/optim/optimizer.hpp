@@ -59,6 +59,9 @@ class Optimizer {
     std::function<std::pair<int64_t, int64_t>(const std::string&)> range;
     std::function<void()> after_step;
     std::function<std::optional<OptimizerState>(const OptimizerState& mine)> gather;
+    /// As `gather`, for state_layout(): the layouts (no values) of every
+    /// rank's state merged onto rank 0.
+    std::function<std::optional<OptimizerState>(const OptimizerState& mine)> gather_layout;
   };
   void set_sharding(Sharding sharding);
   void clear_sharding();
@@ -67,6 +70,21 @@ class Optimizer {
   /// state_dict() (a checkpoint) to return there; the other ranks keep only
   /// their own share in memory. Without, nothing.
   void gather_state();
+
+  /// The elements [begin, end) of parameter `name`'s flat elements whose
+  /// state this optimizer keeps: all of them unless it is sharded.
+  std::pair<int64_t, int64_t> owned_range(const std::string& name) const;
+  /// The whole state without its values, every rank together when sharded:
+  /// its type, hyperparameters and scalars, and each parameter's tensor keys
+  /// with undefined tensors (each entry has the parameter's shape). Sharded,
+  /// rank 0 gets it and the other ranks get nothing. For a checkpoint whose
+  /// values every rank writes itself (io::SlicedCheckpoint).
+  std::optional<OptimizerState> state_layout() const;
+  /// The state tensors this optimizer keeps (sharded: each the flat slice
+  /// owned_range() gives), not copied.
+  const std::map<std::string, std::map<std::string, Tensor>>& own_state_tensors() const {
+    return tensor_state_;
+  }
 
   /// A snapshot (copies) of the optimizer's state.
   OptimizerState state_dict() const;
@@ -107,7 +125,8 @@ class Optimizer {
 
  private:
   void load_state(const OptimizerState& state, bool adopt);
-  OptimizerState local_state() const;
+  /// This rank's state; with `values` false, its tensors undefined.
+  OptimizerState local_state(bool values = true) const;
 
   std::string type_;
   NamedParameters params_;
