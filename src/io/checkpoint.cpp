@@ -1,11 +1,14 @@
 #include "kdp/io/checkpoint.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <ctime>
+#include <functional>
 #include <string_view>
 #include <tuple>
 
@@ -25,18 +28,20 @@ namespace {
 constexpr int64_t kFormatVersion = 1;
 
 // Where the first NaN or Inf of `n` values is and what it is, or "" when all
-// are finite: "NaN at index 12 (position [0, 12])".
-std::string first_non_finite(const float* values, int64_t n, const Shape& shape) {
+// are finite: "NaN at index 12 (position [0, 12])". The values are the flat
+// elements [first, first + n) of a tensor of `shape`.
+std::string first_non_finite(const float* values, int64_t n, const Shape& shape,
+                             int64_t first = 0) {
   for (int64_t i = 0; i < n; ++i) {
     if (std::isfinite(values[i])) continue;
     std::vector<int64_t> position(static_cast<size_t>(shape.rank()));
-    int64_t rest = i;
+    int64_t rest = first + i;
     for (int d = shape.rank() - 1; d >= 0; --d) {
       position[static_cast<size_t>(d)] = shape[d] > 0 ? rest % shape[d] : 0;
       rest = shape[d] > 0 ? rest / shape[d] : 0;
     }
-    return fmt::format("{} at index {} (position [{}])", std::isnan(values[i]) ? "NaN" : "Inf", i,
-                       fmt::join(position, ", "));
+    return fmt::format("{} at index {} (position [{}])", std::isnan(values[i]) ? "NaN" : "Inf",
+                       first + i, fmt::join(position, ", "));
   }
   return "";
 }
@@ -223,12 +228,8 @@ void write_training_state(h5::File& f, const TrainingState& state, const nn::Sta
   }
 }
 
-}  // namespace
-
-void save_checkpoint(const std::string& path, const nn::Module& model,
-                     const optim::Optimizer& optimizer, const TrainingState& state) {
-  trace::Region region("kdp::io::save_checkpoint");
-  // What loading would refuse is refused here, before anything is written.
+// What loading would refuse is refused before anything is written.
+void check_state_to_save(const TrainingState& state, const std::string& path) {
   for (const auto& [name, v, least] :
        {std::tuple{"epoch", state.epoch, 0}, std::tuple{"global_step", state.global_step, 0},
         std::tuple{"batch_in_epoch", state.batch_in_epoch, 0},
@@ -239,6 +240,41 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
               "written",
               name, v, least, path);
   }
+}
+
+// Writes one state tensor (`pname`/`key`) into `g`: its values, or room for them.
+using PutStateTensor = std::function<void(const h5::Group& g, const std::string& pname,
+                                          const std::string& key, const Tensor& t)>;
+
+// /optimizer: the type, hyperparameters and parameters' order, and each
+// parameter's state: its tensors through `put` and its scalars.
+void write_optimizer(h5::File& f, const optim::OptimizerState& os,
+                     const optim::NamedParameters& params, const PutStateTensor& put) {
+  h5::Group o = f.create_group("optimizer");
+  o.set_attribute("type", os.type);
+  for (const auto& [key, value] : os.hyperparameters) o.set_attribute(key, value);
+  std::vector<std::string> order;
+  for (const auto& [name, p] : params) order.push_back(name);
+  o.set_attribute("parameters", order);
+  h5::Group st = o.create_group("state");
+  std::map<std::string, bool> done;
+  for (const auto& [pname, entries] : os.tensors) {
+    h5::Group pg = st.create_group(pname);
+    for (const auto& [key, t] : entries) put(pg, pname, key, t);
+    done[pname] = true;
+  }
+  for (const auto& [pname, entries] : os.scalars) {
+    h5::Group pg = done[pname] ? st.open_group(pname) : st.create_group(pname);
+    for (const auto& [key, v] : entries) pg.set_attribute(key, v);
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model,
+                     const optim::Optimizer& optimizer, const TrainingState& state) {
+  trace::Region region("kdp::io::save_checkpoint");
+  check_state_to_save(state, path);
   // Saving to a path replaces a checkpoint there, and nothing else.
   claim_output(path, OutputKind::checkpoint(), /*replace=*/true, "kdp::io::save_checkpoint");
   AtomicFile target(path);
@@ -255,32 +291,183 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     h5::File f = h5::File::create_in_memory(path, bytes);
     h5::Group m = f.create_group("model");
     for (const auto& [name, t] : sd) write_tensor(m, name, t, name, path);
-
-    h5::Group o = f.create_group("optimizer");
-    o.set_attribute("type", os.type);
-    for (const auto& [key, value] : os.hyperparameters) o.set_attribute(key, value);
-    std::vector<std::string> order;
-    for (const auto& [name, p] : optimizer.parameters()) order.push_back(name);
-    o.set_attribute("parameters", order);
-    h5::Group st = o.create_group("state");
-    std::map<std::string, bool> done;
-    for (const auto& [pname, entries] : os.tensors) {
-      h5::Group pg = st.create_group(pname);
-      for (const auto& [key, t] : entries) {
-        write_tensor(pg, key, t, fmt::format("optimizer state {}/{}", pname, key), path);
-      }
-      done[pname] = true;
-    }
-    for (const auto& [pname, entries] : os.scalars) {
-      h5::Group pg = done[pname] ? st.open_group(pname) : st.create_group(pname);
-      for (const auto& [key, v] : entries) pg.set_attribute(key, v);
-    }
-
+    write_optimizer(
+        f, os, optimizer.parameters(),
+        [&](const h5::Group& g, const std::string& pname, const std::string& key, const Tensor& t) {
+          write_tensor(g, key, t, fmt::format("optimizer state {}/{}", pname, key), path);
+        });
     write_training_state(f, state, sd, model);
     const std::vector<char> image = f.image();
     target.write(image.data(), image.size());
   }
   target.commit();
+}
+
+namespace {
+
+// SlicedCheckpoint's plan: the target, the temporary file and where each state
+// tensor's values start in it, as length-prefixed text.
+struct SlicePlan {
+  std::string target, temp;
+  std::map<std::string, int64_t> offsets;  // "<parameter>/<key>"
+};
+
+void put_field(std::string& out, const std::string& field) {
+  out += fmt::format("{}:", field.size());
+  out += field;
+}
+
+std::string take_field(std::string_view& in) {
+  const size_t colon = in.find(':');
+  uint64_t n = 0;
+  KDP_CHECK(colon != std::string_view::npos && parse_u64(in.substr(0, colon), n) &&
+                n <= in.size() - colon - 1,
+            StateError, "a sliced checkpoint's plan is cut short");
+  std::string field(in.substr(colon + 1, n));
+  in.remove_prefix(colon + 1 + n);
+  return field;
+}
+
+std::string encode(const SlicePlan& p) {
+  std::string out;
+  put_field(out, p.target);
+  put_field(out, p.temp);
+  for (const auto& [entry, offset] : p.offsets) {
+    put_field(out, entry);
+    put_field(out, std::to_string(offset));
+  }
+  return out;
+}
+
+SlicePlan decode(const std::string& text) {
+  std::string_view in(text);
+  SlicePlan p;
+  p.target = take_field(in);
+  p.temp = take_field(in);
+  while (!in.empty()) {
+    std::string entry = take_field(in);
+    uint64_t offset = 0;
+    KDP_CHECK(parse_u64(take_field(in), offset), StateError,
+              "a sliced checkpoint's plan has no offset for {}", entry);
+    p.offsets[entry] = static_cast<int64_t>(offset);
+  }
+  return p;
+}
+
+std::string state_entry(const std::string& pname, const std::string& key) {
+  return pname + "/" + key;
+}
+
+// `size` bytes at `offset` of `fd`; the system's reason on failure.
+int write_at(int fd, const char* bytes, size_t size, int64_t offset) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pwrite(fd, bytes + done, size - done, offset + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+SlicedCheckpoint::SlicedCheckpoint(const std::string& path, const nn::Module& model,
+                                   const optim::Optimizer& optimizer,
+                                   const optim::OptimizerState& layout, const TrainingState& state)
+    : path_(path) {
+  trace::Region region("kdp::io::SlicedCheckpoint");
+  check_state_to_save(state, path);
+  claim_output(path, OutputKind::checkpoint(), /*replace=*/true, "kdp::io::SlicedCheckpoint");
+  file_ = std::make_unique<AtomicFile>(path);
+  SlicePlan plan{path, file_->temp_path(), {}};
+  {
+    // Written by HDF5 straight to the file (the room for the state is
+    // allocated, not written: nothing of the size of the state is held here).
+    h5::File f = h5::File::create(file_->temp_path());
+    const nn::StateDict sd = model.state_dict();
+    {
+      h5::Group m = f.create_group("model");
+      for (const auto& [name, t] : sd) write_tensor(m, name, t, name, path);
+    }
+    write_optimizer(
+        f, layout, optimizer.parameters(),
+        [&](const h5::Group& g, const std::string& pname, const std::string& key, const Tensor&) {
+          const Tensor* p = nn::find(optimizer.parameters(), pname);
+          KDP_CHECK(p != nullptr, StateError, "optimizer state for unknown parameter '{}'", pname);
+          const std::vector<int64_t> dims = p->shape().to_vector();
+          if (p->numel() == 0) {
+            g.create_dataset(key, h5::Type::Float32, dims);
+            return;
+          }
+          plan.offsets[state_entry(pname, key)] =
+              g.create_dataset_allocated(key, h5::Type::Float32, dims).offset();
+        });
+    write_training_state(f, state, sd, model);
+    f.flush();  // HDF5's structures, or an IOError (a full disk)
+    f.close();  // every object above is closed
+  }
+  plan_ = encode(plan);
+}
+
+SlicedCheckpoint::~SlicedCheckpoint() = default;
+SlicedCheckpoint::SlicedCheckpoint(SlicedCheckpoint&&) noexcept = default;
+SlicedCheckpoint& SlicedCheckpoint::operator=(SlicedCheckpoint&&) noexcept = default;
+
+void SlicedCheckpoint::commit() {
+  KDP_CHECK(file_ != nullptr, StateError, "checkpoint '{}' was already committed", path_);
+  std::string why;
+  KDP_CHECK(is_checkpoint_file(file_->temp_path(), &why), IOError,
+            "'{}' was not written: its file does not read back ({})", path_, why);
+  file_->commit();
+  file_.reset();
+}
+
+void write_state_slices(const std::string& plan_text, const optim::Optimizer& optimizer, int rank) {
+  trace::Region region("kdp::io::write_state_slices");
+  const SlicePlan plan = decode(plan_text);
+  const int fd = ::open(plan.temp.c_str(), O_WRONLY | O_CLOEXEC);
+  KDP_CHECK(fd >= 0, IOError,
+            "rank {} cannot open '{}' to write its slice of the optimizer state into checkpoint "
+            "'{}': {} (every rank must see the checkpoint directory on one file system)",
+            rank, plan.temp, plan.target, describe_file_error(errno));
+  struct Closer {
+    int fd;
+    bool open = true;
+    ~Closer() {
+      if (open) ::close(fd);
+    }
+  } closer{fd};
+  for (const auto& [pname, entries] : optimizer.own_state_tensors()) {
+    const auto [begin, end] = optimizer.owned_range(pname);
+    if (begin >= end) continue;
+    const Shape shape = nn::find(optimizer.parameters(), pname)->shape();
+    for (const auto& [key, t] : entries) {
+      const std::string entry = state_entry(pname, key);
+      auto at = plan.offsets.find(entry);
+      KDP_CHECK(at != plan.offsets.end() && t.numel() == end - begin, StateError,
+                "rank {} holds {} values of optimizer state {} for elements [{}, {}), which "
+                "checkpoint '{}' has no room for",
+                rank, t.numel(), entry, begin, end, plan.target);
+      std::vector<float> copy;
+      const float* values = t.data();
+      if (!compat::host_accessible_memory()) values = (copy = t.to_vector()).data();
+      const std::string bad = first_non_finite(values, t.numel(), shape, begin);
+      KDP_CHECK(bad.empty(), NumericalError,
+                "'optimizer state {}' holds {} (rank {}'s slice); '{}' was not written", entry, bad,
+                rank, plan.target);
+      const int err = write_at(fd, reinterpret_cast<const char*>(values),
+                               static_cast<size_t>(t.numel()) * sizeof(float),
+                               at->second + begin * static_cast<int64_t>(sizeof(float)));
+      KDP_CHECK(err == 0, IOError, "rank {} cannot write its slice of {} into '{}': {}", rank,
+                entry, plan.target, describe_file_error(err));
+    }
+  }
+  int err = ::fsync(fd) == 0 ? 0 : errno;
+  closer.open = false;
+  if (::close(fd) != 0 && err == 0) err = errno;  // a network file system may report here
+  KDP_CHECK(err == 0, IOError, "rank {} cannot sync its slices of '{}' to disk: {}", rank,
+            plan.target, describe_file_error(err));
 }
 
 namespace {

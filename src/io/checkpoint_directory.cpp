@@ -255,49 +255,84 @@ bool CheckpointDirectory::owns(const std::string& path) const {
   }
 }
 
-std::string CheckpointDirectory::save(const nn::Module& model, const optim::Optimizer& optimizer,
-                                      const TrainingState& state) {
+std::string CheckpointDirectory::prepare_save(const TrainingState& state,
+                                              TrainingState& recorded) const {
   const std::string path = path_for(state.global_step);
   // Never replace a file that is not a checkpoint: keep it where a person finds it.
   if (path_exists(path) && !is_checkpoint_file(path)) reject(path);
-  TrainingState recorded = state;
+  recorded = state;
   recorded.run_config = config_;
-  save_checkpoint(path, model, optimizer, recorded);
+  return path;
+}
+
+void CheckpointDirectory::apply_keep_last() const {
   std::vector<std::string> ours;
   for (const std::string& p : list()) {
     if (owns(p)) ours.push_back(p);
   }
   for (size_t i = 0; i + static_cast<size_t>(keep_last_) < ours.size(); ++i) fs::remove(ours[i]);
+}
+
+std::string CheckpointDirectory::save(const nn::Module& model, const optim::Optimizer& optimizer,
+                                      const TrainingState& state) {
+  TrainingState recorded;
+  const std::string path = prepare_save(state, recorded);
+  save_checkpoint(path, model, optimizer, recorded);
+  apply_keep_last();
   return path;
+}
+
+bool CheckpointDirectory::best_improves(const TrainingState& state, bool maximise) const {
+  const std::string path = best_path();
+  if (!fs::exists(path)) return true;
+  CheckpointInfo existing;
+  try {
+    existing = read_checkpoint_info(path);
+  } catch (const Error&) {
+    reject(path);
+    return true;
+  }
+  if (!why_not_ours(existing, config_).empty()) return false;
+  auto it = existing.state.values.find("best_metric");
+  auto mine = state.values.find("best_metric");
+  if (it != existing.state.values.end() && std::isfinite(it->second)) {
+    if (mine == state.values.end() || !std::isfinite(mine->second)) return false;
+    if (maximise ? mine->second <= it->second : mine->second >= it->second) return false;
+  }
+  return true;
 }
 
 bool CheckpointDirectory::save_best(const nn::Module& model, const optim::Optimizer& optimizer,
                                     const TrainingState& state, bool maximise) {
-  const std::string path = best_path();
-  if (fs::exists(path)) {
-    CheckpointInfo existing;
-    bool readable = true;
-    try {
-      existing = read_checkpoint_info(path);
-    } catch (const Error&) {
-      readable = false;
-    }
-    if (!readable) {
-      reject(path);
-    } else {
-      if (!why_not_ours(existing, config_).empty()) return false;
-      auto it = existing.state.values.find("best_metric");
-      auto mine = state.values.find("best_metric");
-      if (it != existing.state.values.end() && std::isfinite(it->second)) {
-        if (mine == state.values.end() || !std::isfinite(mine->second)) return false;
-        if (maximise ? mine->second <= it->second : mine->second >= it->second) return false;
-      }
-    }
-  }
+  if (!best_improves(state, maximise)) return false;
   TrainingState recorded = state;
   recorded.run_config = config_;
-  save_checkpoint(path, model, optimizer, recorded);
+  save_checkpoint(best_path(), model, optimizer, recorded);
   return true;
+}
+
+SlicedCheckpoint CheckpointDirectory::begin_save(const nn::Module& model,
+                                                 const optim::Optimizer& optimizer,
+                                                 const optim::OptimizerState& layout,
+                                                 const TrainingState& state) {
+  TrainingState recorded;
+  const std::string path = prepare_save(state, recorded);
+  return SlicedCheckpoint(path, model, optimizer, layout, recorded);
+}
+
+std::optional<SlicedCheckpoint> CheckpointDirectory::begin_save_best(
+    const nn::Module& model, const optim::Optimizer& optimizer, const optim::OptimizerState& layout,
+    const TrainingState& state, bool maximise) {
+  if (!best_improves(state, maximise)) return std::nullopt;
+  TrainingState recorded = state;
+  recorded.run_config = config_;
+  return SlicedCheckpoint(best_path(), model, optimizer, layout, recorded);
+}
+
+void CheckpointDirectory::finish_save(SlicedCheckpoint& checkpoint) {
+  const bool step = checkpoint.path() != best_path();
+  checkpoint.commit();
+  if (step) apply_keep_last();
 }
 
 CheckpointDirectory::Resumable CheckpointDirectory::newest_resumable(

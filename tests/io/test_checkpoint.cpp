@@ -283,6 +283,118 @@ TEST(Checkpoint, AFailedSaveLeavesThePreviousCheckpoint) {
   for (const auto& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
 }
 
+namespace {
+
+// A SlicedCheckpoint of `opt`'s state in one process: rank 0 alone makes the
+// file and writes its slice (all of it); committed when `commit`.
+void save_sliced(const std::string& path, const nn::Module& m, const optim::Optimizer& opt,
+                 bool commit = true) {
+  io::SlicedCheckpoint file(path, m, opt, *opt.state_layout(), some_state());
+  io::write_state_slices(file.plan(), opt, 0);
+  if (commit) file.commit();
+}
+
+std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+// The file a sharded optimizer's ranks write together holds what
+// save_checkpoint() writes: the same entries and values, and it resumes alike.
+TEST(Checkpoint, ASlicedCheckpointHoldsWhatSaveCheckpointWrites) {
+  TempDir dir;
+  manual_seed(1);
+  auto a = std::make_shared<Net>();
+  optim::Adam opt(a->named_parameters(), optim::AdamOptions{});
+  take_steps(*a, opt, 3);
+  io::save_checkpoint(dir.file("whole.h5"), *a, opt, some_state());
+  save_sliced(dir.file("sliced.h5"), *a, opt);
+  const io::Checkpoint whole = io::read_checkpoint(dir.file("whole.h5"));
+  const io::Checkpoint sliced = io::read_checkpoint(dir.file("sliced.h5"));
+  ASSERT_EQ(sliced.model.size(), whole.model.size());
+  for (size_t i = 0; i < whole.model.size(); ++i) {
+    EXPECT_EQ(sliced.model[i].first, whole.model[i].first);
+    EXPECT_EQ(sliced.model[i].second.to_vector(), whole.model[i].second.to_vector());
+  }
+  EXPECT_EQ(sliced.optimizer.type, whole.optimizer.type);
+  EXPECT_EQ(sliced.optimizer.hyperparameters, whole.optimizer.hyperparameters);
+  EXPECT_EQ(sliced.optimizer.scalars, whole.optimizer.scalars);
+  ASSERT_EQ(sliced.optimizer.tensors.size(), 4u);
+  ASSERT_EQ(sliced.optimizer.tensors.size(), whole.optimizer.tensors.size());
+  for (const auto& [name, entries] : whole.optimizer.tensors) {
+    ASSERT_EQ(sliced.optimizer.tensors.at(name).size(), entries.size()) << name;
+    for (const auto& [key, t] : entries) {
+      const Tensor& got = sliced.optimizer.tensors.at(name).at(key);
+      EXPECT_EQ(got.shape(), t.shape()) << name << "/" << key;
+      EXPECT_EQ(got.to_vector(), t.to_vector()) << name << "/" << key;
+    }
+  }
+  EXPECT_EQ(sliced.state.series, whole.state.series);
+  EXPECT_EQ(sliced.state.global_step, whole.state.global_step);
+  for (const auto& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
+
+  manual_seed(2);
+  auto b = std::make_shared<Net>();
+  optim::Adam opt_b(b->named_parameters(), optim::AdamOptions{});
+  io::load_checkpoint(dir.file("sliced.h5"), *b, opt_b);
+  take_steps(*a, opt, 2);
+  take_steps(*b, opt_b, 2);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a->named_parameters()[i].second.to_vector(),
+              b->named_parameters()[i].second.to_vector());
+  }
+}
+
+// Nothing reaches the checkpoint's name before the commit: a slice with a NaN,
+// a temporary file a rank cannot see, or no commit at all leave the previous
+// checkpoint as it was and no temporary file behind.
+TEST(Checkpoint, ASlicedCheckpointNotCommittedLeavesThePreviousOne) {
+  TempDir dir;
+  auto a = std::make_shared<Net>();
+  optim::Adam opt(a->named_parameters(), optim::AdamOptions{});
+  take_steps(*a, opt, 1);
+  const std::string path = dir.file("ckpt.h5");
+  io::save_checkpoint(path, *a, opt, some_state());
+  const std::string before = contents(path);
+  take_steps(*a, opt, 1);
+
+  save_sliced(path, *a, opt, /*commit=*/false);
+  EXPECT_EQ(contents(path), before);
+
+  opt.own_state_tensors().at("fc2.weight").at("exp_avg").data()[4] = std::nanf("");
+  try {
+    save_sliced(path, *a, opt);
+    ADD_FAILURE() << "a NaN was written";
+  } catch (const NumericalError& e) {
+    const std::string what = e.what();
+    for (const char* part : {"fc2.weight/exp_avg", "NaN at index 4", "rank 0", "ckpt.h5"}) {
+      EXPECT_NE(what.find(part), std::string::npos) << part << " in: " << what;
+    }
+  }
+  EXPECT_EQ(contents(path), before);
+
+  {
+    io::SlicedCheckpoint file(path, *a, opt, *opt.state_layout(), some_state());
+    // A rank whose checkpoint directory is another file system does not find the file.
+    for (const auto& e : dir.entries()) {
+      if (e.find(".tmp.") != std::string::npos) std::filesystem::remove(dir.path() / e);
+    }
+    try {
+      io::write_state_slices(file.plan(), opt, 3);
+      ADD_FAILURE() << "wrote into a file that is not there";
+    } catch (const IOError& e) {
+      const std::string what = e.what();
+      for (const char* part : {"rank 3 cannot open", "ckpt.h5", "one file system"}) {
+        EXPECT_NE(what.find(part), std::string::npos) << part << " in: " << what;
+      }
+    }
+  }
+  EXPECT_EQ(contents(path), before);
+  for (const auto& e : dir.entries()) EXPECT_EQ(e.find(".tmp."), std::string::npos) << e;
+}
+
 TEST(CheckpointDirectory, KeepsTheLastKAndResumesFromTheNewestThatLoads) {
   TempDir dir;
   auto a = std::make_shared<Net>();

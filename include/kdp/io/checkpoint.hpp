@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,54 @@ RunConfig model_settings(const nn::Module& model, const optim::Optimizer& optimi
 /// Writes a checkpoint to `path` atomically (temporary file, fsync, rename).
 void save_checkpoint(const std::string& path, const nn::Module& model,
                      const optim::Optimizer& optimizer, const TrainingState& state);
+
+class AtomicFile;
+
+/// A checkpoint of an optimizer sharded over ranks (ZeRO-1) whose state every
+/// rank writes itself, its own slice, into the one file: no rank ever holds
+/// more of the state than its share. The file is the same as
+/// save_checkpoint()'s, and as atomic: rank 0 makes it under a temporary name
+/// with room for the state, the ranks write into that room, and only then
+/// does rank 0 rename it into place.
+///
+///   auto layout = optimizer.state_layout();                  // every rank
+///   SlicedCheckpoint c(path, model, optimizer, *layout, st);  // rank 0
+///   // every rank, with c.plan() from rank 0:
+///   write_state_slices(plan, optimizer, rank);
+///   c.commit();                              // rank 0, once every rank wrote
+///
+/// Destroyed uncommitted, it removes the temporary file: whatever `path` held
+/// is untouched. Every rank must see the directory as one file system.
+class SlicedCheckpoint {
+ public:
+  /// Writes the model, the training state and the optimizer state's layout
+  /// (`layout`: Optimizer::state_layout() on rank 0) with unfilled room for
+  /// its values, under a temporary name next to `path`.
+  SlicedCheckpoint(const std::string& path, const nn::Module& model,
+                   const optim::Optimizer& optimizer, const optim::OptimizerState& layout,
+                   const TrainingState& state);
+  ~SlicedCheckpoint();
+  SlicedCheckpoint(SlicedCheckpoint&&) noexcept;
+  SlicedCheckpoint& operator=(SlicedCheckpoint&&) noexcept;
+
+  const std::string& path() const { return path_; }
+  /// What every rank needs to write its slices (the temporary file, where
+  /// each state tensor's values go), as bytes to send.
+  const std::string& plan() const { return plan_; }
+  /// Syncs the file and renames it over `path`.
+  void commit();
+
+ private:
+  std::string path_;
+  std::unique_ptr<AtomicFile> file_;
+  std::string plan_;
+};
+
+/// Writes this rank's slice of `optimizer`'s state into the file a
+/// SlicedCheckpoint planned (`plan`) and syncs it. NumericalError for a value
+/// that is not finite, IOError when the file cannot be opened or written;
+/// both name the rank (`rank`), the state entry and the checkpoint.
+void write_state_slices(const std::string& plan, const optim::Optimizer& optimizer, int rank);
 
 /// Whether `path` is a checkpoint of some kdp run: an HDF5 file whose format
 /// attribute says so. When not, `why` (if given) says what it is instead.

@@ -96,6 +96,18 @@ class CheckpointDirectory {
   /// rejected/ first. Returns whether it wrote.
   bool save_best(const nn::Module& model, const optim::Optimizer& optimizer,
                  const TrainingState& state, bool maximise);
+  /// save() and save_best() for a sharded optimizer whose ranks write their
+  /// own slices of its state (SlicedCheckpoint; `layout`:
+  /// Optimizer::state_layout()): the file, made ready for the slices, or
+  /// none when best.h5 is not to be replaced. finish_save() commits it and,
+  /// for a step checkpoint, removes what keep_last no longer keeps.
+  SlicedCheckpoint begin_save(const nn::Module& model, const optim::Optimizer& optimizer,
+                              const optim::OptimizerState& layout, const TrainingState& state);
+  std::optional<SlicedCheckpoint> begin_save_best(const nn::Module& model,
+                                                  const optim::Optimizer& optimizer,
+                                                  const optim::OptimizerState& layout,
+                                                  const TrainingState& state, bool maximise);
+  void finish_save(SlicedCheckpoint& checkpoint);
 
   /// The newest checkpoint to resume from and what was wrong with newer ones.
   struct Resumable {
@@ -109,6 +121,14 @@ class CheckpointDirectory {
   Resumable newest_resumable(const nn::Module& model, const optim::Optimizer& optimizer) const;
 
  private:
+  // save()'s first half: the path, with a file there that is not a
+  // checkpoint moved away, and the state as recorded (with config()).
+  std::string prepare_save(const TrainingState& state, TrainingState& recorded) const;
+  void apply_keep_last() const;
+  // Whether best.h5 is to be replaced by a checkpoint of `state` (an
+  // unreadable one is moved to rejected/ first).
+  bool best_improves(const TrainingState& state, bool maximise) const;
+
   std::string dir_;
   int keep_last_;
   RunConfig config_;
