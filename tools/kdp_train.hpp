@@ -58,6 +58,7 @@ struct Options {
   std::string trace;
   std::string comm_hook = "allreduce";
   bool shard_optimizer = false;
+  std::string checkpoint_writes = "slices";
   bool reproducible = false;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;

@@ -134,6 +134,11 @@ void add_distributed_options(CLI::App& app, Options& o) {
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "Each rank keeps and updates the optimizer state of 1/N of the parameters and "
                "broadcasts them (ZeRO-1); checkpoints are the same");
+  app.add_option("--checkpoint-writes", o.checkpoint_writes,
+                 "With --shard-optimizer: slices (each rank writes its own part of the "
+                 "optimizer state into the checkpoint; the directory must be one file system "
+                 "for every rank) or gather (rank 0 gathers the state and writes it)")
+      ->check(CLI::IsMember({"slices", "gather"}));
   app.add_option("--bucket-mb", o.bucket_mb,
                  "Gradient bucket size in MB for the reductions (0: 25 on one node, 4 across "
                  "nodes)")

@@ -203,6 +203,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.precision = parse_precision(o.precision);
   t.require_locks = !o.without_locks;
   t.reproducible = o.reproducible;
+  t.checkpoint_slices = o.checkpoint_writes == "slices";
   t.devices = devs;
   t.sampler_seed = o.seed;
   t.record = {{"data.scale", d.source->normalisation().scale},

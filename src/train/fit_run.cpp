@@ -152,6 +152,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
       batches_(in.train_loader.num_batches()),
       config_(options.run_config),
       progress_(options.progress, options.log_every_steps, comm.rank() == 0),
+      slices_(options.checkpoint_slices && in.optimizer.sharded() && comm.size() > 1),
       best_(std::nan("")) {
   // The settings that must not change while the run lives in its directory.
   for (auto& [key, value] : io::model_settings(bare_, in.optimizer)) config_[key] = value;
@@ -548,17 +549,9 @@ void FitRun::checkpoint_policy(int64_t epoch, bool improved) {
   if (!checkpoints_) return;
   if (o_.checkpoint_every_epoch) save(epoch + 1, 0);
   if (!o_.keep_best || !improved) return;
-  int64_t wrote = 0;
-  in_.optimizer.gather_state();  // a sharded optimizer's whole state, for rank 0 to write
-  on_rank0(
-      comm_,
-      [&] {
-        wrote = checkpoints_->save_best(bare_, in_.optimizer, state_at(epoch + 1, 0),
-                                        maximised(monitor_));
-      },
-      "checkpoint not written by rank 0: ");
-  comm_.broadcast(&wrote, sizeof(wrote), 0);
-  if (wrote != 0) result_.best_checkpoint = checkpoints_->best_path();
+  if (write_checkpoint(state_at(epoch + 1, 0), /*best=*/true)) {
+    result_.best_checkpoint = checkpoints_->best_path();
+  }
 }
 
 // Early stopping on patience, and the stopping threshold.
@@ -621,15 +614,10 @@ io::TrainingState FitRun::state_at(int64_t epoch, int64_t batch) const {
   return st;
 }
 
-// Rank 0 writes; every rank learns whether it could.
 std::string FitRun::save(int64_t epoch, int64_t batch) {
   if (!checkpoints_) return "";
   const std::string path = checkpoints_->path_for(global_step_);
-  trace::Region region("kdp::train::checkpoint", "compute");  // rank 0 writes, the others wait
-  in_.optimizer.gather_state();  // a sharded optimizer's whole state, for rank 0 to write
-  on_rank0(
-      comm_, [&] { checkpoints_->save(bare_, in_.optimizer, state_at(epoch, batch)); },
-      "checkpoint not written by rank 0: ");
+  write_checkpoint(state_at(epoch, batch), /*best=*/false);
   result_.last_checkpoint = path;
   return path;
 }

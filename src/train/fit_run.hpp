@@ -130,6 +130,8 @@ class FitRun {
   void report_epoch(const Epoch& e, const EpochRecord& rec);
   io::TrainingState state_at(int64_t epoch, int64_t batch) const;
   std::string save(int64_t epoch, int64_t batch);
+  bool write_checkpoint(const io::TrainingState& st, bool best);
+  std::optional<bool> write_sliced(const io::TrainingState& st, bool best);
   void stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> save_at);
   FitResult finish();
   void agree_on_precision();
@@ -162,6 +164,7 @@ class FitRun {
   io::RunConfig config_;
   Progress progress_;
   std::unique_ptr<io::CheckpointDirectory> checkpoints_;
+  bool slices_;  // every rank writes its slice of a sharded optimizer's state
   MetricsLog metrics_;
   StartPlan plan_;
   FitResult result_;

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <optional>
 
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -128,6 +131,63 @@ TEST(ZeroRedundancyOptimizer, GathersTheWholeStateAndResplitsItOnLoad) {
   plain.steps(3, 3, comm);
   resumed.steps(3, 3, comm);
   EXPECT_EQ(values(*resumed.model), values(*plain.model));
+}
+
+namespace {
+
+// Rank 0's text on every rank.
+std::string from_rank0(Communicator& comm, const std::string& text) {
+  const auto all = comm.allgather_bytes(text.data(), text.size());
+  return std::string(all.front().begin(), all.front().end());
+}
+
+}  // namespace
+
+// Every rank writes its own slice of the state into the checkpoint (nothing
+// is gathered): the file holds what the replicated optimizer's holds, and a
+// sharded run resumed from it goes on as the replicated one.
+TEST(ZeroRedundancyOptimizer, EachRankWritesItsSliceOfTheCheckpoint) {
+  Communicator comm = Communicator::world();
+  Trainee plain(comm, false), sharded(comm, true);
+  plain.steps(0, 3, comm);
+  sharded.steps(0, 3, comm);
+  std::unique_ptr<test::TempDir> dir;  // rank 0's, seen by every rank
+  if (comm.rank() == 0) dir = std::make_unique<test::TempDir>();
+  const std::string where = from_rank0(comm, dir ? dir->path().string() : "");
+  const std::string whole = where + "/whole.h5", sliced = where + "/sliced.h5";
+  io::TrainingState st;
+  st.world_size = comm.size();
+  if (comm.rank() == 0) io::save_checkpoint(whole, *plain.model, plain.opt, st);
+
+  const std::optional<optim::OptimizerState> layout = sharded.opt.state_layout();
+  ASSERT_EQ(layout.has_value(), comm.rank() == 0) << "the layout is gathered onto rank 0";
+  std::optional<io::SlicedCheckpoint> file;
+  if (comm.rank() == 0) file.emplace(sliced, *sharded.model, sharded.opt, *layout, st);
+  io::write_state_slices(from_rank0(comm, file ? file->plan() : ""), sharded.opt, comm.rank());
+  comm.barrier();
+  if (comm.rank() == 0) {
+    EXPECT_FALSE(std::filesystem::exists(sliced)) << "in place before every rank wrote";
+    file->commit();
+  }
+  comm.barrier();
+
+  const io::Checkpoint want = io::read_checkpoint(whole), got = io::read_checkpoint(sliced);
+  ASSERT_EQ(got.optimizer.tensors.size(), want.optimizer.tensors.size());
+  for (const auto& [name, entries] : want.optimizer.tensors) {
+    for (const auto& [key, t] : entries) {
+      EXPECT_EQ(got.optimizer.tensors.at(name).at(key).to_vector(), t.to_vector())
+          << name << "/" << key;
+    }
+  }
+  EXPECT_EQ(got.optimizer.scalars, want.optimizer.scalars);
+  EXPECT_EQ(got.optimizer.hyperparameters, want.optimizer.hyperparameters);
+
+  Trainee resumed(comm, true);
+  io::load_checkpoint(sliced, *resumed.model, resumed.opt);
+  plain.steps(3, 3, comm);
+  resumed.steps(3, 3, comm);
+  EXPECT_EQ(values(*resumed.model), values(*plain.model));
+  comm.barrier();  // before rank 0 removes the directory
 }
 
 TEST(ZeroRedundancyOptimizer, RefusesAnOptimizerThatHasStepped) {

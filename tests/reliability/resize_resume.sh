@@ -10,7 +10,10 @@
 #   1 -> 2 x 2     resumed from a step checkpoint (--checkpoint-every) after
 #                  the run went on past it
 #   2 -> 3 ranks   with --shard-optimizer (ZeRO-1): its checkpoint equals the
-#                  replicated optimizer's bit for bit, weights and state
+#                  replicated optimizer's bit for bit, weights and state, whether
+#                  each rank writes its slice of the state (the default) or rank 0
+#                  gathers it; ranks that cannot see rank 0's checkpoint
+#                  directory make the run say so and gather instead
 #
 #   resize_resume.sh TOOLS_DIR TESTS_SOURCE_DIR
 set -uo pipefail
@@ -97,6 +100,20 @@ run p2 2 --checkpoint-dir d4p --max-steps 8 || { cat p2.log; fail "the replicate
 run z2 2 --checkpoint-dir d4z --max-steps 8 --shard-optimizer || { cat z2.log; fail "the sharded run"; }
 [[ $(state_digest d4p/ckpt-000000008.h5) == $(state_digest d4z/ckpt-000000008.h5) ]] ||
   fail "2 ranks: the sharded optimizer's checkpoint differs from the replicated one's"
+run g2 2 --checkpoint-dir d4g --max-steps 8 --shard-optimizer --checkpoint-writes gather ||
+  { cat g2.log; fail "the sharded run gathering its checkpoints"; }
+[[ $(state_digest d4p/ckpt-000000008.h5) == $(state_digest d4g/ckpt-000000008.h5) ]] ||
+  fail "2 ranks: the gathered checkpoint differs from the replicated one's"
+# Each rank its own working directory: a relative --checkpoint-dir is then not
+# one directory for both (as a node-local path on two nodes).
+mkdir -p wd0 wd1
+timeout 120 mpirun "${mpi_flags[@]}" -np 1 --wdir "$work/wd0" "${train[@]}" --checkpoint-dir d \
+  --max-steps 8 --shard-optimizer : -np 1 --wdir "$work/wd1" "${train[@]}" --checkpoint-dir d \
+  --max-steps 8 --shard-optimizer >split.log 2>&1 || { cat split.log; fail "the split-directory run"; }
+grep -q "rank 1 cannot open .* one file system.*rank 0 gathers" split.log ||
+  { cat split.log; fail "the split-directory run did not say why it gathers"; }
+[[ $(state_digest d4p/ckpt-000000008.h5) == $(state_digest wd0/d/ckpt-000000008.h5) ]] ||
+  fail "the split-directory run's checkpoint differs from the replicated one's"
 run z3 3 --checkpoint-dir d4z --resume auto --shard-optimizer || { cat z3.log; fail "the sharded 3-rank resume"; }
 ok=$(once "$work/z2.samples.*:0" "$work/z3.samples.*:0") || fail "sharded 2 -> 3: $ok"
 echo "ok: --shard-optimizer: the checkpoint of the replicated optimizer bit for bit; 2 -> 3 ranks: $ok"

@@ -14,10 +14,12 @@
 /// The parameters, flat and one after another, are cut into N equal slices:
 /// rank r updates elements [r T / N, (r + 1) T / N) of the T, and its state
 /// for a parameter is the flat length of its part of it. A checkpoint
-/// holds the whole state in the usual format: the Trainer gathers it onto
-/// rank 0 (Optimizer::gather_state) before rank 0 writes, and loading a whole state
-/// keeps each rank's share, so a checkpoint resumes sharded or not, at any
-/// number of ranks.
+/// holds the whole state in the usual format: the Trainer has every rank
+/// write its own slice into the file rank 0 makes (io::SlicedCheckpoint,
+/// with the layout Optimizer::state_layout() gathers), or gathers the state
+/// onto rank 0 (Optimizer::gather_state) for rank 0 to write; loading a whole
+/// state keeps each rank's share, so a checkpoint resumes sharded or not, at
+/// any number of ranks.
 
 #include <cstdint>
 #include <memory>

@@ -70,6 +70,12 @@ struct TrainerOptions {
   bool checkpoint_every_epoch = true;
   int keep_last = 3;
   bool keep_best = true;
+  /// A sharded optimizer's checkpoints (dist::ZeroRedundancyOptimizer): every
+  /// rank writes its own slice of the state into the file (io::SlicedCheckpoint;
+  /// every rank must then see checkpoint_dir as one file system, or the run
+  /// falls back to gathering, saying so), or with false rank 0 gathers the
+  /// whole state and writes it. The files are the same.
+  bool checkpoint_slices = true;
   /// The metric for best checkpoints and early stopping: val_loss, val_accuracy,
   /// loss, accuracy, or for regressions val_mse, val_mae, val_r2 (losses and
   /// errors are minimised, accuracies and R² maximised).
@@ -187,6 +193,10 @@ struct TrainerOptions {
   }
   TrainerOptions& with_keep_best(bool value) {
     keep_best = value;
+    return *this;
+  }
+  TrainerOptions& with_checkpoint_slices(bool value) {
+    checkpoint_slices = value;
     return *this;
   }
   TrainerOptions& with_monitor(std::string value) {
