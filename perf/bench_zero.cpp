@@ -13,10 +13,28 @@
 //                            the replicated optimizer's (target <= 1/N + 0.05),
 //                            and the gather's time beside the step's (INFO)
 //
+//   ZERO save_slices_<model>_r<N>  the time to write a checkpoint with every
+//                            rank writing its own slice of the state / with
+//                            rank 0 gathering the state and writing it, both
+//                            in the same run, taking turns
+//   ZERO save_memory_<model>_r<N>  rank 0's peak memory growth while writing
+//                            the checkpoint in slices (its resident set's
+//                            high-water mark, reset before each write) / the
+//                            replicated optimizer's state (target <= 1/N +
+//                            0.05; gathering's growth beside it, INFO)
+//
 //   --kdp_quick (a few steps of L only: the smoke test)
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,10 +96,97 @@ struct Trainee {
   }
 };
 
+// Resident bytes now and at their peak since the last reset_peak() (Linux;
+// zero where /proc does not say).
+int64_t status_bytes(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + std::strlen(field)) * 1024;
+  }
+  return 0;
+}
+void reset_peak() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+// Rank 0's text on every rank.
+std::string from_rank0(dist::Communicator& comm, const std::string& text) {
+  const auto all = comm.allgather_bytes(text.data(), text.size());
+  return std::string(all.front().begin(), all.front().end());
+}
+
+// One checkpoint of `t` at `path`: in slices (every rank its own) or gathered
+// onto rank 0. Seconds (the slowest rank's) and rank 0's peak memory growth.
+std::pair<double, double> save(Trainee& t, const std::string& path, bool slices,
+                               dist::Communicator& comm) {
+  reset_peak();
+  const int64_t before = status_bytes("VmRSS:");
+  io::TrainingState st;
+  st.world_size = comm.size();
+  const double s = perf::timed_on_all_ranks(comm, [&] {
+    if (!slices) {
+      t.adam->gather_state();
+      if (comm.rank() == 0) io::save_checkpoint(path, *t.model, *t.adam, st);
+      comm.barrier();
+      return;
+    }
+    const std::optional<optim::OptimizerState> layout = t.adam->state_layout();
+    std::optional<io::SlicedCheckpoint> file;
+    if (comm.rank() == 0) file.emplace(path, *t.model, *t.adam, *layout, st);
+    io::write_state_slices(from_rank0(comm, file ? file->plan() : ""), *t.adam, comm.rank());
+    comm.barrier();
+    if (file) file->commit();
+  });
+  return {s, static_cast<double>(status_bytes("VmHWM:") - before)};
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// Checkpoints of `sharded` written both ways, taking turns, into a directory
+// rank 0 makes (and removes) for them; `replicated`: the replicated state's bytes.
+void report_saves(const Setup& s, Trainee& sharded, double replicated, dist::Communicator& comm,
+                  int turns, const Tensor& x, const Tensor& y) {
+  const int n = comm.size();
+  std::string dir;
+  if (comm.rank() == 0) {
+    dir = (std::filesystem::temp_directory_path() / fmt::format("kdp-bench-zero-{}", ::getpid()))
+              .string();
+    std::filesystem::create_directories(dir);
+  }
+  dir = from_rank0(comm, dir);
+  std::vector<double> gather_s, slices_s;
+  double gather_grown = 0, slices_grown = 0;
+  sharded.run(x, y, 1, comm);  // a step: an earlier gathered state is let go
+  for (int t = 0; t < turns; ++t) {
+    const auto [ss, sm] = save(sharded, dir + "/slices.h5", true, comm);
+    const auto [gs, gm] = save(sharded, dir + "/gathered.h5", false, comm);
+    sharded.run(x, y, 1, comm);  // a step: the gathered state is let go
+    gather_s.push_back(gs);
+    slices_s.push_back(ss);
+    gather_grown = std::max(gather_grown, gm);
+    slices_grown = std::max(slices_grown, sm);
+  }
+  comm.barrier();
+  if (comm.rank() != 0) return;
+  std::filesystem::remove_all(dir);
+  std::printf(
+      "INFO  %s: a checkpoint written in slices %.3f s, gathered onto rank 0 %.3f s; rank 0's "
+      "peak memory grew by %.1f MB in slices, %.1f MB gathering (the state: %.1f MB)\n",
+      s.name.c_str(), median(slices_s), median(gather_s), slices_grown * 1e-6, gather_grown * 1e-6,
+      replicated * 1e-6);
+  std::printf("ZERO save_slices_%s_r%d %.3f (target <= 1.00)\n", s.name.c_str(), n,
+              median(slices_s) / median(gather_s));
+  std::printf("ZERO save_memory_%s_r%d %.3f (target <= %.3f)\n", s.name.c_str(), n,
+              slices_grown / replicated, 1.0 / n + 0.05);
+}
+
+void report_steps(const Setup& s, const Trainee& replicated, const std::vector<double>& plain_s,
+                  const std::vector<double>& zero_s, const double state[2], double held,
+                  double gather_s, int n);
 
 void measure(const Setup& s, dist::Communicator& comm, int turns) {
   const int n = comm.size();
@@ -103,7 +208,13 @@ void measure(const Setup& s, dist::Communicator& comm, int turns) {
   auto [held, gather_s] = sharded.gathered(comm);
   if (comm.rank() == 0) held = 0;  // rank 0 holds the whole state to write it
   comm.allreduce(&held, 1, dist::ReduceOp::Max);
-  if (comm.rank() != 0) return;
+  if (comm.rank() == 0) report_steps(s, replicated, plain_s, zero_s, state, held, gather_s, n);
+  if (n > 1) report_saves(s, sharded, state[0], comm, turns, x, y);
+}
+
+void report_steps(const Setup& s, const Trainee& replicated, const std::vector<double>& plain_s,
+                  const std::vector<double>& zero_s, const double state[2], double held,
+                  double gather_s, int n) {
   std::printf(
       "INFO  %s: %lld parameters, %d ranks; step %.2f ms replicated, %.2f ms sharded; "
       "optimizer state per rank %.1f MB replicated, %.1f MB sharded\n",
