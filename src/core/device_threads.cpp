@@ -73,15 +73,7 @@ std::vector<std::exception_ptr> DeviceThreads::run(const std::vector<std::functi
   // The instances share this rank's cores, and the BLAS keeps one thread pool
   // whichever instance calls it: while they run at once, each BLAS call gets
   // its share of the threads, so n instances do not oversubscribe the cores.
-  const int blas = blas_threads();
-  const bool shared = set_blas_threads(blas / static_cast<int>(groups.size()));
-  struct Restore {
-    bool active;
-    int threads;
-    ~Restore() {
-      if (active) set_blas_threads(threads);
-    }
-  } restore{shared, blas};
+  const ScopedBlasThreads share(blas_threads() / static_cast<int>(groups.size()));
 
   std::mutex done_mutex;
   std::condition_variable done;

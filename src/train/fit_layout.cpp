@@ -45,6 +45,10 @@ void FitRun::agree_on_epoch() {
   global_batch_ = batch;
   if (o_.reproducible) {
     check_reproducible();
+    // A multi-threaded BLAS (or oneDNN, which takes the BLAS's count) may
+    // split a product's sums by its thread count: one thread gives every
+    // layout the same bits, whatever threads a rank has.
+    one_blas_thread_.emplace(1);
     exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
     shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
     // BatchNorm cannot normalise a shard of one sample (in training, as in

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exact_gradient.hpp"
+#include "kdp/core/threads.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/nn/gradient_exchange.hpp"
 #include "kdp/train/metrics_writer.hpp"
@@ -149,12 +150,13 @@ class FitRun {
   nn::Module& bare_;                // what checkpoints hold
   const bool rank0_;
   const bool classes_;
-  int64_t batches_;                           // per epoch, the same on every rank (agree_on_epoch)
-  int64_t global_batch_ = 0;                  // samples per batch over all ranks
-  std::optional<data::Batch> last_batch_;     // stand_in_batch()
-  std::unique_ptr<ExactGradient> exact_;      // reproducible mode
-  std::unique_ptr<ShardBatchNorm> shard_bn_;  // and its BatchNorm layers
-  std::string sample_log_;                    // KDP_TEST_SAMPLE_LOG: every sample trained on
+  int64_t batches_;                        // per epoch, the same on every rank (agree_on_epoch)
+  int64_t global_batch_ = 0;               // samples per batch over all ranks
+  std::optional<data::Batch> last_batch_;  // stand_in_batch()
+  std::unique_ptr<ExactGradient> exact_;   // reproducible mode
+  std::optional<ScopedBlasThreads> one_blas_thread_;  // and its products
+  std::unique_ptr<ShardBatchNorm> shard_bn_;          // and its BatchNorm layers
+  std::string sample_log_;  // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;
   std::string trace_path_;  // o_.trace_path, or its resumed part's name

@@ -3,7 +3,8 @@
 # weights and optimizer state after 30 steps (across an epoch's end, whose
 # last batch of 2 samples leaves ranks without a share) are the same bits at
 # 1 x 1, 1 x 2, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
-# with 2 threads; with gradient accumulation, dropout and BatchNorm too; a run
+# with 2 threads (also with products the BLAS splits over its threads, and a
+# convolution); with gradient accumulation, dropout and BatchNorm too; a run
 # stopped at 4 ranks and resumed at 3 ends with them too.
 #
 #   reproducible.sh TOOLS_DIR TESTS_SOURCE_DIR
@@ -34,6 +35,23 @@ for layout in "1x2 1 --devices 2" "2x1 2" "2x2 2 --devices 2" "3x1 3" "4x1 4" "1
   [[ $got == "$want" ]] || fail "$name: the state after 30 steps differs from 1 x 1's"
 done
 echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
+
+# Products large enough for the BLAS to split them over its threads, and a
+# convolution (oneDNN's where the build has it): the same state at 1 and 2
+# threads and at 2 ranks.
+for tagged in mlp:784,256,10 'conv:conv(8,3,1,1),relu,maxpool(2),flatten,linear(10)'; do
+  tag=${tagged%%:*} model=${tagged#*:}
+  wide=(--model "$model" --batch-size 240 --max-steps 5)
+  run "${tag}t1" 1 "${wide[@]}" --threads 1
+  for layout in "${tag}t2 1 --threads 2" "${tag}2x1 2 --threads 1"; do
+    read -r name ranks extra <<<"$layout"
+    # shellcheck disable=SC2086
+    run "$name" "$ranks" "${wide[@]}" $extra
+    [[ $(state_digest "$name/ckpt-000000005.h5") == "$(state_digest "${tag}t1/ckpt-000000005.h5")" ]] ||
+      fail "$name ($model): the state after 5 steps differs from 1 thread's"
+  done
+done
+echo "ok: products on the BLAS and a convolution: the same state at 1 thread, 2 threads and 2 ranks"
 
 # Gradient accumulation: 3 micro-batches per step (an epoch's last step has
 # fewer), summed in their order at every layout.

@@ -13,6 +13,24 @@ int blas_threads();
 /// no way to (then OPENBLAS_NUM_THREADS at start-up is the only control).
 bool set_blas_threads(int threads);
 
+/// The BLAS library's thread count set to `threads` for this object's life,
+/// then set back (where the library lets it be set at all).
+class ScopedBlasThreads {
+ public:
+  explicit ScopedBlasThreads(int threads) : before_(blas_threads()) {
+    active_ = set_blas_threads(threads);
+  }
+  ~ScopedBlasThreads() {
+    if (active_) set_blas_threads(before_);
+  }
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
+
+ private:
+  int before_;
+  bool active_ = false;
+};
+
 /// Whether the calling thread's floating-point unit treats denormal floats as
 /// zero, in and out (x86-64: MXCSR's flush-to-zero and denormals-are-zero;
 /// Arm: FPCR's FZ). Training drives optimizer state and activation gradients
