@@ -2,7 +2,7 @@
 # kdp-train --reproducible: with the same seed, global batch and data, the
 # weights and optimizer state after 30 steps (across an epoch's end, whose
 # last batch of 2 samples leaves ranks without a share) are the same bits at
-# 1 x 1, 1 x 2, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
+# 1 x 1, 1 x 2, 1 x 4, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
 # with 2 threads (also with products the BLAS splits over its threads, and a
 # convolution); with gradient accumulation, dropout and BatchNorm too; a run
 # stopped at 4 ranks and resumed at 3 ends with them too.
@@ -27,14 +27,15 @@ run() {
 
 run 1x1 1 --threads 1 --max-steps 30
 want=$(state_digest 1x1/ckpt-000000030.h5)
-for layout in "1x2 1 --devices 2" "2x1 2" "2x2 2 --devices 2" "3x1 3" "4x1 4" "1x1t2 1 --threads 2"; do
+for layout in "1x2 1 --devices 2" "1x4 1 --devices 4" "2x1 2" "2x2 2 --devices 2" "3x1 3" "4x1 4" \
+  "1x1t2 1 --threads 2"; do
   read -r name ranks extra <<<"$layout"
   # shellcheck disable=SC2086
   run "$name" "$ranks" --threads 1 --max-steps 30 $extra
   got=$(state_digest "$name/ckpt-000000030.h5")
   [[ $got == "$want" ]] || fail "$name: the state after 30 steps differs from 1 x 1's"
 done
-echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
+echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 1x4, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
 
 # Products large enough for the BLAS to split them over its threads, and a
 # convolution (oneDNN's where the build has it): the same state at 1 and 2
