@@ -34,23 +34,34 @@ bool FitRun::write_checkpoint(const io::TrainingState& st, bool best) {
 }
 
 // Rank 0 makes the file, every rank writes its slices into it, rank 0 commits
-// it once all have. When a rank cannot open or write the file (a checkpoint
-// directory that is not one file system for every rank), nothing is committed
-// and the run gathers its checkpoints onto rank 0 from then on (nullopt).
+// it once all have. When rank 0 cannot make the file or a rank cannot open or
+// write it (a checkpoint directory that is not one file system for every
+// rank), nothing is committed and the run gathers its checkpoints onto rank 0
+// from then on (nullopt), which writes the file or says why it cannot.
 std::optional<bool> FitRun::write_sliced(const io::TrainingState& st, bool best) {
+  const auto gather_instead = [&](const std::string& why) {
+    slices_ = false;
+    progress_.message(fmt::format(
+        "checkpoint: {}; rank 0 gathers the optimizer state and writes it from now on", why));
+    return std::nullopt;
+  };
   const std::optional<optim::OptimizerState> layout = in_.optimizer.state_layout();
   std::optional<io::SlicedCheckpoint> file;
-  on_rank0(
-      comm_,
-      [&] {
-        if (best) {
-          file = checkpoints_->begin_save_best(bare_, in_.optimizer, *layout, st,
-                                               maximised(monitor_));
-        } else {
-          file = checkpoints_->begin_save(bare_, in_.optimizer, *layout, st);
-        }
-      },
-      "checkpoint not written by rank 0: ");
+  try {
+    on_rank0(
+        comm_,
+        [&] {
+          if (best) {
+            file = checkpoints_->begin_save_best(bare_, in_.optimizer, *layout, st,
+                                                 maximised(monitor_));
+          } else {
+            file = checkpoints_->begin_save(bare_, in_.optimizer, *layout, st);
+          }
+        },
+        "checkpoint not written by rank 0: ");
+  } catch (const IOError& e) {  // the same error on every rank
+    return gather_instead(e.what());
+  }
   std::string plan = file ? file->plan() : "";
   broadcast_string(comm_, plan);
   if (plan.empty()) return false;  // best.h5 stays
@@ -74,10 +85,7 @@ std::optional<bool> FitRun::write_sliced(const io::TrainingState& st, bool best)
       if (first.empty()) first.assign(text.begin(), text.end());
     }
     if (failure == 2) throw IOError(first);
-    slices_ = false;
-    progress_.message(fmt::format(
-        "checkpoint: {}; rank 0 gathers the optimizer state and writes it from now on", first));
-    return std::nullopt;
+    return gather_instead(first);
   }
   on_rank0(
       comm_, [&] { checkpoints_->finish_save(*file); }, "checkpoint not committed by rank 0: ");
