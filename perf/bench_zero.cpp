@@ -134,7 +134,9 @@ std::pair<double, double> save(Trainee& t, const std::string& path, bool slices,
     const std::optional<optim::OptimizerState> layout = t.adam->state_layout();
     std::optional<io::SlicedCheckpoint> file;
     if (comm.rank() == 0) file.emplace(path, *t.model, *t.adam, *layout, st);
-    io::write_state_slices(from_rank0(comm, file ? file->plan() : ""), *t.adam, comm.rank());
+    const std::string plan = from_rank0(comm, file ? file->plan() : "");
+    std::string why;
+    if (!io::write_state_slices(plan, *t.adam, comm.rank(), &why)) throw IOError(why);
     comm.barrier();
     if (file) file->commit();
   });

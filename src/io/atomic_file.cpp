@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
@@ -40,7 +41,9 @@ void write_file_atomically(const std::string& path, const std::string& text) {
 }
 
 AtomicFile::AtomicFile(std::string target) : target_(std::move(target)) {
-  static std::atomic<int> counter{0};
+  // From a random start: another process of the same pid (a container's on
+  // another node) that left a temporary file never made this name.
+  static std::atomic<uint32_t> counter{std::random_device{}() % 1000000000u};
   const fs::path t(target_);
   const fs::path dir = t.has_parent_path() ? t.parent_path() : fs::path(".");
   KDP_CHECK(fs::is_directory(dir), IOError, "cannot write '{}': directory '{}' does not exist",

@@ -317,12 +317,12 @@ void put_field(std::string& out, const std::string& field) {
   out += field;
 }
 
-std::string take_field(std::string_view& in) {
+std::string take_field(std::string_view& in, int rank) {
   const size_t colon = in.find(':');
   uint64_t n = 0;
   KDP_CHECK(colon != std::string_view::npos && parse_u64(in.substr(0, colon), n) &&
                 n <= in.size() - colon - 1,
-            StateError, "a sliced checkpoint's plan is cut short");
+            StateError, "the plan of a sliced checkpoint that rank {} received is cut short", rank);
   std::string field(in.substr(colon + 1, n));
   in.remove_prefix(colon + 1 + n);
   return field;
@@ -339,16 +339,16 @@ std::string encode(const SlicePlan& p) {
   return out;
 }
 
-SlicePlan decode(const std::string& text) {
+SlicePlan decode(const std::string& text, int rank) {
   std::string_view in(text);
   SlicePlan p;
-  p.target = take_field(in);
-  p.temp = take_field(in);
+  p.target = take_field(in, rank);
+  p.temp = take_field(in, rank);
   while (!in.empty()) {
-    std::string entry = take_field(in);
+    std::string entry = take_field(in, rank);
     uint64_t offset = 0;
-    KDP_CHECK(parse_u64(take_field(in), offset), StateError,
-              "a sliced checkpoint's plan has no offset for {}", entry);
+    KDP_CHECK(parse_u64(take_field(in, rank), offset), StateError,
+              "the plan of sliced checkpoint '{}' has no offset for {}", p.target, entry);
     p.offsets[entry] = static_cast<int64_t>(offset);
   }
   return p;
@@ -394,7 +394,9 @@ SlicedCheckpoint::SlicedCheckpoint(const std::string& path, const nn::Module& mo
         f, layout, optimizer.parameters(),
         [&](const h5::Group& g, const std::string& pname, const std::string& key, const Tensor&) {
           const Tensor* p = nn::find(optimizer.parameters(), pname);
-          KDP_CHECK(p != nullptr, StateError, "optimizer state for unknown parameter '{}'", pname);
+          KDP_CHECK(p != nullptr, StateError,
+                    "optimizer state for unknown parameter '{}'; '{}' was not written", pname,
+                    path);
           const std::vector<int64_t> dims = p->shape().to_vector();
           if (p->numel() == 0) {
             g.create_dataset(key, h5::Type::Float32, dims);
@@ -423,14 +425,20 @@ void SlicedCheckpoint::commit() {
   file_.reset();
 }
 
-void write_state_slices(const std::string& plan_text, const optim::Optimizer& optimizer, int rank) {
+bool write_state_slices(const std::string& plan_text, const optim::Optimizer& optimizer, int rank,
+                        std::string* why) {
   trace::Region region("kdp::io::write_state_slices");
-  const SlicePlan plan = decode(plan_text);
+  const SlicePlan plan = decode(plan_text, rank);
   const int fd = ::open(plan.temp.c_str(), O_WRONLY | O_CLOEXEC);
-  KDP_CHECK(fd >= 0, IOError,
-            "rank {} cannot open '{}' to write its slice of the optimizer state into checkpoint "
-            "'{}': {} (every rank must see the checkpoint directory on one file system)",
-            rank, plan.temp, plan.target, describe_file_error(errno));
+  if (fd < 0) {
+    if (why != nullptr) {
+      *why = fmt::format(
+          "rank {} cannot open '{}' to write its slice of the optimizer state into checkpoint "
+          "'{}': {} (every rank must see the checkpoint directory on one file system)",
+          rank, plan.temp, plan.target, describe_file_error(errno));
+    }
+    return false;
+  }
   struct Closer {
     int fd;
     bool open = true;
@@ -468,6 +476,7 @@ void write_state_slices(const std::string& plan_text, const optim::Optimizer& op
   if (::close(fd) != 0 && err == 0) err = errno;  // a network file system may report here
   KDP_CHECK(err == 0, IOError, "rank {} cannot sync its slices of '{}' to disk: {}", rank,
             plan.target, describe_file_error(err));
+  return true;
 }
 
 namespace {

@@ -163,7 +163,8 @@ TEST(ZeroRedundancyOptimizer, EachRankWritesItsSliceOfTheCheckpoint) {
   ASSERT_EQ(layout.has_value(), comm.rank() == 0) << "the layout is gathered onto rank 0";
   std::optional<io::SlicedCheckpoint> file;
   if (comm.rank() == 0) file.emplace(sliced, *sharded.model, sharded.opt, *layout, st);
-  io::write_state_slices(from_rank0(comm, file ? file->plan() : ""), sharded.opt, comm.rank());
+  ASSERT_TRUE(
+      io::write_state_slices(from_rank0(comm, file ? file->plan() : ""), sharded.opt, comm.rank()));
   comm.barrier();
   if (comm.rank() == 0) {
     EXPECT_FALSE(std::filesystem::exists(sliced)) << "in place before every rank wrote";

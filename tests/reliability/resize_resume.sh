@@ -100,6 +100,7 @@ run p2 2 --checkpoint-dir d4p --max-steps 8 || { cat p2.log; fail "the replicate
 run z2 2 --checkpoint-dir d4z --max-steps 8 --shard-optimizer || { cat z2.log; fail "the sharded run"; }
 [[ $(state_digest d4p/ckpt-000000008.h5) == $(state_digest d4z/ckpt-000000008.h5) ]] ||
   fail "2 ranks: the sharded optimizer's checkpoint differs from the replicated one's"
+grep -q "rank 0 gathers" z2.log && { cat z2.log; fail "the sharded run gathered instead of writing slices"; }
 run g2 2 --checkpoint-dir d4g --max-steps 8 --shard-optimizer --checkpoint-writes gather ||
   { cat g2.log; fail "the sharded run gathering its checkpoints"; }
 [[ $(state_digest d4p/ckpt-000000008.h5) == $(state_digest d4g/ckpt-000000008.h5) ]] ||

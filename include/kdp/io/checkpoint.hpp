@@ -85,7 +85,7 @@ class AtomicFile;
 ///
 ///   auto layout = optimizer.state_layout();                  // every rank
 ///   SlicedCheckpoint c(path, model, optimizer, *layout, st);  // rank 0
-///   // every rank, with c.plan() from rank 0:
+///   // every rank, with c.plan() from rank 0 (false: it cannot see the file):
 ///   write_state_slices(plan, optimizer, rank);
 ///   c.commit();                              // rank 0, once every rank wrote
 ///
@@ -117,10 +117,13 @@ class SlicedCheckpoint {
 };
 
 /// Writes this rank's slice of `optimizer`'s state into the file a
-/// SlicedCheckpoint planned (`plan`) and syncs it. NumericalError for a value
-/// that is not finite, IOError when the file cannot be opened or written;
-/// both name the rank (`rank`), the state entry and the checkpoint.
-void write_state_slices(const std::string& plan, const optim::Optimizer& optimizer, int rank);
+/// SlicedCheckpoint planned (`plan`) and syncs it. Returns false, writing
+/// nothing, when this rank cannot open that file (its checkpoint directory is
+/// not rank 0's), with the reason in `why`. NumericalError for a value that
+/// is not finite, IOError when the file cannot be written or synced; both
+/// name the rank (`rank`), the state entry and the checkpoint.
+[[nodiscard]] bool write_state_slices(const std::string& plan, const optim::Optimizer& optimizer,
+                                      int rank, std::string* why = nullptr);
 
 /// Whether `path` is a checkpoint of some kdp run: an HDF5 file whose format
 /// attribute says so. When not, `why` (if given) says what it is instead.

@@ -76,7 +76,7 @@ class Optimizer {
   std::pair<int64_t, int64_t> owned_range(const std::string& name) const;
   /// The whole state without its values, every rank together when sharded:
   /// its type, hyperparameters and scalars, and each parameter's tensor keys
-  /// with undefined tensors (each entry has the parameter's shape). Sharded,
+  /// with undefined tensors (each entry's shape is its parameter's). Sharded,
   /// rank 0 gets it and the other ranks get nothing. For a checkpoint whose
   /// values every rank writes itself (io::SlicedCheckpoint).
   std::optional<OptimizerState> state_layout() const;
