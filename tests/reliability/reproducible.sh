@@ -39,7 +39,8 @@ echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 1x4, 
 
 # Products large enough for the BLAS to split them over its threads, and a
 # convolution (oneDNN's where the build has it): the same state at 1 and 2
-# threads and at 2 ranks.
+# threads and at 2 ranks. (Only a threaded BLAS, such as the OpenBLAS that
+# scripts/packages.txt installs, could tell 1 thread from 2 here.)
 for tagged in mlp:784,256,10 'conv:conv(8,3,1,1),relu,maxpool(2),flatten,linear(10)'; do
   tag=${tagged%%:*} model=${tagged#*:}
   wide=(--model "$model" --batch-size 240 --max-steps 5)
