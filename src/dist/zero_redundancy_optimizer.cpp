@@ -73,6 +73,7 @@ class Reader {
   }
   void get_values(std::vector<float>& v) {
     need(v.size() * sizeof(float));
+    if (v.empty()) return;  // an empty slice: its data() may be null
     std::memcpy(v.data(), bytes_.data() + at_, v.size() * sizeof(float));
     at_ += v.size() * sizeof(float);
   }
