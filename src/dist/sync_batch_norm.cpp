@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
+#include "dist/exact_sum.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
@@ -14,6 +15,21 @@ namespace kdp::dist {
 namespace {
 
 namespace bn = ops_detail::bn;
+
+// The sum of the replicas' parts (of one length), then over the ranks: in
+// replica order and by MPI, or exact (dist/exact_sum.hpp) for `exact_terms`
+// parts in all over the ranks.
+std::vector<double> sum_over_ranks(Communicator& comm,
+                                   const std::vector<std::vector<double>>& parts, int exact_terms) {
+  const size_t length = parts.front().size();
+  if (exact_terms > 0) return detail::exact_sum(comm, parts, length, exact_terms);
+  std::vector<double> total(length, 0.0);
+  for (const std::vector<double>& p : parts) {
+    for (size_t k = 0; k < length; ++k) total[k] += p[k];
+  }
+  comm.allreduce(total.data(), length, ReduceOp::Sum);
+  return total;
+}
 
 // What one replica brings to the forward's reduction.
 struct ReplicaPart {
@@ -30,12 +46,13 @@ struct ReplicaPart {
 class SyncBatchNormNode : public autograd::Node {
  public:
   SyncBatchNormNode(const Device& device, int replicas, Communicator comm, std::vector<double> sums,
-                    int64_t channels, double eps)
+                    int64_t channels, double eps, int exact_terms)
       : Node(device, replicas),
         comm_(std::move(comm)),
         sums_(std::move(sums)),
         channels_(channels),
-        eps_(eps) {}
+        eps_(eps),
+        exact_terms_(exact_terms) {}
   const char* name() const override { return "kdp::SyncBatchNorm"; }
 
   void keep(const std::vector<ReplicaPart>& parts) {
@@ -60,7 +77,6 @@ class SyncBatchNormNode : public autograd::Node {
     // Each replica's Σdy and Σdy x̂; their sum over replicas and ranks.
     std::vector<Tensor> dy(n), x(n);
     std::vector<std::vector<double>> local(n);
-    std::vector<double> total(static_cast<size_t>(2 * c), 0.0);
     for (size_t i = 0; i < n; ++i) {
       x[i] = x_[i].get(*this).to(dev);
       dy[i] = grads[i].defined() ? grads[i].to(dev) : Tensor::zeros(x[i].shape(), dev);
@@ -68,9 +84,8 @@ class SyncBatchNormNode : public autograd::Node {
       bn::DoubleBuffer g(2 * c, dev);
       bn::gradient_sums(dev, g.view, dy[i].cflat(), x[i].cflat(), mean.cflat(), invstd.cflat(), l);
       local[i] = g.to_host();
-      for (size_t k = 0; k < total.size(); ++k) total[k] += local[i][k];
     }
-    comm_.allreduce(total.data(), total.size(), ReduceOp::Sum);
+    const std::vector<double> total = sum_over_ranks(comm_, local, exact_terms_);
     bn::DoubleBuffer gtotal(2 * c, dev);
     gtotal.from_host(total);
 
@@ -114,6 +129,7 @@ class SyncBatchNormNode : public autograd::Node {
   std::vector<double> sums_;
   int64_t channels_;
   double eps_;
+  int exact_terms_;
   std::vector<autograd::SavedTensor> x_, weight_;
   std::vector<Device> devices_;
 };
@@ -128,6 +144,11 @@ struct Agreement {
 class Synchronizer : public nn::BatchNormSynchronizer {
  public:
   explicit Synchronizer(Communicator comm) : comm_(std::move(comm)) {}
+
+  bool sum_exactly(int terms) override {
+    exact_terms_ = terms;
+    return true;
+  }
 
   Tensor forward(const nn::BatchNorm& layer, const Tensor& input, double momentum) override {
     const char* op = "kdp::SyncBatchNorm";
@@ -190,11 +211,9 @@ class Synchronizer : public nn::BatchNormSynchronizer {
   // collective), and the node for the backward when one is wanted.
   Agreement agree(std::vector<ReplicaPart>& parts, int64_t channels, double eps) {
     Agreement a;
-    a.sums.assign(parts.front().sums.size(), 0.0);
-    for (const ReplicaPart& p : parts) {
-      for (size_t k = 0; k < a.sums.size(); ++k) a.sums[k] += p.sums[k];
-    }
-    comm_.allreduce(a.sums.data(), a.sums.size(), ReduceOp::Sum);
+    std::vector<std::vector<double>> sums;
+    for (ReplicaPart& p : parts) sums.push_back(std::move(p.sums));
+    a.sums = sum_over_ranks(comm_, sums, exact_terms_);
     std::vector<Tensor> inputs;
     for (const ReplicaPart& p : parts) {
       inputs.push_back(p.x);
@@ -202,8 +221,9 @@ class Synchronizer : public nn::BatchNormSynchronizer {
       inputs.push_back(p.bias);
     }
     if (autograd::needs_grad(inputs)) {
-      a.node = std::make_shared<SyncBatchNormNode>(
-          parts.front().x.device(), static_cast<int>(parts.size()), comm_, a.sums, channels, eps);
+      a.node = std::make_shared<SyncBatchNormNode>(parts.front().x.device(),
+                                                   static_cast<int>(parts.size()), comm_, a.sums,
+                                                   channels, eps, exact_terms_);
       a.node->keep(parts);
       a.node->set_next_edges(inputs);
     }
@@ -211,6 +231,7 @@ class Synchronizer : public nn::BatchNormSynchronizer {
   }
 
   Communicator comm_;
+  int exact_terms_ = 0;
 };
 
 }  // namespace

@@ -113,6 +113,7 @@ void BatchNorm1d::check_input(const Tensor& input) const {
 std::shared_ptr<Module> BatchNorm1d::clone() const {
   auto copy = std::make_shared<BatchNorm1d>(num_features(), options(), device());
   copy_state_into(*copy);
+  copy->synchronize(synchronizer());
   copy->train(is_training());
   return copy;
 }
@@ -128,6 +129,7 @@ void BatchNorm2d::check_input(const Tensor& input) const {
 std::shared_ptr<Module> BatchNorm2d::clone() const {
   auto copy = std::make_shared<BatchNorm2d>(num_features(), options(), device());
   copy_state_into(*copy);
+  copy->synchronize(synchronizer());
   copy->train(is_training());
   return copy;
 }
@@ -143,6 +145,7 @@ void BatchNorm3d::check_input(const Tensor& input) const {
 std::shared_ptr<Module> BatchNorm3d::clone() const {
   auto copy = std::make_shared<BatchNorm3d>(num_features(), options(), device());
   copy_state_into(*copy);
+  copy->synchronize(synchronizer());
   copy->train(is_training());
   return copy;
 }

@@ -75,10 +75,16 @@ KDP_HOST_KERNEL(round_sum, round_sum_body,
 // Copies each gradient into the shard's row and keeps the largest magnitude
 // (a NaN or Inf counts as larger than any number, so that reduce names it).
 void ExactGradient::keep_shard() {
+  std::vector<Tensor> grads;
+  for (const auto& [name, p] : params_) grads.push_back(p.grad());
+  keep_shard(grads);
+}
+
+void ExactGradient::keep_shard(const std::vector<Tensor>& grads) {
   grow_to(count_ + 1);
   const auto row = Kokkos::subview(kept_, count_, Kokkos::ALL);
   for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor g = params_[i].second.grad();
+    const Tensor& g = grads.at(i);
     const int64_t offset = offset_[i], n = params_[i].second.numel();
     if (!g.defined()) {
       Kokkos::deep_copy(Kokkos::subview(row, std::make_pair(offset, offset + n)), 0.0f);

@@ -24,6 +24,9 @@ class ExactGradient {
                 const Device& device);
   /// Keeps the parameters' gradients of one shard (after its backward).
   void keep_shard();
+  /// Keeps `grads`, one shard's gradients of the parameters in their order
+  /// (undefined: none).
+  void keep_shard(const std::vector<Tensor>& grads);
   /// Sums every rank's kept shards exactly (every rank together) and forgets
   /// them. The sums of a step's micro-batches are added in their order (the
   /// same at every layout); after the step's last one (`last`), the

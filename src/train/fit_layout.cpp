@@ -51,15 +51,21 @@ void FitRun::agree_on_epoch() {
     one_blas_thread_.emplace(1);
     exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
     shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
+    if (ShardReplicas::needed(bare_)) {
+      replicas_ = std::make_unique<ShardReplicas>(bare_, in_.optimizer.parameters(), o_.shards);
+    }
     // BatchNorm cannot normalise a shard of one sample (in training, as in
     // PyTorch): every batch of the epoch, the last one included, must fill
-    // each shard with two or more.
+    // each shard with two or more. SyncBatchNorm's shards meet on every rank:
+    // each needs one or more.
     const int64_t last = sums[1] % batch == 0 ? batch : sums[1] % batch;
-    KDP_CHECK(shard_bn_->empty() || std::min(batch, last) >= 2 * o_.shards, ValueError,
-              "with BatchNorm layers, reproducible mode needs every batch to give each of its {} "
-              "shards two samples or more, and the epoch's {} samples in batches of {} end with "
-              "a batch of {}: use a global batch whose last one holds {} or more (or none)",
-              o_.shards, sums[1], batch, last, 2 * o_.shards);
+    const int64_t each = replicas_ ? 1 : shard_bn_->empty() ? 0 : 2;
+    KDP_CHECK(std::min(batch, last) >= each * o_.shards, ValueError,
+              "with {} layers, reproducible mode needs every batch to give each of its {} shards "
+              "{} or more, and the epoch's {} samples in batches of {} end with a batch of {}: "
+              "use a global batch whose last one holds {} or more (or none)",
+              replicas_ ? "SyncBatchNorm" : "BatchNorm", o_.shards,
+              each == 1 ? "a sample" : "two samples", sums[1], batch, last, each * o_.shards);
   }
   if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
     sample_log_ = fmt::format("{}.{}.{}", log, comm_.rank(), ::getpid());
@@ -113,40 +119,14 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   const int filled = static_cast<int>(std::min<int64_t>(o_.shards, total));
   shard_bn_->begin();
   if (b != nullptr && n > 0) {
-    const Tensor x = b->features.to(o_.devices.front()), y = b->labels.to(o_.devices.front());
     const std::vector<ShardRows> shards = shard_rows(n, comm_.rank(), comm_.size(), o_.shards);
-    for (int shard = 0; shard < static_cast<int>(shards.size()); ++shard) {
-      const ShardRows& rows = shards[static_cast<size_t>(shard)];
-      if (rows.count == 0) continue;
-      shard_bn_->before_shard();
-      const int64_t s = rows.count;
-      const Tensor xs = strided_rows(x, rows.first, rows.step, s);
-      const Tensor ys = strided_rows(y, rows.first, rows.step, s);
-      in_.optimizer.zero_grad();
-      Tensor out, loss, weighted;
-      {
-        autograd::GradModeGuard grad(true);
-        trace::Region region("kdp::train::forward", "compute");
-        autocast mixed(result_.precision);
-        SampleDraws draws(o_.sampler_seed, sample_keys(*b, rows));
-        out = in_.model.forward(xs);
-        shard_bn_->after_shard(shard, filled);
-        loss = in_.loss(out, ys);
-        weighted = loss * static_cast<float>(static_cast<double>(s) / static_cast<double>(total) /
-                                             static_cast<double>(o_.accumulate_grad_batches));
-      }
-      {
-        autograd::GradModeGuard grad(true);
-        trace::Region region("kdp::train::backward", "compute");
-        weighted.backward();
-      }
-      {
-        trace::Region region("kdp::train::keep_shard", "compute");
-        exact_->keep_shard();
-      }
-      e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
-      step_loss = step_loss + weighted.detach();
-    }
+    step_loss = replicas_ ? shards_together(e, *b, shards, total)
+                          : shards_one_by_one(e, *b, shards, total, filled);
+  } else {
+    // agree_on_epoch makes every rank hold shards in every batch.
+    KDP_CHECK(!replicas_, StateError,
+              "reproducible mode with SyncBatchNorm: rank {} holds no shard of a batch",
+              comm_.rank());
   }
   shard_bn_->finish(filled);
   {
@@ -159,6 +139,99 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   last_batch_ = *b;
   e.samples += n;
   log_samples(e, *b);
+}
+
+// The shards one after another, each through the model; returns the sum of
+// their weighted losses.
+Tensor FitRun::shards_one_by_one(Epoch& e, const data::Batch& b,
+                                 const std::vector<ShardRows>& shards, int64_t total, int filled) {
+  const Tensor x = b.features.to(o_.devices.front()), y = b.labels.to(o_.devices.front());
+  Tensor step_loss = Tensor::zeros({}, o_.devices.front());
+  for (int shard = 0; shard < static_cast<int>(shards.size()); ++shard) {
+    const ShardRows& rows = shards[static_cast<size_t>(shard)];
+    if (rows.count == 0) continue;
+    shard_bn_->before_shard();
+    const int64_t s = rows.count;
+    const Tensor xs = strided_rows(x, rows.first, rows.step, s);
+    const Tensor ys = strided_rows(y, rows.first, rows.step, s);
+    in_.optimizer.zero_grad();
+    Tensor out, loss, weighted;
+    {
+      autograd::GradModeGuard grad(true);
+      trace::Region region("kdp::train::forward", "compute");
+      autocast mixed(result_.precision);
+      SampleDraws draws(o_.sampler_seed, sample_keys(b, rows));
+      out = in_.model.forward(xs);
+      shard_bn_->after_shard(shard, filled);
+      loss = in_.loss(out, ys);
+      weighted = loss * shard_weight(s, total);
+    }
+    {
+      autograd::GradModeGuard grad(true);
+      trace::Region region("kdp::train::backward", "compute");
+      weighted.backward();
+    }
+    {
+      trace::Region region("kdp::train::keep_shard", "compute");
+      exact_->keep_shard();
+    }
+    e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
+    step_loss = step_loss + weighted.detach();
+  }
+  return step_loss;
+}
+
+// With SyncBatchNorm: the shards forward together, each through a copy of the
+// model (ShardReplicas), and back in one backward; each copy's gradients are
+// kept as its shard's. Returns the sum of their weighted losses.
+Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
+                               int64_t total) {
+  const Device& device = o_.devices.front();
+  const Tensor x = b.features.to(device), y = b.labels.to(device);
+  std::vector<Tensor> xs, ys;
+  std::vector<std::vector<uint64_t>> keys;
+  for (const ShardRows& rows : shards) {
+    if (rows.count == 0) continue;
+    xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
+    ys.push_back(strided_rows(y, rows.first, rows.step, rows.count));
+    keys.push_back(sample_keys(b, rows));
+  }
+  Tensor step_loss = Tensor::zeros({}, device), sum;
+  std::vector<Tensor> outs, losses;
+  {
+    autograd::GradModeGuard grad(true);
+    trace::Region region("kdp::train::forward", "compute");
+    autocast mixed(result_.precision);
+    outs = replicas_->forward(xs, keys, o_.sampler_seed, device);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      losses.push_back(in_.loss(outs[i], ys[i]));
+      const Tensor weighted = losses.back() * shard_weight(xs[i].size(0), total);
+      sum = sum.defined() ? sum + weighted : weighted;
+      step_loss = step_loss + weighted.detach();
+    }
+  }
+  {
+    autograd::GradModeGuard grad(true);
+    trace::Region region("kdp::train::backward", "compute");
+    sum.backward();
+  }
+  {
+    trace::Region region("kdp::train::keep_shard", "compute");
+    for (size_t i = 0; i < outs.size(); ++i) exact_->keep_shard(replicas_->gradients(i));
+    replicas_->keep_buffers();
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    e.running.add(losses[i].detach(), static_cast<float>(xs[i].size(0)),
+                  classes_ ? outs[i].detach() : Tensor(), ys[i]);
+  }
+  return step_loss;
+}
+
+// A shard's weight in the step's loss: its share of the global batch's
+// `total` samples, over the micro-batches per step.
+float FitRun::shard_weight(int64_t samples, int64_t total) const {
+  return static_cast<float>(static_cast<double>(samples) / static_cast<double>(total) /
+                            static_cast<double>(o_.accumulate_grad_batches));
 }
 
 // Dropout's key of each of a shard's samples: the sample and the step, so

@@ -21,6 +21,7 @@
 #include "kdp/train/trainer.hpp"
 #include "run_options.hpp"
 #include "shard_batch_norm.hpp"
+#include "shard_replicas.hpp"
 #include "start_plan.hpp"
 
 namespace kdp::train::detail {
@@ -114,6 +115,11 @@ class FitRun {
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
   void train_shards(Epoch& e, const data::Batch* b, bool last_micro);
+  Tensor shards_one_by_one(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
+                           int64_t total, int filled);
+  Tensor shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
+                         int64_t total);
+  float shard_weight(int64_t samples, int64_t total) const;
   std::vector<uint64_t> sample_keys(const data::Batch& b, const ShardRows& rows) const;
   void check_reproducible() const;
   void log_samples(const Epoch& e, const data::Batch& b) const;
@@ -156,6 +162,7 @@ class FitRun {
   std::unique_ptr<ExactGradient> exact_;   // reproducible mode
   std::optional<ScopedBlasThreads> one_blas_thread_;  // and its products
   std::unique_ptr<ShardBatchNorm> shard_bn_;          // and its BatchNorm layers
+  std::unique_ptr<ShardReplicas> replicas_;           // or its SyncBatchNorm layers
   std::string sample_log_;  // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;

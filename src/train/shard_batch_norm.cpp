@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dist/exact_sum.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::train::detail {
@@ -34,14 +35,18 @@ void write(const Tensor& target, const std::vector<float>& values) {
 }  // namespace
 
 std::string batch_norm_refusal(nn::Module& model) {
+  const std::string* synchronised = nullptr;
+  const std::string* plain = nullptr;
   for (const auto& [name, bn] : batch_norms(model)) {
-    if (bn->synchronizes_replicas()) {
+    (bn->synchronizes_replicas() ? synchronised : plain) = &name;
+    if (synchronised != nullptr && plain != nullptr) {
       return fmt::format(
-          "'{}' is synchronised (SyncBatchNorm): its statistics would span the "
-          "ranks' shards; reproducible mode normalises each shard on its own",
-          name);
+          "'{}' is synchronised (SyncBatchNorm) and '{}' is not: reproducible mode takes a "
+          "model whose BatchNorm layers are all synchronised or none",
+          *synchronised, *plain);
     }
-    if (bn->options().track_running_stats && !bn->options().momentum) {
+    if (!bn->synchronizes_replicas() && bn->options().track_running_stats &&
+        !bn->options().momentum) {
       return fmt::format("'{}' keeps a cumulative average (momentum none): give it a momentum",
                          name);
     }
@@ -51,7 +56,7 @@ std::string batch_norm_refusal(nn::Module& model) {
 
 ShardBatchNorm::ShardBatchNorm(nn::Module& model, dist::Communicator& comm) : comm_(comm) {
   for (const auto& [name, bn] : batch_norms(model)) {
-    if (bn->options().track_running_stats) {
+    if (bn->options().track_running_stats && !bn->synchronizes_replicas()) {
       layers_.push_back({bn, *bn->options().momentum, {}, {}, 0.0f, {}});
     }
   }
@@ -91,20 +96,12 @@ void ShardBatchNorm::after_shard(int shard, int shards) {
 void ShardBatchNorm::finish(int shards) {
   for (Layer& l : layers_) {
     const size_t n = 2 * l.mean0.size();
-    // The terms rounded onto one grid, from the largest over every rank, so
-    // coarse that their sums are doubles without rounding in any order.
-    double largest = 0.0;
-    for (double t : l.terms) largest = std::max(largest, std::fabs(t));
-    comm_.allreduce(&largest, 1, dist::ReduceOp::Max);
-    int exponent = 0;
-    std::frexp(largest, &exponent);  // largest < 2^exponent
-    // x + 1.5 2^(q + 52) rounds x to a multiple of 2^q, q = exponent +
-    // headroom - 51, and the sum of `shards` such terms stays below 2^(q + 51).
-    const int headroom = static_cast<int>(std::ceil(std::log2(std::max(shards, 1)))) + 1;
-    const double magic = std::ldexp(1.5, exponent + headroom + 1);
-    std::vector<double> sum(n, 0.0);
-    for (size_t k = 0; k < l.terms.size(); ++k) sum[k % n] += (l.terms[k] + magic) - magic;
-    comm_.allreduce(sum.data(), n, dist::ReduceOp::Sum);
+    std::vector<std::vector<double>> parts;
+    for (size_t k = 0; k < l.terms.size(); k += n) {
+      parts.emplace_back(l.terms.begin() + static_cast<long>(k),
+                         l.terms.begin() + static_cast<long>(k + n));
+    }
+    const std::vector<double> sum = dist::detail::exact_sum(comm_, parts, n, shards);
     const double decay = std::pow(1.0 - l.momentum, shards);
     std::vector<float> mean(l.mean0.size()), var(l.var0.size());
     for (size_t c = 0; c < mean.size(); ++c) {

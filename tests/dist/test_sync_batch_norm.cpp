@@ -1,8 +1,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 
+#include "dist/exact_sum.hpp"
 #include "dist_test_util.hpp"
 #include "test_util.hpp"
 
@@ -132,4 +135,63 @@ TEST(SyncBatchNorm, AFailingReplicaReleasesTheOthers) {
   nn::convert_sync_batchnorm(ok, Communicator::world());
   DataParallel dp2(ok, devices(2));
   EXPECT_EQ(dp2.forward(test::random_tensor({4, 2, 4, 4}, 2)).shape(), Shape({4, 4}));
+}
+
+// A copy of a converted model (what reproducible mode runs each shard
+// through) meets the original's replicas: the same synchronizer.
+TEST(SyncBatchNorm, ACopyOfAConvertedLayerStaysSynchronised) {
+  auto net = cnn();
+  nn::convert_sync_batchnorm(net, Communicator::world());
+  auto copy = std::dynamic_pointer_cast<nn::Sequential>(net->clone());
+  ASSERT_TRUE(copy);
+  EXPECT_TRUE(bn_of(copy).synchronizes_replicas());
+  EXPECT_EQ(bn_of(copy).synchronizer(), bn_of(net).synchronizer());
+  EXPECT_FALSE(
+      bn_of(std::dynamic_pointer_cast<nn::Sequential>(cnn()->clone())).synchronizes_replicas());
+}
+
+// Exact sums: the same bits however the parts are shared between the ranks
+// (all on one, round robin, in reverse), where a plain sum of the same parts
+// depends on their order; and within the grid's spacing of the true sum.
+TEST(SyncBatchNorm, ExactSumsAreTheSameBitsInAnyGrouping) {
+  Communicator comm = Communicator::world();
+  const int parts = 12;
+  const size_t length = 3;
+  std::vector<std::vector<double>> all;
+  for (int p = 0; p < parts; ++p) {
+    // Entry 0: large values that cancel and small ones that a plain sum
+    // loses in some orders; 1: numbers of one sign; 2: zeros.
+    const double big = (p % 2 == 0 ? 1.0 : -1.0) * std::ldexp(1.0, 40 + p % 3);
+    all.push_back({big + 0.3 * p, 0.1 * (p + 1), 0.0});
+  }
+  auto plain = [&](const std::vector<int>& order) {
+    double s = 0.0;
+    for (int p : order) s += all[static_cast<size_t>(p)][0];
+    return s;
+  };
+  std::vector<int> forward(parts), reverse(parts);
+  for (int p = 0; p < parts; ++p) forward[static_cast<size_t>(p)] = p;
+  for (int p = 0; p < parts; ++p) reverse[static_cast<size_t>(p)] = parts - 1 - p;
+  ASSERT_NE(plain(forward), plain(reverse)) << "the parts do not show a plain sum's order";
+
+  auto share = [&](const std::function<bool(int)>& mine, bool reversed) {
+    std::vector<std::vector<double>> held;
+    for (int p : reversed ? reverse : forward) {
+      if (mine(p)) held.push_back(all[static_cast<size_t>(p)]);
+    }
+    return dist::detail::exact_sum(comm, held, length, parts);
+  };
+  const int r = comm.rank(), n = comm.size();
+  const std::vector<double> on_first = share([&](int) { return r == 0; }, false);
+  const std::vector<double> round_robin = share([&](int p) { return p % n == r; }, false);
+  const std::vector<double> on_last = share([&](int) { return r == n - 1; }, true);
+  for (size_t k = 0; k < length; ++k) {
+    EXPECT_EQ(std::memcmp(&on_first[k], &round_robin[k], sizeof(double)), 0) << k;
+    EXPECT_EQ(std::memcmp(&on_first[k], &on_last[k], sizeof(double)), 0) << k;
+  }
+  // The true sums: entry 0 is 0.3 (0 + 1 + ... + 11) = 19.8 on a grid of
+  // 2^(43 + 5 - 51) = 1/8, each term off by at most half of it.
+  EXPECT_NEAR(on_first[0], 19.8, parts * 0.0625);
+  EXPECT_NEAR(on_first[1], 7.8, 1e-12);
+  EXPECT_EQ(on_first[2], 0.0);
 }

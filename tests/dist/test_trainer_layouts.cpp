@@ -113,8 +113,17 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
           std::make_shared<nn::Linear>(16, 3)});
   // (Shards of one sample, which BatchNorm cannot normalise.)
   EXPECT_NE(refusal(batch_norm, *batch_norm, true).find("two samples or more"), std::string::npos);
+  // Synchronised, it needs one sample per shard (and trains); synchronised
+  // and plain layers in one model are refused.
   nn::convert_sync_batchnorm(batch_norm);
-  EXPECT_NE(refusal(batch_norm, *batch_norm, true).find("'1' is synchronised (SyncBatchNorm)"),
+  EXPECT_EQ(refusal(batch_norm, *batch_norm, true), "trained");
+  auto mixed = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::BatchNorm1d>(16),
+      std::make_shared<nn::Linear>(16, 16), std::make_shared<nn::BatchNorm1d>(16),
+      std::make_shared<nn::Linear>(16, 3)});
+  nn::convert_sync_batchnorm(mixed);
+  dynamic_cast<nn::BatchNorm&>(*(*mixed)[3]).synchronize(nullptr);
+  EXPECT_NE(refusal(mixed, *mixed, true).find("'1' is synchronised (SyncBatchNorm) and '3' is not"),
             std::string::npos);
   auto cumulative =
       std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{

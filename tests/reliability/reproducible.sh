@@ -4,8 +4,9 @@
 # last batch of 2 samples leaves ranks without a share) are the same bits at
 # 1 x 1, 1 x 2, 1 x 4, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
 # with 2 threads (also with products the BLAS splits over its threads, and a
-# convolution); with gradient accumulation, dropout and BatchNorm too; a run
-# stopped at 4 ranks and resumed at 3 ends with them too.
+# convolution); with gradient accumulation, dropout, BatchNorm and
+# SyncBatchNorm too; a run stopped at 4 ranks and resumed at 3 ends with them
+# too.
 #
 #   reproducible.sh TOOLS_DIR TESTS_SOURCE_DIR
 set -uo pipefail
@@ -109,6 +110,46 @@ PY
 grep -q "end with a batch of 2" bn24.log || { cat bn24.log; fail "shards of one sample: no clear message"; }
 echo "ok: with BatchNorm, the same state and running statistics after 16 steps (across the epoch's end) at 1x1, 2x1, 3x1 and 2x2; a last batch of 2 refused"
 
+# SyncBatchNorm: a rank's shards go forward together, each through a copy of
+# the model, and the layer's statistics (and their gradients) are summed over
+# every shard of every rank exactly: the whole global batch's, one update of
+# the running statistics per step, the same bits at every layout.
+sbn=(--model 'flatten,linear(16),batchnorm,relu,dropout(0.2),linear(10)' --sync-batchnorm --threads 1
+     --max-steps 16 --batch-size 48)
+run sbn1x1 1 "${sbn[@]}"
+want_sbn=$(state_digest sbn1x1/ckpt-000000016.h5)
+for layout in "sbn2x1 2" "sbn3x1 3" "sbn4x1 4" "sbn2x2 2 --devices 2" "sbn1x1t2 1 --threads 2"; do
+  read -r name ranks extra <<<"$layout"
+  # shellcheck disable=SC2086
+  run "$name" "$ranks" "${sbn[@]}" $extra
+  [[ $(state_digest "$name/ckpt-000000016.h5") == "$want_sbn" ]] ||
+    fail "$name with SyncBatchNorm: the state after 16 steps differs from 1 x 1's"
+done
+# Without dropout, against the default mode's SyncBatchNorm (one device, the
+# whole batch's statistics: the same numbers up to rounding) and the
+# reproducible mode's plain BatchNorm (each shard's own statistics).
+nodrop=(--model 'flatten,linear(16),batchnorm,relu,linear(10)' --threads 1 --max-steps 16 --batch-size 48
+        --seed 3 --data "$work/uneven.h5" --progress lines --log-every 1000 --epochs 2)
+for variant in "whole --sync-batchnorm" "sharded --reproducible" "exact --reproducible --sync-batchnorm"; do
+  read -r name extra <<<"$variant"
+  # shellcheck disable=SC2086
+  "$bin/kdp-train" "${nodrop[@]}" $extra --checkpoint-dir "$work/$name" >"$name.log" 2>&1 ||
+    { cat "$name.log"; fail "the $name run"; }
+done
+/usr/bin/python3 - <<'PY' || fail "reproducible SyncBatchNorm does not normalise with the whole batch's statistics"
+import h5py, numpy as np
+step = "ckpt-000000016.h5"
+whole, sharded, exact = (h5py.File(f"{n}/{step}")["model"] for n in ("whole", "sharded", "exact"))
+# The layers after the normalisation (the bias before it has no gradient but
+# rounding, which Adam scales up).
+for k in ("2.weight", "2.bias", "4.weight", "4.bias", "2.running_var"):
+    near = np.abs(exact[k][()] - whole[k][()]).max()
+    far = np.abs(sharded[k][()] - whole[k][()]).max()
+    assert near < 1e-5 and far > 1e-4, (k, near, far)
+assert int(exact["2.num_batches_tracked"][()]) == 16, exact["2.num_batches_tracked"][()]
+PY
+echo "ok: with SyncBatchNorm, the same state after 16 steps at 1x1, 2x1, 3x1, 4x1, 2x2 and 2 threads; the whole batch's statistics"
+
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto
 grep -q "written by 4 rank(s)" stopped.log || { cat stopped.log; fail "the 3-rank run did not resume"; }
@@ -121,8 +162,9 @@ timeout 60 mpirun "${mpi_flags[@]}" -np 5 "${train[@]}" --batch-size 25 --max-st
   fail "5 ranks were accepted"
 grep -q "which 5 ranks cannot share" five.log || { cat five.log; fail "5 ranks: no clear message"; }
 "${train[@]}" --model 'flatten,linear(16),batchnorm,relu,linear(10)' --sync-batchnorm --max-steps 1 \
-  >bn.log 2>&1 && fail "SyncBatchNorm was accepted"
-grep -q "is synchronised (SyncBatchNorm)" bn.log || { cat bn.log; fail "SyncBatchNorm: no clear message"; }
+  --batch-size 11 >sbn11.log 2>&1 && fail "SyncBatchNorm with shards of no sample was accepted"
+grep -q "with SyncBatchNorm layers, reproducible mode needs every batch to give each of its 12 shards a sample" \
+  sbn11.log || { cat sbn11.log; fail "SyncBatchNorm with empty shards: no clear message"; }
 "${train[@]}" --comm-hook bf16 --max-steps 1 >hook.log 2>&1 && fail "a comm hook was accepted"
 grep -q "does not apply with --reproducible" hook.log || { cat hook.log; fail "hook: no clear message"; }
-echo "ok: 5 ranks, SyncBatchNorm and a comm hook refused with one line each"
+echo "ok: 5 ranks, SyncBatchNorm with empty shards and a comm hook refused with one line each"

@@ -64,6 +64,14 @@ class BatchNormSynchronizer {
   /// `momentum` is this step's weight of the new running statistics (0 when
   /// they are not updated).
   virtual Tensor forward(const BatchNorm& layer, const Tensor& input, double momentum) = 0;
+  /// From now on, makes its sums over replicas and ranks exact, the same bits
+  /// however the parts are grouped, for at most `terms` parts in all over the
+  /// ranks (0: plain sums again). Returns whether it can (reproducible mode
+  /// refuses a synchronizer that cannot).
+  virtual bool sum_exactly(int terms) {
+    (void)terms;
+    return false;
+  }
 };
 
 /// What BatchNorm1d, BatchNorm2d and BatchNorm3d share (PyTorch's _BatchNorm).

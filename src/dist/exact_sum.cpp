@@ -1,0 +1,44 @@
+#include "dist/exact_sum.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.hpp"
+
+namespace kdp::dist::detail {
+
+std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<double>>& parts,
+                              size_t length, int terms) {
+  const double infinity = std::numeric_limits<double>::infinity();
+  std::vector<double> largest(length, 0.0);
+  for (const std::vector<double>& p : parts) {
+    KDP_CHECK(p.size() == length, ValueError, "an exact sum of {} entries got a part of {}", length,
+              p.size());
+    for (size_t k = 0; k < length; ++k) {
+      const double m = std::fabs(p[k]);
+      largest[k] = std::isfinite(m) ? std::max(largest[k], m) : infinity;
+    }
+  }
+  comm.allreduce(largest.data(), length, ReduceOp::Max);
+  // x + 1.5 2^(q + 52) rounds x to a multiple of 2^q (to nearest even) for
+  // |x| < 2^(q + 51), and subtracting it back is exact; with q = exponent +
+  // headroom - 51, the sum of `terms` values below 2^exponent stays below
+  // 2^(q + 51).
+  const int headroom = static_cast<int>(std::ceil(std::log2(std::max(terms, 1)))) + 1;
+  std::vector<double> sum(length, 0.0);
+  for (size_t k = 0; k < length; ++k) {
+    if (!std::isfinite(largest[k])) {
+      for (const std::vector<double>& p : parts) sum[k] += p[k];
+      continue;
+    }
+    int exponent = 0;
+    std::frexp(largest[k], &exponent);  // largest < 2^exponent
+    const double magic = std::ldexp(1.5, exponent + headroom + 1);
+    for (const std::vector<double>& p : parts) sum[k] += (p[k] + magic) - magic;
+  }
+  comm.allreduce(sum.data(), length, ReduceOp::Sum);
+  return sum;
+}
+
+}  // namespace kdp::dist::detail
