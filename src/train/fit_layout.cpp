@@ -51,7 +51,10 @@ void FitRun::agree_on_epoch() {
     one_blas_thread_.emplace(1);
     exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
     shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
-    if (ShardReplicas::needed(bare_)) {
+    // With SyncBatchNorm, which must meet every shard, shards go forward
+    // together.
+    synchronised_ = ShardReplicas::synchronised(bare_);
+    if (synchronised_) {
       replicas_ = std::make_unique<ShardReplicas>(bare_, in_.optimizer.parameters(), o_.shards);
     }
     // BatchNorm cannot normalise a shard of one sample (in training, as in
@@ -59,12 +62,12 @@ void FitRun::agree_on_epoch() {
     // each shard with two or more. SyncBatchNorm's shards meet on every rank:
     // each needs one or more.
     const int64_t last = sums[1] % batch == 0 ? batch : sums[1] % batch;
-    const int64_t each = replicas_ ? 1 : shard_bn_->empty() ? 0 : 2;
+    const int64_t each = synchronised_ ? 1 : shard_bn_->empty() ? 0 : 2;
     KDP_CHECK(std::min(batch, last) >= each * o_.shards, ValueError,
               "with {} layers, reproducible mode needs every batch to give each of its {} shards "
               "{} or more, and the epoch's {} samples in batches of {} end with a batch of {}: "
               "use a global batch whose last one holds {} or more (or none)",
-              replicas_ ? "SyncBatchNorm" : "BatchNorm", o_.shards,
+              synchronised_ ? "SyncBatchNorm" : "BatchNorm", o_.shards,
               each == 1 ? "a sample" : "two samples", sums[1], batch, last, each * o_.shards);
   }
   if (const char* log = std::getenv("KDP_TEST_SAMPLE_LOG")) {
@@ -123,8 +126,9 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
     step_loss = replicas_ ? shards_together(e, *b, shards, total)
                           : shards_one_by_one(e, *b, shards, total, filled);
   } else {
-    // agree_on_epoch makes every rank hold shards in every batch.
-    KDP_CHECK(!replicas_, StateError,
+    // With SyncBatchNorm, agree_on_epoch makes every rank hold shards in
+    // every batch.
+    KDP_CHECK(!synchronised_, StateError,
               "reproducible mode with SyncBatchNorm: rank {} holds no shard of a batch",
               comm_.rank());
   }
@@ -182,30 +186,33 @@ Tensor FitRun::shards_one_by_one(Epoch& e, const data::Batch& b,
 }
 
 // With SyncBatchNorm: the shards forward together, each through a copy of the
-// model (ShardReplicas), and back in one backward; each copy's gradients are
-// kept as its shard's. Returns the sum of their weighted losses.
+// model (ShardReplicas) on one of the rank's devices in turn, and back in one
+// backward; each copy's gradients are kept as its shard's. Returns the sum of
+// their weighted losses.
 Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
                                int64_t total) {
-  const Device& device = o_.devices.front();
-  const Tensor x = b.features.to(device), y = b.labels.to(device);
+  const Device& home = o_.devices.front();
+  const Tensor x = b.features.to(home), y = b.labels.to(home);
   std::vector<Tensor> xs, ys;
   std::vector<std::vector<uint64_t>> keys;
+  std::vector<Device> devices;
   for (const ShardRows& rows : shards) {
     if (rows.count == 0) continue;
+    devices.push_back(o_.devices[xs.size() % o_.devices.size()]);
     xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
-    ys.push_back(strided_rows(y, rows.first, rows.step, rows.count));
+    ys.push_back(strided_rows(y, rows.first, rows.step, rows.count).to(devices.back()));
     keys.push_back(sample_keys(b, rows));
   }
-  Tensor step_loss = Tensor::zeros({}, device), sum;
+  Tensor step_loss = Tensor::zeros({}, home), sum;
   std::vector<Tensor> outs, losses;
   {
     autograd::GradModeGuard grad(true);
     trace::Region region("kdp::train::forward", "compute");
     autocast mixed(result_.precision);
-    outs = replicas_->forward(xs, keys, o_.sampler_seed, device);
+    outs = replicas_->forward(xs, keys, o_.sampler_seed, devices);
     for (size_t i = 0; i < outs.size(); ++i) {
       losses.push_back(in_.loss(outs[i], ys[i]));
-      const Tensor weighted = losses.back() * shard_weight(xs[i].size(0), total);
+      const Tensor weighted = (losses.back() * shard_weight(xs[i].size(0), total)).to(home);
       sum = sum.defined() ? sum + weighted : weighted;
       step_loss = step_loss + weighted.detach();
     }
@@ -221,8 +228,8 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
     replicas_->keep_buffers();
   }
   for (size_t i = 0; i < outs.size(); ++i) {
-    e.running.add(losses[i].detach(), static_cast<float>(xs[i].size(0)),
-                  classes_ ? outs[i].detach() : Tensor(), ys[i]);
+    e.running.add(losses[i].detach().to(home), static_cast<float>(xs[i].size(0)),
+                  classes_ ? outs[i].detach().to(home) : Tensor(), ys[i].to(home));
   }
   return step_loss;
 }

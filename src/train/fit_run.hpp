@@ -162,7 +162,8 @@ class FitRun {
   std::unique_ptr<ExactGradient> exact_;   // reproducible mode
   std::optional<ScopedBlasThreads> one_blas_thread_;  // and its products
   std::unique_ptr<ShardBatchNorm> shard_bn_;          // and its BatchNorm layers
-  std::unique_ptr<ShardReplicas> replicas_;           // or its SyncBatchNorm layers
+  std::unique_ptr<ShardReplicas> replicas_;           // and its SyncBatchNorm layers
+  bool synchronised_ = false;                         // (the model has some)
   std::string sample_log_;  // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;

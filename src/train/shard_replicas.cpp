@@ -39,7 +39,7 @@ void for_each_synchronizer(nn::Module& m, const F& f) {
 
 }  // namespace
 
-bool ShardReplicas::needed(const nn::Module& model) {
+bool ShardReplicas::synchronised(const nn::Module& model) {
   for (const auto& [name, m] : model.named_modules()) {
     if (m->synchronizes_replicas()) return true;
   }
@@ -69,27 +69,55 @@ ShardReplicas::~ShardReplicas() {
   for_each_synchronizer(model_, [](nn::BatchNormSynchronizer& s) { s.sum_exactly(0); });
 }
 
+// Copy i of the model on `device`, made once and then brought up to date:
+// its parameters view the model's memory (nothing is copied; the gradients
+// are its own, dropped here), its buffers take the model's values.
+nn::Module& ShardReplicas::copy_on(size_t i, const Device& device) {
+  if (i >= copies_.size()) {
+    copies_.push_back(model_.clone());
+    if (!(device == model_.device())) copies_.back()->to(device);
+  }
+  nn::Module& copy = *copies_[i];
+  KDP_CHECK(copy.device() == device, StateError, "a shard's copy of the model is on {}, not {}",
+            copy.device().str(), device.str());
+  const nn::NamedTensors from = model_.named_parameters(), to = copy.named_parameters();
+  for (size_t k = 0; k < to.size(); ++k) {
+    Tensor p = to[k].second;
+    p.set_data(from[k].second.detach().to(device));
+  }
+  copy.zero_grad();
+  const nn::NamedTensors values = model_.named_buffers(), buffers = copy.named_buffers();
+  for (size_t k = 0; k < buffers.size(); ++k) {
+    Tensor b = buffers[k].second;
+    b.copy_(values[k].second.to(device));
+  }
+  return copy;
+}
+
 std::vector<Tensor> ShardReplicas::forward(const std::vector<Tensor>& xs,
                                            const std::vector<std::vector<uint64_t>>& keys,
-                                           uint64_t seed, const Device& device) {
-  copies_.clear();
+                                           uint64_t seed, const std::vector<Device>& devices) {
   std::vector<std::shared_ptr<nn::Module>> replicas;
+  std::vector<Tensor> inputs;
+  used_ = xs.size();
   for (size_t i = 0; i < xs.size(); ++i) {
-    copies_.push_back(model_.clone());
-    replicas.push_back(std::make_shared<ShardCopy>(copies_.back(), seed, keys[i]));
+    copy_on(i, devices[i]);
+    replicas.push_back(std::make_shared<ShardCopy>(copies_[i], seed, keys[i]));
+    inputs.push_back(xs[i].to(devices[i]));
   }
-  return parallel_apply(replicas, xs, std::vector<Device>(xs.size(), device));
+  return parallel_apply(replicas, inputs, devices);
 }
 
 std::vector<Tensor> ShardReplicas::gradients(size_t shard) const {
   const nn::NamedTensors own = copies_.at(shard)->named_parameters();
+  copies_[shard]->device().fence("kdp::reproducible shard gradients");
   std::vector<Tensor> grads;
   for (size_t place : places_) grads.push_back(own[place].second.grad());
   return grads;
 }
 
 void ShardReplicas::keep_buffers() {
-  if (copies_.empty()) return;
+  if (used_ == 0) return;
   const nn::NamedTensors from = copies_.front()->named_buffers();
   nn::NamedTensors to = model_.named_buffers();
   for (size_t i = 0; i < to.size(); ++i) to[i].second.copy_(from[i].second);

@@ -1,11 +1,13 @@
 #pragma once
-// Reproducible mode with SyncBatchNorm: a rank's shards of a micro-batch go
-// forward together, each through a copy of the model with parameters of its
-// own (so that each copy's gradients are its shard's alone), as the replicas
-// of one forward on the rank's first device, taking turns on it. The
-// synchronised layers meet across the shards and ranks and sum their
-// statistics exactly (dist/exact_sum.hpp): the whole global batch's
-// statistics, and their gradients, are the same bits at every layout.
+// Reproducible mode's shards going forward together: a rank's shards of a
+// micro-batch, each through a copy of the model whose parameters are leaves
+// of their own that view the model's memory (so that each copy's gradients
+// are its shard's alone, and nothing is copied), as the replicas of
+// one forward over the rank's devices (shards that share a device take turns
+// on it). The model's synchronised layers (SyncBatchNorm) meet across the
+// shards and ranks and sum their statistics exactly (dist/exact_sum.hpp): the
+// whole global batch's statistics, and their gradients, are the same bits at
+// every layout.
 
 #include <cstdint>
 #include <memory>
@@ -26,26 +28,30 @@ class ShardReplicas {
   ShardReplicas(const ShardReplicas&) = delete;
   ShardReplicas& operator=(const ShardReplicas&) = delete;
 
-  /// Whether `model` has synchronised layers, which need this.
-  static bool needed(const nn::Module& model);
+  /// Whether `model` has synchronised layers, whose shards must go together.
+  static bool synchronised(const nn::Module& model);
 
-  /// The outputs of the shards `xs` on `device`, each through a fresh copy of
-  /// the model whose dropout draws from `seed` and the shard's `keys` (one
-  /// per row).
+  /// The outputs of the shards `xs`, shard i on devices[i] through a copy of
+  /// the model there (with the model's current parameters and buffers, and
+  /// no gradients), whose dropout draws from `seed` and the shard's `keys`
+  /// (one per row). Shard i goes to the same device at every call.
   std::vector<Tensor> forward(const std::vector<Tensor>& xs,
                               const std::vector<std::vector<uint64_t>>& keys, uint64_t seed,
-                              const Device& device);
+                              const std::vector<Device>& devices);
   /// Shard i's gradients after the backward, in the order of `params`
   /// (undefined where its copy got none).
   std::vector<Tensor> gradients(size_t shard) const;
-  /// The model's buffers (running statistics) from the first copy's: every
-  /// copy's are the same, from the whole batch's statistics.
+  /// The model's buffers from the first copy's: with synchronised layers,
+  /// every copy's are the same, from the whole batch's statistics.
   void keep_buffers();
 
  private:
   nn::Module& model_;
   std::vector<size_t> places_;  // of each of params in model_.named_parameters()
-  std::vector<std::shared_ptr<nn::Module>> copies_;
+  std::vector<std::shared_ptr<nn::Module>> copies_;  // made once each, reused
+  size_t used_ = 0;                                  // by the last forward
+
+  nn::Module& copy_on(size_t i, const Device& device);
 };
 
 }  // namespace kdp::train::detail
