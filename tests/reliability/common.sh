@@ -35,9 +35,11 @@ with h5py.File(sys.argv[2], "r+") as f:
 PY
 }
 
-# The /model and /optimizer datasets of a checkpoint as one digest.
+# The /model and /optimizer datasets of a checkpoint as one digest; for a
+# file that cannot be read, a line that equals no other (so a comparison of
+# two missing files fails too).
 state_digest() {
-  /usr/bin/python3 - "$1" <<'PY'
+  /usr/bin/python3 - "$1" <<'PY' || echo "unreadable $1 $RANDOM$RANDOM"
 import hashlib, sys, h5py
 h = hashlib.sha256()
 with h5py.File(sys.argv[1], "r") as f:
@@ -49,9 +51,10 @@ print(h.hexdigest())
 PY
 }
 
-# The /model datasets of a checkpoint as one digest (bit-for-bit comparison).
+# The /model datasets of a checkpoint as one digest (bit-for-bit comparison;
+# for a file that cannot be read, a line that equals no other).
 model_digest() {
-  /usr/bin/python3 - "$1" <<'PY'
+  /usr/bin/python3 - "$1" <<'PY' || echo "unreadable $1 $RANDOM$RANDOM"
 import hashlib, sys, h5py
 h = hashlib.sha256()
 with h5py.File(sys.argv[1], "r") as f:
