@@ -207,22 +207,25 @@ def cluster_runs(bench, q, reps):
 
 
 def reproducible_runs(train):
-    """kdp-train's step in reproducible mode against the default one, L on
-    Fashion-MNIST at a global batch of 240, one after the other in one run."""
+    """kdp-train's step in reproducible mode against the default one, one
+    after the other in one run on Fashion-MNIST at a global batch of 240: L
+    at 2 and 4 ranks, and a CNN with SyncBatchNorm at 2."""
     data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
     if not os.path.exists(train) or not os.path.exists(data) or mpirun(2) is None:
         return []
+    cnn = "'conv(16,3,1,1),batchnorm,relu,maxpool(2),flatten,linear(10)' --sync-batchnorm"
     runs = []
-    for ranks in (2, 4):
+    for label, model, ranks in (("step", "784,1024,1024,10", 2), ("step", "784,1024,1024,10", 4),
+                                ("step_sync_batchnorm_cnn", cnn, 2)):
         launch = " ".join(mpirun(ranks))
-        common = (f"{launch} {train} --data {data} --model 784,1024,1024,10 --batch-size 240 "
+        common = (f"{launch} {train} --data {data} --model {model} --batch-size 240 "
                   f"--threads 1 --max-steps 60 --progress lines --log-every 1000000")
         rate = "sed -n 's/.*samples_per_s=\\([0-9.]*\\).*/\\1/p'"
         cmd = (f"a=$({common} | {rate}); b=$({common} --reproducible | {rate}); "
                f"echo \"INFO  default $a samples/s, reproducible $b samples/s\"; "
-               f"awk -v a=\"$a\" -v b=\"$b\" 'BEGIN {{printf \"REPRODUCIBLE step_r{ranks} %.3f "
+               f"awk -v a=\"$a\" -v b=\"$b\" 'BEGIN {{printf \"REPRODUCIBLE {label}_r{ranks} %.3f "
                f"(target <= 1.10)\\n\", a / b}}'")
-        runs.append((f"reproducible_r{ranks}", ["bash", "-c", cmd], {}))
+        runs.append((f"reproducible_{label}_r{ranks}", ["bash", "-c", cmd], {}))
     return runs
 
 
