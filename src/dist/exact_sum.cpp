@@ -25,8 +25,11 @@ std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<
   // |x| < 2^(q + 51), and subtracting it back is exact; with q = exponent +
   // headroom - 51, the sum of `terms` values below 2^exponent stays below
   // 2^(q + 51).
+  // Terms near the largest double are summed scaled down by 2^shift (exact:
+  // what the scaling could lose lies far below the grid).
   const int headroom = static_cast<int>(std::ceil(std::log2(std::max(terms, 1)))) + 1;
   std::vector<double> sum(length, 0.0);
+  std::vector<int> shift(length, 0);
   for (size_t k = 0; k < length; ++k) {
     if (!std::isfinite(largest[k])) {
       for (const std::vector<double>& p : parts) sum[k] += p[k];
@@ -34,10 +37,14 @@ std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<
     }
     int exponent = 0;
     std::frexp(largest[k], &exponent);  // largest < 2^exponent
-    const double magic = std::ldexp(1.5, exponent + headroom + 1);
-    for (const std::vector<double>& p : parts) sum[k] += (p[k] + magic) - magic;
+    shift[k] = std::max(0, exponent + headroom + 1 - 1000);
+    const double magic = std::ldexp(1.5, exponent + headroom + 1 - shift[k]);
+    for (const std::vector<double>& p : parts) {
+      sum[k] += (std::ldexp(p[k], -shift[k]) + magic) - magic;
+    }
   }
   comm.allreduce(sum.data(), length, ReduceOp::Sum);
+  for (size_t k = 0; k < length; ++k) sum[k] = std::ldexp(sum[k], shift[k]);
   return sum;
 }
 

@@ -22,6 +22,10 @@ class ShardCopy : public nn::Module {
     return (*copy_)(x);
   }
   using Module::forward;
+  // The copy of a user's module runs the original's layers with the copy's
+  // tensors bound in (nn::BoundModule), so its own tree does not show the
+  // synchronised layers: the shards must meet all the same.
+  bool synchronizes_replicas() const override { return true; }
 
  private:
   std::shared_ptr<nn::Module> copy_;
@@ -29,12 +33,20 @@ class ShardCopy : public nn::Module {
   std::vector<uint64_t> keys_;
 };
 
-template <class F>
-void for_each_synchronizer(nn::Module& m, const F& f) {
-  if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m); bn != nullptr && bn->synchronizer()) {
-    f(*bn->synchronizer());
+// The synchronizers of the model's synchronised layers, in model order;
+// refuses a layer that meets the other replicas but is not a BatchNorm.
+std::vector<nn::BatchNormSynchronizer*> synchronizers(const nn::Module& model) {
+  std::vector<nn::BatchNormSynchronizer*> out;
+  for (const auto& [name, m] : model.named_modules()) {
+    if (!m->synchronizes_replicas()) continue;
+    const auto* bn = dynamic_cast<const nn::BatchNorm*>(m.get());
+    KDP_CHECK(bn != nullptr, ValueError,
+              "reproducible mode: '{}' ({}) meets the other replicas in its forward, and only "
+              "a synchronised BatchNorm's sums can be made exact",
+              name, m->type_name());
+    out.push_back(bn->synchronizer().get());
   }
-  for (const auto& [name, child] : m.named_children()) for_each_synchronizer(*child, f);
+  return out;
 }
 
 }  // namespace
@@ -49,6 +61,15 @@ bool ShardReplicas::synchronised(const nn::Module& model) {
 ShardReplicas::ShardReplicas(nn::Module& model, const optim::NamedParameters& params, int shards)
     : model_(model) {
   const nn::NamedTensors own = model.named_parameters();
+  // A copy would give a tensor used twice (tied weights) two leaves.
+  for (size_t i = 0; i < own.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      KDP_CHECK(!own[i].second.is_same(own[j].second), ValueError,
+                "reproducible mode with SyncBatchNorm: '{}' and '{}' are one tensor (tied "
+                "parameters), which the shards' copies of the model cannot share",
+                own[j].first, own[i].first);
+    }
+  }
   for (const auto& [name, p] : params) {
     size_t place = 0;
     while (place < own.size() && !own[place].second.is_same(p)) ++place;
@@ -58,15 +79,19 @@ ShardReplicas::ShardReplicas(nn::Module& model, const optim::NamedParameters& pa
               name);
     places_.push_back(place);
   }
-  for_each_synchronizer(model_, [&](nn::BatchNormSynchronizer& s) {
-    KDP_CHECK(s.sum_exactly(shards), ValueError,
-              "reproducible mode: a synchronised BatchNorm layer's synchronizer cannot sum "
-              "exactly (only kdp's SyncBatchNorm can)");
-  });
+  synchronizers_ = synchronizers(model_);
+  for (nn::BatchNormSynchronizer* s : synchronizers_) {
+    if (!s->sum_exactly(shards)) {
+      for (nn::BatchNormSynchronizer* accepted : synchronizers_) accepted->sum_exactly(0);
+      KDP_FAIL(ValueError,
+               "reproducible mode: a synchronised BatchNorm layer's synchronizer cannot sum "
+               "exactly (only kdp's SyncBatchNorm can)");
+    }
+  }
 }
 
 ShardReplicas::~ShardReplicas() {
-  for_each_synchronizer(model_, [](nn::BatchNormSynchronizer& s) { s.sum_exactly(0); });
+  for (nn::BatchNormSynchronizer* s : synchronizers_) s->sum_exactly(0);
 }
 
 // Copy i of the model on `device`, made once and then brought up to date:

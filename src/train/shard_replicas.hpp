@@ -13,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "kdp/nn/batch_norm.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
@@ -48,8 +49,9 @@ class ShardReplicas {
  private:
   nn::Module& model_;
   std::vector<size_t> places_;  // of each of params in model_.named_parameters()
-  std::vector<std::shared_ptr<nn::Module>> copies_;  // made once each, reused
-  size_t used_ = 0;                                  // by the last forward
+  std::vector<nn::BatchNormSynchronizer*> synchronizers_;  // summing exactly
+  std::vector<std::shared_ptr<nn::Module>> copies_;        // made once each, reused
+  size_t used_ = 0;                                        // by the last forward
 
   nn::Module& copy_on(size_t i, const Device& device);
 };

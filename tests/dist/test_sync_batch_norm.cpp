@@ -156,13 +156,16 @@ TEST(SyncBatchNorm, ACopyOfAConvertedLayerStaysSynchronised) {
 TEST(SyncBatchNorm, ExactSumsAreTheSameBitsInAnyGrouping) {
   Communicator comm = Communicator::world();
   const int parts = 12;
-  const size_t length = 3;
+  const size_t length = 5;
   std::vector<std::vector<double>> all;
   for (int p = 0; p < parts; ++p) {
     // Entry 0: large values that cancel and small ones that a plain sum
-    // loses in some orders; 1: numbers of one sign; 2: zeros.
-    const double big = (p % 2 == 0 ? 1.0 : -1.0) * std::ldexp(1.0, 40 + p % 3);
-    all.push_back({big + 0.3 * p, 0.1 * (p + 1), 0.0});
+    // loses in some orders; 1: numbers of one sign; 2: zeros; 3 and 4: near
+    // the largest double, cancelling and not.
+    const double sign = p % 2 == 0 ? 1.0 : -1.0;
+    const double big = sign * std::ldexp(1.0, 40 + p % 3);
+    const double huge = std::ldexp(1.5, 1020);
+    all.push_back({big + 0.3 * p, 0.1 * (p + 1), 0.0, sign * huge, p < 2 ? huge : 0.0});
   }
   auto plain = [&](const std::vector<int>& order) {
     double s = 0.0;
@@ -194,4 +197,6 @@ TEST(SyncBatchNorm, ExactSumsAreTheSameBitsInAnyGrouping) {
   EXPECT_NEAR(on_first[0], 19.8, parts * 0.0625);
   EXPECT_NEAR(on_first[1], 7.8, 1e-12);
   EXPECT_EQ(on_first[2], 0.0);
+  EXPECT_EQ(on_first[3], 0.0);
+  EXPECT_EQ(on_first[4], std::ldexp(3.0, 1020));
 }

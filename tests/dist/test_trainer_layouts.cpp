@@ -13,6 +13,22 @@ std::shared_ptr<nn::Module> make_model() {
   return nn::mlp({6, 16, 3});
 }
 
+// A user's model class (its clone runs the original's layers with the copy's
+// tensors bound in) with a BatchNorm: fc1, bn, relu, fc2.
+struct UserNet : nn::Module {
+  UserNet() : Module("UserNet") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(6, 16));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(16));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(16, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc2->forward(relu(bn->forward(fc1->forward(x))));
+  }
+  using Module::forward;
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::BatchNorm1d> bn;
+};
+
 // One epoch in batches of kGlobalBatch samples in order, in one process: the
 // mean loss over each batch, plain SGD.
 std::vector<std::vector<float>> reference(const data::TensorDataset& set) {
@@ -125,6 +141,12 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
   dynamic_cast<nn::BatchNorm&>(*(*mixed)[3]).synchronize(nullptr);
   EXPECT_NE(refusal(mixed, *mixed, true).find("'1' is synchronised (SyncBatchNorm) and '3' is not"),
             std::string::npos);
+  auto twice = std::make_shared<nn::Linear>(6, 6);
+  auto tied = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      twice, std::make_shared<nn::BatchNorm1d>(6), twice, std::make_shared<nn::Linear>(6, 3)});
+  nn::convert_sync_batchnorm(tied);
+  EXPECT_NE(refusal(tied, *tied, true).find("'0.weight' and '2.weight' are one tensor"),
+            std::string::npos);
   auto cumulative =
       std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
           std::make_shared<nn::Linear>(6, 16),
@@ -150,5 +172,47 @@ TEST(TrainerLayouts, ReproducibleModeRefusesWhatItCannotKeep) {
     }
     auto padded = make_model();
     EXPECT_NE(refusal(padded, *padded, false).find("exact mode"), std::string::npos);
+  }
+}
+
+// Reproducible mode with SyncBatchNorm in a user's model class: the shards'
+// copies meet in the synchronised layer as a Sequential's do, so both train
+// to the same bits from the same weights (a user model whose shards each
+// normalised alone would not).
+TEST(TrainerLayouts, ReproducibleSyncBatchNormInAUserModelMeetsAcrossShards) {
+  dist::Communicator comm = dist::Communicator::world();
+  auto set = data::synthetic_classification(48, 6, 3, 5);
+  const auto train = [&](const std::shared_ptr<nn::Module>& model) {
+    nn::convert_sync_batchnorm(model, comm);
+    optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
+    data::DataLoader loader =
+        rank_loader(set, comm, data::DistributedSamplerOptions{}.with_exact(true));
+    train::TrainerOptions t;
+    t.progress = -1;
+    t.epochs = 2;
+    t.reproducible = true;
+    train::Trainer trainer(t, comm);
+    nn::CrossEntropyLoss ce;
+    trainer.fit(*model, std::ref(ce), opt, loader);
+    std::vector<std::vector<float>> state;
+    for (const auto& [name, v] : model->state_dict()) state.push_back(v.to_vector());
+    return state;
+  };
+  manual_seed(5);
+  auto user = std::make_shared<UserNet>();
+  auto sequential =
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::BatchNorm1d>(16),
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3)});
+  const nn::StateDict from = user->state_dict(), to = sequential->state_dict();
+  ASSERT_EQ(from.size(), to.size());
+  for (size_t i = 0; i < to.size(); ++i) {
+    Tensor t = to[i].second;
+    t.copy_(from[i].second);
+  }
+  const auto want = train(sequential), got = train(user);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "state entry " << i << " (" << from[i].first << ")";
   }
 }

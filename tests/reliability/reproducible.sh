@@ -115,9 +115,10 @@ echo "ok: with BatchNorm, the same state and running statistics after 16 steps (
 # SyncBatchNorm: a rank's shards go forward together, each through a copy of
 # the model, and the layer's statistics (and their gradients) are summed over
 # every shard of every rank exactly: the whole global batch's, one update of
-# the running statistics per step, the same bits at every layout.
-sbn=(--model 'flatten,linear(16),batchnorm,relu,dropout(0.2),linear(10)' --sync-batchnorm --threads 1
-     --max-steps 16 --batch-size 48)
+# the running statistics per micro-batch, the same bits at every layout.
+sbn_model=(--model 'flatten,linear(16),batchnorm,relu,dropout(0.2),linear(10)' --sync-batchnorm
+           --threads 1 --batch-size 48)
+sbn=("${sbn_model[@]}" --max-steps 16)
 run sbn1x1 1 "${sbn[@]}"
 want_sbn=$(state_digest sbn1x1/ckpt-000000016.h5)
 for layout in "sbn2x1 2" "sbn3x1 3" "sbn4x1 4" "sbn2x2 2 --devices 2" "sbn1x1t2 1 --threads 2"; do
@@ -127,6 +128,12 @@ for layout in "sbn2x1 2" "sbn3x1 3" "sbn4x1 4" "sbn2x2 2 --devices 2" "sbn1x1t2 
   [[ $(state_digest "$name/ckpt-000000016.h5") == "$want_sbn" ]] ||
     fail "$name with SyncBatchNorm: the state after 16 steps differs from 1 x 1's"
 done
+# Stopped at 4 ranks after 6 steps, resumed at 3 (mid-epoch).
+run sbnstopped 4 "${sbn_model[@]}" --max-steps 6
+run sbnstopped 3 "${sbn[@]}" --resume auto
+grep -q "written by 4 rank(s)" sbnstopped.log || { cat sbnstopped.log; fail "the SyncBatchNorm run did not resume"; }
+[[ $(state_digest sbnstopped/ckpt-000000016.h5) == "$want_sbn" ]] ||
+  fail "SyncBatchNorm, stopped at 4 ranks and resumed at 3: the state differs from the uninterrupted run's"
 # With 3 micro-batches per step (the 2 epochs give 10 steps): each
 # micro-batch's statistics, at any layout.
 run sbnacc1x1 1 "${sbn[@]}" --accumulate 3
@@ -156,7 +163,7 @@ for k in ("2.weight", "2.bias", "4.weight", "4.bias", "2.running_var"):
     assert near < 1e-5 and far > 1e-4, (k, near, far)
 assert int(exact["2.num_batches_tracked"][()]) == 16, exact["2.num_batches_tracked"][()]
 PY
-echo "ok: with SyncBatchNorm, the same state after 16 steps at 1x1, 2x1, 3x1, 4x1, 2x2 and 2 threads (and 1x1 and 2x2 with 3 micro-batches per step); the whole batch's statistics"
+echo "ok: with SyncBatchNorm, the same state after 16 steps at 1x1, 2x1, 3x1, 4x1, 2x2, 2 threads and stopped at 4 ranks and resumed at 3 (and 1x1 and 2x2 with 3 micro-batches per step); the whole batch's statistics"
 
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto

@@ -124,9 +124,10 @@ struct TrainerOptions {
   /// exactly (integers on a grid fixed per step), so neither who computed a
   /// shard nor the order of the sums shows. The model goes to fit() bare (the
   /// Trainer reduces the gradients itself, not DistributedDataParallel); a
-  /// rank computes on its first device. Dropout draws each sample's mask from
-  /// its index and the step; BatchNorm normalises each shard on its own,
-  /// SyncBatchNorm the whole global batch (its sums exact too); gradient
+  /// rank computes on its first device (with SyncBatchNorm, on all of them).
+  /// Dropout draws each sample's mask from its index and the step; BatchNorm
+  /// normalises each shard on its own, SyncBatchNorm the whole global batch
+  /// (its sums exact too); gradient
   /// accumulation adds the micro-batches' exact sums in their order.
   /// docs/architecture.md, "Reproducible mode", has the design, its limits and
   /// its cost.
