@@ -60,6 +60,7 @@ struct Options {
   bool shard_optimizer = false;
   std::string checkpoint_writes = "slices";
   bool reproducible = false;
+  int shards = 12;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
 };

@@ -129,8 +129,13 @@ void add_distributed_options(CLI::App& app, Options& o) {
                  "hierarchical-bf16")
       ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
   app.add_flag("--reproducible", o.reproducible,
-               "The same weights, bit for bit, at any number of ranks dividing 12 (virtual "
-               "shards summed exactly, dropout per sample, BatchNorm per shard; slower)");
+               "The same weights, bit for bit, at any number of ranks dividing --shards "
+               "(virtual shards summed exactly, dropout per sample, BatchNorm per shard, "
+               "SyncBatchNorm over the whole batch; slower)");
+  app.add_option("--shards", o.shards,
+                 "With --reproducible: the virtual shards of each batch; the rank counts that "
+                 "divide it give the same bits (12: 1, 2, 3, 4, 6, 12; fewer shards cost less)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "Each rank keeps and updates the optimizer state of 1/N of the parameters and "
                "broadcasts them (ZeRO-1); checkpoints are the same");

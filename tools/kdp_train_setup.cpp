@@ -203,6 +203,7 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.precision = parse_precision(o.precision);
   t.require_locks = !o.without_locks;
   t.reproducible = o.reproducible;
+  t.shards = o.shards;
   t.checkpoint_slices = o.checkpoint_writes == "slices";
   t.devices = devs;
   t.sampler_seed = o.seed;
@@ -246,6 +247,11 @@ void check_batch(const Options& o, int ranks) {
         fmt::format("--comm-hook {} does not apply with --reproducible, whose exact "
                     "sums are its own reduction: leave --comm-hook out",
                     o.comm_hook));
+  }
+  if (!o.reproducible && o.shards != Options{}.shards) {
+    throw ValueError(fmt::format(
+        "--shards {} applies with --reproducible only (the virtual shards of its batches)",
+        o.shards));
   }
 }
 

@@ -165,6 +165,24 @@ assert int(exact["2.num_batches_tracked"][()]) == 16, exact["2.num_batches_track
 PY
 echo "ok: with SyncBatchNorm, the same state after 16 steps at 1x1, 2x1, 3x1, 4x1, 2x2, 2 threads and stopped at 4 ranks and resumed at 3 (and 1x1 and 2x2 with 3 micro-batches per step); the whole batch's statistics"
 
+# Fewer shards (cheaper): the same bits at the rank counts that divide them.
+run s4x1x1 1 --threads 1 --max-steps 10 --shards 4
+for layout in "s4x2x1 2" "s4x4x1 4" "s4x2x2 2 --devices 2"; do
+  read -r name ranks extra <<<"$layout"
+  # shellcheck disable=SC2086
+  run "$name" "$ranks" --threads 1 --max-steps 10 --shards 4 $extra
+  [[ $(state_digest "$name/ckpt-000000010.h5") == "$(state_digest s4x1x1/ckpt-000000010.h5)" ]] ||
+    fail "$name with --shards 4: the state after 10 steps differs from 1 x 1's"
+done
+timeout 60 mpirun "${mpi_flags[@]}" -np 3 "${train[@]}" --shards 4 --max-steps 1 >s4x3.log 2>&1 &&
+  fail "3 ranks were accepted with 4 shards"
+grep -q "reproducible mode cuts each batch into 4 shards, which 3 ranks cannot share" s4x3.log ||
+  { cat s4x3.log; fail "3 ranks with 4 shards: no clear message"; }
+"$bin/kdp-train" --data "$work/uneven.h5" --shards 4 --max-steps 1 >s4plain.log 2>&1 &&
+  fail "--shards without --reproducible was accepted"
+grep -q "applies with --reproducible only" s4plain.log || { cat s4plain.log; fail "--shards alone: no clear message"; }
+echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks and --shards without --reproducible refused"
+
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto
 grep -q "written by 4 rank(s)" stopped.log || { cat stopped.log; fail "the 3-rank run did not resume"; }
