@@ -26,16 +26,32 @@ run() {
     "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "the $name run"; }
 }
 
+# same_state REFERENCE STEP WHAT "NAME RANKS [EXTRA...]"... -- [kdp-train options...]:
+# runs each layout with the options and its extra ones, and checks that its
+# state after STEP steps is the REFERENCE run's.
+same_state() {
+  local reference=$1 step=$2 what=$3 layouts=() file want layout name ranks extra
+  shift 3
+  while [[ $1 != -- ]]; do
+    layouts+=("$1")
+    shift
+  done
+  shift
+  file=$(printf 'ckpt-%09d.h5' "$step")
+  want=$(state_digest "$reference/$file")
+  for layout in "${layouts[@]}"; do
+    read -r name ranks extra <<<"$layout"
+    # shellcheck disable=SC2086
+    run "$name" "$ranks" "$@" $extra
+    [[ $(state_digest "$name/$file") == "$want" ]] ||
+      fail "$name$what: the state after $step steps differs from $reference's"
+  done
+}
+
 run 1x1 1 --threads 1 --max-steps 30
 want=$(state_digest 1x1/ckpt-000000030.h5)
-for layout in "1x2 1 --devices 2" "1x4 1 --devices 4" "2x1 2" "2x2 2 --devices 2" "3x1 3" "4x1 4" \
-  "1x1t2 1 --threads 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" --threads 1 --max-steps 30 $extra
-  got=$(state_digest "$name/ckpt-000000030.h5")
-  [[ $got == "$want" ]] || fail "$name: the state after 30 steps differs from 1 x 1's"
-done
+same_state 1x1 30 "" "1x2 1 --devices 2" "1x4 1 --devices 4" "2x1 2" "2x2 2 --devices 2" "3x1 3" \
+  "4x1 4" "1x1t2 1 --threads 2" -- --threads 1 --max-steps 30
 echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 1x4, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
 
 # Products large enough for the BLAS to split them over its threads, and a
@@ -46,13 +62,7 @@ for tagged in mlp:784,256,10 'conv:conv(8,3,1,1),relu,maxpool(2),flatten,linear(
   tag=${tagged%%:*} model=${tagged#*:}
   wide=(--model "$model" --batch-size 240 --max-steps 5)
   run "${tag}t1" 1 "${wide[@]}" --threads 1
-  for layout in "${tag}t2 1 --threads 2" "${tag}2x1 2 --threads 1"; do
-    read -r name ranks extra <<<"$layout"
-    # shellcheck disable=SC2086
-    run "$name" "$ranks" "${wide[@]}" $extra
-    [[ $(state_digest "$name/ckpt-000000005.h5") == "$(state_digest "${tag}t1/ckpt-000000005.h5")" ]] ||
-      fail "$name ($model): the state after 5 steps differs from 1 thread's"
-  done
+  same_state "${tag}t1" 5 " ($model)" "${tag}t2 1 --threads 2" "${tag}2x1 2 --threads 1" -- "${wide[@]}"
 done
 echo "ok: products on the BLAS and a convolution: the same state at 1 thread, 2 threads and 2 ranks"
 
@@ -63,13 +73,8 @@ want_acc=$(state_digest acc1x1/ckpt-000000010.h5)
 run noacc 1 --threads 1 --max-steps 10
 [[ -f noacc/ckpt-000000010.h5 && $want_acc != "$(state_digest noacc/ckpt-000000010.h5)" ]] ||
   fail "--accumulate 3 changed nothing"
-for layout in "acc2x1 2" "acc3x1 3" "acc2x2 2 --devices 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" --threads 1 --max-steps 10 --accumulate 3 $extra
-  [[ $(state_digest "$name/ckpt-000000010.h5") == "$want_acc" ]] ||
-    fail "$name with --accumulate 3: the state after 10 steps differs from 1 x 1's"
-done
+same_state acc1x1 10 " with --accumulate 3" "acc2x1 2" "acc3x1 3" "acc2x2 2 --devices 2" -- \
+  --threads 1 --max-steps 10 --accumulate 3
 echo "ok: with 3 micro-batches per step, the same state after 10 steps at 1x1, 2x1, 3x1 and 2x2"
 
 # Dropout: each sample's mask is drawn from its index and the step.
@@ -79,13 +84,7 @@ want_drop=$(state_digest drop1x1/ckpt-000000010.h5)
 run drop1x1again 1 "${dropout[@]}" --model 'flatten,linear(16),relu,dropout(0.0),linear(10)'
 [[ -f drop1x1again/ckpt-000000010.h5 && $want_drop != "$(state_digest drop1x1again/ckpt-000000010.h5)" ]] ||
   fail "dropout changed nothing"
-for layout in "drop2x1 2" "drop4x1 4" "drop2x2 2 --devices 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" "${dropout[@]}" $extra
-  [[ $(state_digest "$name/ckpt-000000010.h5") == "$want_drop" ]] ||
-    fail "$name with dropout: the state after 10 steps differs from 1 x 1's"
-done
+same_state drop1x1 10 " with dropout" "drop2x1 2" "drop4x1 4" "drop2x2 2 --devices 2" -- "${dropout[@]}"
 echo "ok: with dropout, the same state after 10 steps at 1x1, 2x1, 4x1 and 2x2"
 
 # BatchNorm: each shard normalises with its own statistics; the running
@@ -94,14 +93,8 @@ echo "ok: with dropout, the same state after 10 steps at 1x1, 2x1, 4x1 and 2x2"
 bn=(--model 'flatten,linear(16),batchnorm,relu,linear(10)' --threads 1 --max-steps 16
     --batch-size 48)
 run bn1x1 1 "${bn[@]}"
-want_bn=$(state_digest bn1x1/ckpt-000000016.h5)
-for layout in "bn2x1 2" "bn3x1 3" "bn2x2 2 --devices 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" "${bn[@]}" $extra
-  [[ $(state_digest "$name/ckpt-000000016.h5") == "$want_bn" ]] ||
-    fail "$name with BatchNorm: the state (running statistics included) after 16 steps differs from 1 x 1's"
-done
+same_state bn1x1 16 " with BatchNorm (running statistics included)" "bn2x1 2" "bn3x1 3" \
+  "bn2x2 2 --devices 2" -- "${bn[@]}"
 /usr/bin/python3 - <<'PY' || fail "the running statistics did not move"
 import h5py, numpy as np
 with h5py.File("bn1x1/ckpt-000000016.h5") as f:
@@ -121,13 +114,8 @@ sbn_model=(--model 'flatten,linear(16),batchnorm,relu,dropout(0.2),linear(10)' -
 sbn=("${sbn_model[@]}" --max-steps 16)
 run sbn1x1 1 "${sbn[@]}"
 want_sbn=$(state_digest sbn1x1/ckpt-000000016.h5)
-for layout in "sbn2x1 2" "sbn3x1 3" "sbn4x1 4" "sbn2x2 2 --devices 2" "sbn1x1t2 1 --threads 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" "${sbn[@]}" $extra
-  [[ $(state_digest "$name/ckpt-000000016.h5") == "$want_sbn" ]] ||
-    fail "$name with SyncBatchNorm: the state after 16 steps differs from 1 x 1's"
-done
+same_state sbn1x1 16 " with SyncBatchNorm" "sbn2x1 2" "sbn3x1 3" "sbn4x1 4" "sbn2x2 2 --devices 2" \
+  "sbn1x1t2 1 --threads 2" -- "${sbn[@]}"
 # Stopped at 4 ranks after 6 steps, resumed at 3 (mid-epoch).
 run sbnstopped 4 "${sbn_model[@]}" --max-steps 6
 run sbnstopped 3 "${sbn[@]}" --resume auto
@@ -137,9 +125,8 @@ grep -q "written by 4 rank(s)" sbnstopped.log || { cat sbnstopped.log; fail "the
 # With 3 micro-batches per step (the 2 epochs give 10 steps): each
 # micro-batch's statistics, at any layout.
 run sbnacc1x1 1 "${sbn[@]}" --accumulate 3
-run sbnacc2x2 2 "${sbn[@]}" --accumulate 3 --devices 2
-[[ $(state_digest sbnacc2x2/ckpt-000000010.h5) == "$(state_digest sbnacc1x1/ckpt-000000010.h5)" ]] ||
-  fail "sbnacc2x2 with SyncBatchNorm and --accumulate 3: the state after 10 steps differs from 1 x 1's"
+same_state sbnacc1x1 10 " with SyncBatchNorm and --accumulate 3" "sbnacc2x2 2 --devices 2" -- \
+  "${sbn[@]}" --accumulate 3
 # Without dropout, against the default mode's SyncBatchNorm (one device, the
 # whole batch's statistics: the same numbers up to rounding) and the
 # reproducible mode's plain BatchNorm (each shard's own statistics).
@@ -167,13 +154,8 @@ echo "ok: with SyncBatchNorm, the same state after 16 steps at 1x1, 2x1, 3x1, 4x
 
 # Fewer shards (cheaper): the same bits at the rank counts that divide them.
 run s4x1x1 1 --threads 1 --max-steps 10 --shards 4
-for layout in "s4x2x1 2" "s4x4x1 4" "s4x2x2 2 --devices 2"; do
-  read -r name ranks extra <<<"$layout"
-  # shellcheck disable=SC2086
-  run "$name" "$ranks" --threads 1 --max-steps 10 --shards 4 $extra
-  [[ $(state_digest "$name/ckpt-000000010.h5") == "$(state_digest s4x1x1/ckpt-000000010.h5)" ]] ||
-    fail "$name with --shards 4: the state after 10 steps differs from 1 x 1's"
-done
+same_state s4x1x1 10 " with --shards 4" "s4x2x1 2" "s4x4x1 4" "s4x2x2 2 --devices 2" -- \
+  --threads 1 --max-steps 10 --shards 4
 timeout 60 mpirun "${mpi_flags[@]}" -np 3 "${train[@]}" --shards 4 --max-steps 1 >s4x3.log 2>&1 &&
   fail "3 ranks were accepted with 4 shards"
 grep -q "reproducible mode cuts each batch into 4 shards, which 3 ranks cannot share" s4x3.log ||
