@@ -42,13 +42,6 @@ namespace {
   }
 }
 
-bool synchronizes_replicas(const nn::Module& module) {
-  for (const auto& [name, m] : module.named_modules()) {
-    if (m->synchronizes_replicas()) return true;
-  }
-  return false;
-}
-
 // Replicas that meet in their forward (SyncBatchNorm): each on a thread of its
 // own, those that share an instance taking turns on it. Returns each one's
 // exception; a replica that fails releases the others from their meetings.
@@ -86,6 +79,13 @@ std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<voi
 }
 
 }  // namespace
+
+bool synchronizes_replicas(const nn::Module& module) {
+  for (const auto& [name, m] : module.named_modules()) {
+    if (m->synchronizes_replicas()) return true;
+  }
+  return false;
+}
 
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& replicas,
                                    const std::vector<nn::TensorList>& inputs,

@@ -16,6 +16,7 @@
 #include "kdp/data/distributed_sampler.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
+#include "kdp/parallel/parallel_apply.hpp"
 
 namespace kdp::train::detail {
 
@@ -53,7 +54,7 @@ void FitRun::agree_on_epoch() {
     shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
     // With SyncBatchNorm, which must meet every shard, shards go forward
     // together.
-    synchronised_ = ShardReplicas::synchronised(bare_);
+    synchronised_ = synchronizes_replicas(bare_);
     if (synchronised_) {
       replicas_ = std::make_unique<ShardReplicas>(bare_, in_.optimizer.parameters(), o_.shards);
     }

@@ -51,13 +51,6 @@ std::vector<nn::BatchNormSynchronizer*> synchronizers(const nn::Module& model) {
 
 }  // namespace
 
-bool ShardReplicas::synchronised(const nn::Module& model) {
-  for (const auto& [name, m] : model.named_modules()) {
-    if (m->synchronizes_replicas()) return true;
-  }
-  return false;
-}
-
 ShardReplicas::ShardReplicas(nn::Module& model, const optim::NamedParameters& params, int shards)
     : model_(model) {
   const nn::NamedTensors own = model.named_parameters();

@@ -29,9 +29,6 @@ class ShardReplicas {
   ShardReplicas(const ShardReplicas&) = delete;
   ShardReplicas& operator=(const ShardReplicas&) = delete;
 
-  /// Whether `model` has synchronised layers, whose shards must go together.
-  static bool synchronised(const nn::Module& model);
-
   /// The outputs of the shards `xs`, shard i on devices[i] through a copy of
   /// the model there (with the model's current parameters and buffers, and
   /// no gradients), whose dropout draws from `seed` and the shard's `keys`

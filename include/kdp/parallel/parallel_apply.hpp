@@ -23,4 +23,9 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>
                                    const std::vector<Tensor>& inputs,
                                    const std::vector<Device>& devices);
 
+/// Whether `module` or a module inside it meets the other replicas in its
+/// forward (Module::synchronizes_replicas: SyncBatchNorm), so that
+/// parallel_apply runs each replica on a thread of its own.
+bool synchronizes_replicas(const nn::Module& module);
+
 }  // namespace kdp
