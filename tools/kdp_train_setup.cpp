@@ -253,6 +253,14 @@ void check_batch(const Options& o, int ranks) {
         "--shards {} applies with --reproducible only (the virtual shards of its batches)",
         o.shards));
   }
+  // Each shard keeps a gradient of the whole model: shards without a sample
+  // would cost that memory for nothing.
+  if (o.shards != Options{}.shards && o.shards > o.batch_size) {
+    throw ValueError(
+        fmt::format("--shards {} exceeds the global batch of {} samples: use "
+                    "--shards {} or fewer",
+                    o.shards, o.batch_size, o.batch_size));
+  }
 }
 
 }  // namespace kdp::train_tool

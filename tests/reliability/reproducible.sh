@@ -163,7 +163,9 @@ grep -q "reproducible mode cuts each batch into 4 shards, which 3 ranks cannot s
 "$bin/kdp-train" --data "$work/uneven.h5" --shards 4 --max-steps 1 >s4plain.log 2>&1 &&
   fail "--shards without --reproducible was accepted"
 grep -q "applies with --reproducible only" s4plain.log || { cat s4plain.log; fail "--shards alone: no clear message"; }
-echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks and --shards without --reproducible refused"
+"${train[@]}" --shards 25 --max-steps 1 >s25.log 2>&1 && fail "more shards than samples per batch were accepted"
+grep -q "exceeds the global batch of 24 samples" s25.log || { cat s25.log; fail "--shards 25: no clear message"; }
+echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks, --shards without --reproducible and more shards than samples refused"
 
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto
