@@ -21,13 +21,8 @@ std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<
     }
   }
   comm.allreduce(largest.data(), length, ReduceOp::Max);
-  // x + 1.5 2^(q + 52) rounds x to a multiple of 2^q (to nearest even) for
-  // |x| < 2^(q + 51), and subtracting it back is exact; with q = exponent +
-  // headroom - 51, the sum of `terms` values below 2^exponent stays below
-  // 2^(q + 51).
   // Terms near the largest double are summed scaled down by 2^shift (exact:
   // what the scaling could lose lies far below the grid).
-  const int headroom = static_cast<int>(std::ceil(std::log2(std::max(terms, 1)))) + 1;
   std::vector<double> sum(length, 0.0);
   std::vector<int> shift(length, 0);
   for (size_t k = 0; k < length; ++k) {
@@ -35,10 +30,9 @@ std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<
       for (const std::vector<double>& p : parts) sum[k] += p[k];
       continue;
     }
-    int exponent = 0;
-    std::frexp(largest[k], &exponent);  // largest < 2^exponent
-    shift[k] = std::max(0, exponent + headroom + 1 - 1000);
-    const double magic = std::ldexp(1.5, exponent + headroom + 1 - shift[k]);
+    const int grid = grid_exponent(largest[k], terms);
+    shift[k] = std::max(0, grid - 1000);
+    const double magic = std::ldexp(1.5, grid - shift[k]);
     for (const std::vector<double>& p : parts) {
       sum[k] += (std::ldexp(p[k], -shift[k]) + magic) - magic;
     }
@@ -46,6 +40,16 @@ std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<
   comm.allreduce(sum.data(), length, ReduceOp::Sum);
   for (size_t k = 0; k < length; ++k) sum[k] = std::ldexp(sum[k], shift[k]);
   return sum;
+}
+
+// With q = exponent + headroom - 51, x + 1.5 2^(q + 52) rounds x to a
+// multiple of 2^q for |x| < 2^(q + 51), and the sum of `terms` values below
+// 2^exponent stays below 2^(q + 51).
+int grid_exponent(double largest, int terms) {
+  const int headroom = static_cast<int>(std::ceil(std::log2(std::max(terms, 1)))) + 1;
+  int exponent = 0;
+  std::frexp(largest, &exponent);  // largest < 2^exponent
+  return exponent + headroom + 1;
 }
 
 }  // namespace kdp::dist::detail

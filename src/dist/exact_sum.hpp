@@ -20,4 +20,10 @@ namespace kdp::dist::detail {
 std::vector<double> exact_sum(Communicator& comm, const std::vector<std::vector<double>>& parts,
                               size_t length, int terms);
 
+/// The grid of up to `terms` values below `largest` (finite) in magnitude,
+/// as e with m = 1.5 2^e: (x + m) - m rounds x to a multiple of 2^(e - 52)
+/// (to nearest even) and subtracting m back is exact, and every partial sum
+/// of such rounded values is a double without rounding.
+int grid_exponent(double largest, int terms);
+
 }  // namespace kdp::dist::detail

@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
+#include "dist/exact_sum.hpp"
 
 namespace kdp::train::detail {
 
@@ -123,7 +124,6 @@ void ExactGradient::sum_shards(int shards) {
   // partial sum of values on the grid is then a double without rounding.
   std::vector<int64_t> bits(largest_.begin(), largest_.end());
   comm_.allreduce(bits.data(), n, dist::ReduceOp::Max);
-  const int headroom = static_cast<int>(std::ceil(std::log2(static_cast<double>(shards)))) + 1;
   const auto kept = kept_;
   const auto sum = sum_;
   const int count = count_;
@@ -133,12 +133,7 @@ void ExactGradient::sum_shards(int shards) {
               "the gradient of '{}' holds NaN or Inf on some rank", params_[i].first);
     float largest = 0.0f;
     memcpy(&largest, &magnitude, sizeof(largest));
-    int exponent = 0;
-    std::frexp(largest, &exponent);  // largest < 2^exponent
-    // With q = exponent + headroom - 51, x + 1.5 2^(q + 52) rounds x to a
-    // multiple of 2^q (to nearest even) for |x| < 2^(q + 51), and subtracting
-    // it back is exact.
-    const double magic = std::ldexp(1.5, exponent + headroom + 1);
+    const double magic = std::ldexp(1.5, dist::detail::grid_exponent(largest, shards));
     const int64_t offset = offset_[i], len = params_[i].second.numel();
     if constexpr (compat::launches_are_synchronous()) {
       const int64_t stride = total_;
