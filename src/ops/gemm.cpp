@@ -3,6 +3,8 @@
 #include "core/bf16.hpp"
 #include "core/kernels.hpp"
 #include "core/parallel_for.hpp"
+#include "core/row_gemm.hpp"
+#include "core/shard_products.hpp"
 #include "core/small_gemm.hpp"
 #include "onednn.hpp"
 
@@ -94,6 +96,15 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
                      c);
   }
   if constexpr (compat::host_accessible_memory()) {
+    // Reproducible mode's whole batches: a row's bits must not depend on the
+    // batch around it.
+    if (kdp::detail::row_independent_products()) {
+      device.fence("kdp::gemm row-independent operands");
+      return kdp::detail::row_gemm(
+          trans_a, trans_b, static_cast<int64_t>(c.extent(0)), static_cast<int64_t>(c.extent(1)),
+          static_cast<int64_t>(inner), alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
+          static_cast<int64_t>(b.stride(0)), beta, c.data(), static_cast<int64_t>(c.stride(0)));
+    }
     // Small products (a small model's layers) skip the BLAS's fixed costs.
     if (kdp::detail::small_gemm_preferred() &&
         kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),

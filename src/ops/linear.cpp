@@ -1,9 +1,13 @@
 #include "kdp/ops/linear.hpp"
 
+#include <algorithm>
 #include <utility>
 
+#include "autograd/accumulate_grad.hpp"
 #include "core/check.hpp"
 #include "core/kernels.hpp"
+#include "core/row_gemm.hpp"
+#include "core/shard_products.hpp"
 #include "gemm.hpp"
 #include "kdp/core/trace.hpp"
 #include "op_util.hpp"
@@ -56,6 +60,12 @@ class LinearNodeBase : public autograd::Node {
       gx = Tensor::empty(x_shape_, device());
       gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)), precision_);
     }
+    if (auto* shards = kdp::detail::ShardProducts::active()) {
+      if (keep_by_shard(*shards, gm)) {
+        if (has_bias_) return {gx, Tensor(), Tensor()};
+        return {gx, Tensor()};
+      }
+    }
     if (next_edges()[1].valid()) {
       const Tensor& x = x_.get(*this);
       const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
@@ -64,6 +74,45 @@ class LinearNodeBase : public autograd::Node {
     }
     if (has_bias_) return {gx, gw, gb};
     return {gx, gw};
+  }
+
+  // Reproducible mode's whole batch: each shard's gradients of the weight
+  // and the bias, summed over its own rows (in their order), into the slots
+  // `shards` gives; false where it keeps neither (they are summed as usual).
+  bool keep_by_shard(kdp::detail::ShardProducts& shards, ConstView2 gm) const {
+    float* weight0 = leaf_slot(shards, 1);
+    float* bias0 = has_bias_ ? leaf_slot(shards, 2) : nullptr;
+    if (weight0 == nullptr && bias0 == nullptr) return false;
+    KDP_CHECK(static_cast<int64_t>(gm.extent(0)) == shards.total_rows(), StateError,
+              "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(),
+              gm.extent(0), shards.total_rows());
+    const auto out_f = static_cast<int64_t>(gm.extent(1));
+    const auto ldg = static_cast<int64_t>(gm.stride(0));
+    const Tensor x = weight0 != nullptr ? x_.get(*this) : Tensor();
+    const int64_t in_f =
+        weight0 != nullptr ? x.numel() / std::max<int64_t>(1, shards.total_rows()) : 0;
+    for (int t = 0; t < shards.shards(); ++t) {
+      const float* g = gm.data() + shards.first_row(t) * ldg;
+      if (weight0 != nullptr) {
+        kdp::detail::row_gemm(true, false, out_f, in_f, shards.rows(t), 1.0f, g, ldg,
+                              x.data() + shards.first_row(t) * in_f, in_f, 0.0f,
+                              leaf_slot(shards, 1, t), in_f);
+      }
+      if (bias0 != nullptr) {
+        float* gb = leaf_slot(shards, 2, t);
+        std::fill(gb, gb + out_f, 0.0f);
+        for (int64_t r = 0; r < shards.rows(t); ++r) {
+          for (int64_t c = 0; c < out_f; ++c) gb[c] += g[r * ldg + c];
+        }
+      }
+    }
+    return true;
+  }
+  // The slot of the leaf at edge `edge` for shard `shard`, or null.
+  float* leaf_slot(kdp::detail::ShardProducts& shards, size_t edge, int shard = 0) const {
+    const autograd::Edge& e = next_edges()[edge];
+    const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(e.node.get());
+    return leaf == nullptr ? nullptr : shards.slot(leaf->leaf().get(), shard);
   }
 
  private:

@@ -56,6 +56,18 @@ KDP_HOST_KERNEL(keep, keep_body,
                 (const float* __restrict g, float* __restrict row, int64_t len, uint32_t* largest),
                 (g, row, len, largest))
 
+// *largest = the larger of itself and the largest magnitude's bits in x.
+KDP_ALWAYS_INLINE void largest_body(const float* __restrict x, int64_t len, uint32_t* largest) {
+  uint32_t m = *largest;
+  for (int64_t i = 0; i < len; ++i) {
+    const uint32_t b = magnitude_bits(x[i]);
+    m = b > m ? b : m;
+  }
+  *largest = m;
+}
+KDP_HOST_KERNEL(largest, largest_body, (const float* __restrict x, int64_t len, uint32_t* largest),
+                (x, len, largest))
+
 // sum = the shards' values rounded to the grid that `magic` sets (see reduce),
 // added in double: without rounding, so in any order.
 KDP_ALWAYS_INLINE void round_sum_body(const float* __restrict kept, int64_t stride, int count,
@@ -114,6 +126,32 @@ void ExactGradient::keep_shard(const std::vector<Tensor>& grads) {
     largest_[i] = std::max(largest_[i], largest);
   }
   ++count_;
+}
+
+void ExactGradient::begin_shards(int count) {
+  grow_to(count_ + count);
+}
+
+float* ExactGradient::slot(size_t param, int shard) {
+  return kept_.data() + (count_ + shard) * total_ + offset_.at(param);
+}
+
+// The largest magnitude of each parameter's gradient over the shards written
+// in place.
+void ExactGradient::end_shards(int count) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t n = params_[i].second.numel();
+    std::vector<uint32_t> chunks(static_cast<size_t>((n + kChunk - 1) / kChunk), 0u);
+    for (int s = 0; s < count; ++s) {
+      const float* row = slot(i, s);
+      uint32_t* c = chunks.data();
+      kdp::detail::host_chunks(
+          "kdp::reproducible largest", device_, n, kChunk,
+          [=](int64_t b, int64_t e) { largest(row + b, e - b, c + b / kChunk); });
+    }
+    for (uint32_t m : chunks) largest_[i] = std::max(largest_[i], m);
+  }
+  count_ += count;
 }
 
 // sum_ = the exact sum of every rank's kept shards.

@@ -27,6 +27,14 @@ class ExactGradient {
   /// Keeps `grads`, one shard's gradients of the parameters in their order
   /// (undefined: none).
   void keep_shard(const std::vector<Tensor>& grads);
+  /// Room for `count` more shards, to be written in place (slot()) rather
+  /// than copied from the parameters' gradients; end_shards() keeps them.
+  void begin_shards(int count);
+  /// The gradient of parameter `param` (in the optimizer's order) of the
+  /// `shard`-th shard since begin_shards().
+  float* slot(size_t param, int shard);
+  /// Keeps the `count` shards written since begin_shards().
+  void end_shards(int count);
   /// Sums every rank's kept shards exactly (every rank together) and forgets
   /// them. The sums of a step's micro-batches are added in their order (the
   /// same at every layout); after the step's last one (`last`), the

@@ -17,6 +17,7 @@
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/parallel/parallel_apply.hpp"
+#include "shard_pass.hpp"
 
 namespace kdp::train::detail {
 
@@ -124,8 +125,9 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   shard_bn_->begin();
   if (b != nullptr && n > 0) {
     const std::vector<ShardRows> shards = shard_rows(n, comm_.rank(), comm_.size(), o_.shards);
-    step_loss = replicas_ ? shards_together(e, *b, shards, total)
-                          : shards_one_by_one(e, *b, shards, total, filled);
+    step_loss = replicas_            ? shards_together(e, *b, shards, total)
+                : takes_one_pass(*b) ? shards_in_one_pass(e, *b, shards, total)
+                                     : shards_one_by_one(e, *b, shards, total, filled);
   } else {
     // With SyncBatchNorm, agree_on_epoch makes every rank hold shards in
     // every batch.
@@ -231,6 +233,77 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
   for (size_t i = 0; i < outs.size(); ++i) {
     e.running.add(losses[i].detach().to(home), static_cast<float>(xs[i].size(0)),
                   classes_ ? outs[i].detach().to(home) : Tensor(), ys[i].to(home));
+  }
+  return step_loss;
+}
+
+// Whether the shards can go in one pass (shard_pass.hpp): host memory, fp32
+// products, a model that keeps a batch's rows apart; the same answer at every
+// layout.
+bool FitRun::takes_one_pass(const data::Batch& b) {
+  if (!compat::host_accessible_memory() || result_.precision != Precision::fp32) return false;
+  const int dims = b.features.dim();
+  if (dims != one_pass_dims_) {
+    one_pass_ = one_pass_parameters(bare_, in_.optimizer.parameters(), dims);
+    one_pass_dims_ = dims;
+  }
+  return !one_pass_.empty();
+}
+
+// The rank's shards in one pass: their rows shard after shard through the
+// model at once, each shard's loss on its own rows (weighted as in
+// shards_one_by_one), one backward whose linear layers write each shard's
+// gradients into its own row of the exact sum. Returns the sum of the
+// weighted losses.
+Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
+                                  const std::vector<ShardRows>& shards, int64_t total) {
+  const Device& home = o_.devices.front();
+  const Tensor x = b.features.to(home), y = b.labels.to(home);
+  std::vector<Tensor> xs, ys;
+  std::vector<uint64_t> keys;
+  std::vector<int64_t> starts{0};
+  for (const ShardRows& rows : shards) {
+    if (rows.count == 0) continue;
+    xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
+    ys.push_back(strided_rows(y, rows.first, rows.step, rows.count));
+    const std::vector<uint64_t> k = sample_keys(b, rows);
+    keys.insert(keys.end(), k.begin(), k.end());
+    starts.push_back(starts.back() + rows.count);
+  }
+  const int count = static_cast<int>(xs.size());
+  exact_->begin_shards(count);
+  ShardSlots slots(starts, *exact_, one_pass_);
+  Tensor out, sum, step_loss = Tensor::zeros({}, home);
+  std::vector<Tensor> losses;
+  {
+    autograd::GradModeGuard grad(true);
+    trace::Region region("kdp::train::forward", "compute");
+    SampleDraws draws(o_.sampler_seed, keys);
+    out = in_.model.forward(xs.size() == 1 ? xs.front() : cat(xs, 0));
+    for (int t = 0; t < count; ++t) {
+      const auto i = static_cast<size_t>(t);
+      losses.push_back(in_.loss(out.slice(0, starts[i], starts[i + 1]), ys[i]));
+      const Tensor weighted = losses.back() * shard_weight(xs[i].size(0), total);
+      sum = sum.defined() ? sum + weighted : weighted;
+      step_loss = step_loss + weighted.detach();
+    }
+  }
+  {
+    autograd::GradModeGuard grad(true);
+    trace::Region region("kdp::train::backward", "compute");
+    sum.backward();
+  }
+  KDP_CHECK(slots.all_written(), StateError,
+            "reproducible mode: a parameter of the model got no gradient from its shards' pass");
+  {
+    trace::Region region("kdp::train::keep_shard", "compute");
+    exact_->end_shards(count);
+  }
+  for (int t = 0; t < count; ++t) {
+    const auto i = static_cast<size_t>(t);
+    const Tensor o = out.detach().slice(0, starts[i], starts[i + 1]);
+    e.running.add(losses[i].detach(), static_cast<float>(xs[i].size(0)), classes_ ? o : Tensor(),
+                  ys[i]);
   }
   return step_loss;
 }

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -119,6 +120,9 @@ class FitRun {
                            int64_t total, int filled);
   Tensor shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
                          int64_t total);
+  bool takes_one_pass(const data::Batch& b);
+  Tensor shards_in_one_pass(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
+                            int64_t total);
   float shard_weight(int64_t samples, int64_t total) const;
   std::vector<uint64_t> sample_keys(const data::Batch& b, const ShardRows& rows) const;
   void check_reproducible() const;
@@ -164,6 +168,8 @@ class FitRun {
   std::unique_ptr<ShardBatchNorm> shard_bn_;          // and its BatchNorm layers
   std::unique_ptr<ShardReplicas> replicas_;           // and its SyncBatchNorm layers
   bool synchronised_ = false;                         // (the model has some)
+  std::map<const TensorImpl*, size_t> one_pass_;      // shards_in_one_pass's parameters
+  int one_pass_dims_ = -1;                            // the batches' dimensions it was found for
   std::string sample_log_;  // KDP_TEST_SAMPLE_LOG: every sample trained on
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;

@@ -94,6 +94,8 @@ class Flatten : public Module {
   using Module::forward;
   std::shared_ptr<Module> clone() const override;
   std::string extra_repr() const override;
+  int start_dim() const { return start_dim_; }
+  int end_dim() const { return end_dim_; }
 
  private:
   int start_dim_;

@@ -1,0 +1,28 @@
+#pragma once
+/// \file
+/// A GEMM whose every output row has the same bits whatever the other rows
+/// are: C(i, j) = alpha * (sum over p of op(A)(i, p) op(B)(p, j), one fused
+/// multiply-add after another in the order of p from zero) + beta C(i, j). The
+/// BLAS gives no such promise (its kernels for the edges of a matrix, its
+/// small-matrix paths and its threads may add in another order), so
+/// reproducible mode multiplies a rank's whole batch with this one: a sample's
+/// row is then the same at every layout. Host memory, on the calling thread;
+/// AVX2 and FMA where cpu_isa() allows, else a portable loop with the same
+/// fused multiply-adds (the same bits, slower).
+
+#include <cstdint>
+
+namespace kdp::detail {
+
+/// C = alpha op(A) op(B) + beta C for row-major float matrices in host memory:
+/// op(A) is m x k, op(B) k x n, C m x n; lda, ldb and ldc are the row lengths
+/// of the matrices as stored. With beta == 0, C is only written (as in BLAS).
+void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+              int64_t ldc);
+
+/// Whether row_gemm() runs its vector kernel on this CPU (else the portable
+/// loop: the same result).
+bool row_gemm_vectorized();
+
+}  // namespace kdp::detail

@@ -1,0 +1,25 @@
+#include "core/shard_products.hpp"
+
+#include <utility>
+
+namespace kdp::detail {
+
+namespace {
+thread_local ShardProducts* innermost = nullptr;
+}
+
+ShardProducts::ShardProducts(std::vector<int64_t> starts)
+    : starts_(std::move(starts)), outer_(innermost) {
+  if (starts_.empty()) starts_.push_back(0);
+  innermost = this;
+}
+
+ShardProducts::~ShardProducts() {
+  innermost = outer_;
+}
+
+ShardProducts* ShardProducts::active() {
+  return innermost;
+}
+
+}  // namespace kdp::detail

@@ -1,0 +1,75 @@
+#include "shard_pass.hpp"
+
+#include <algorithm>
+#include <typeinfo>
+
+#include "kdp/nn/activation.hpp"
+#include "kdp/nn/linear.hpp"
+#include "kdp/nn/sequential.hpp"
+
+namespace kdp::train::detail {
+
+namespace {
+
+// Walks `m` in the order Sequential runs it, with the input's dimensions in
+// `dims`; adds each linear layer's parameters to `owned`. False where a
+// module may mix a batch's rows, or may not take them as samples.
+bool rows_stay_samples(nn::Module& m, int& dims, std::vector<const TensorImpl*>& owned) {
+  const std::type_info& type = typeid(m);
+  if (type == typeid(nn::Sequential)) {
+    for (const auto& [name, child] : m.named_children()) {
+      if (!rows_stay_samples(*child, dims, owned)) return false;
+    }
+    return true;
+  }
+  if (type == typeid(nn::Linear)) {
+    if (dims != 2) return false;
+    const auto& linear = static_cast<const nn::Linear&>(m);
+    owned.push_back(linear.weight().impl().get());
+    if (linear.bias().defined()) owned.push_back(linear.bias().impl().get());
+    return true;
+  }
+  if (type == typeid(nn::Flatten)) {
+    const auto& flatten = static_cast<const nn::Flatten&>(m);
+    if (flatten.start_dim() != 1 || flatten.end_dim() != -1 || dims < 2) return false;
+    dims = 2;
+    return true;
+  }
+  return type == typeid(nn::ReLU) || type == typeid(nn::LeakyReLU) || type == typeid(nn::Dropout);
+}
+
+}  // namespace
+
+std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
+                                                        const optim::NamedParameters& params,
+                                                        int dims) {
+  std::vector<const TensorImpl*> owned;
+  if (!rows_stay_samples(model, dims, owned)) return {};
+  std::map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) index.emplace(params[i].second.impl().get(), i);
+  std::vector<const TensorImpl*> sorted = owned;
+  std::sort(sorted.begin(), sorted.end());
+  const bool once = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  if (!once || owned.size() != params.size() || index.size() != params.size()) return {};
+  for (const TensorImpl* p : owned) {
+    if (index.count(p) == 0) return {};
+  }
+  return index;
+}
+
+ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
+                       const std::map<const TensorImpl*, size_t>& index)
+    : ShardProducts(std::move(starts)), exact_(exact), index_(index), written_(index.size()) {}
+
+float* ShardSlots::slot(const TensorImpl* leaf, int shard) {
+  const auto it = index_.find(leaf);
+  if (it == index_.end()) return nullptr;
+  written_[it->second] = true;
+  return exact_.slot(it->second, shard);
+}
+
+bool ShardSlots::all_written() const {
+  return std::all_of(written_.begin(), written_.end(), [](bool w) { return w; });
+}
+
+}  // namespace kdp::train::detail

@@ -1,0 +1,45 @@
+#pragma once
+// Reproducible mode's one pass over a rank's shards (docs/architecture.md
+// "Reproducible mode"): for a model whose every sample's output row is
+// computed from that sample's row alone, the rank's shards, their rows put
+// shard after shard, go forward and back together as one batch, with
+// products whose rows do not depend on the batch (row_gemm), and each linear
+// layer writes every shard's own gradients straight into ExactGradient's
+// rows for that shard.
+
+#include <map>
+#include <vector>
+
+#include "core/shard_products.hpp"
+#include "exact_gradient.hpp"
+#include "kdp/nn/module.hpp"
+#include "kdp/optim/optimizer.hpp"
+
+namespace kdp::train::detail {
+
+/// Each parameter's index in `params` by its storage's owner, when the model
+/// takes batches of `dims` dimensions one sample per row: it is made of
+/// Sequential, Linear, ReLU, LeakyReLU, Dropout and Flatten (from dimension
+/// 1 on) modules alone, exactly those types, its linear layers take 2-D
+/// input, and every parameter is the weight or the bias of one of them, each
+/// once. Otherwise empty: the shards go their separate ways.
+std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
+                                                        const optim::NamedParameters& params,
+                                                        int dims);
+
+/// Where the backward of one pass writes its shards' gradients.
+class ShardSlots : public kdp::detail::ShardProducts {
+ public:
+  ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
+             const std::map<const TensorImpl*, size_t>& index);
+  float* slot(const TensorImpl* leaf, int shard) override;
+  /// Whether the backward asked for the slots of every parameter.
+  bool all_written() const;
+
+ private:
+  ExactGradient& exact_;
+  const std::map<const TensorImpl*, size_t>& index_;
+  std::vector<bool> written_;
+};
+
+}  // namespace kdp::train::detail
