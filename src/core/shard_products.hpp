@@ -40,6 +40,9 @@ class ShardProducts {
   /// Where shard `shard`'s gradient of the leaf goes (its numel floats, in
   /// its order), or null when the leaf's gradient is not kept here.
   virtual float* slot(const TensorImpl* leaf, int shard) = 0;
+  /// Called when shard `shard`'s gradient of the leaf is in its slot (while
+  /// it is still in the caches).
+  virtual void written(const TensorImpl* leaf, int shard) = 0;
 
  private:
   std::vector<int64_t> starts_;

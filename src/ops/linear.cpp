@@ -80,39 +80,42 @@ class LinearNodeBase : public autograd::Node {
   // and the bias, summed over its own rows (in their order), into the slots
   // `shards` gives; false where it keeps neither (they are summed as usual).
   bool keep_by_shard(kdp::detail::ShardProducts& shards, ConstView2 gm) const {
-    float* weight0 = leaf_slot(shards, 1);
-    float* bias0 = has_bias_ ? leaf_slot(shards, 2) : nullptr;
-    if (weight0 == nullptr && bias0 == nullptr) return false;
+    const TensorImpl* weight = leaf(1);
+    const TensorImpl* bias = has_bias_ ? leaf(2) : nullptr;
+    if (weight != nullptr && shards.slot(weight, 0) == nullptr) weight = nullptr;
+    if (bias != nullptr && shards.slot(bias, 0) == nullptr) bias = nullptr;
+    if (weight == nullptr && bias == nullptr) return false;
     KDP_CHECK(static_cast<int64_t>(gm.extent(0)) == shards.total_rows(), StateError,
               "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(),
               gm.extent(0), shards.total_rows());
     const auto out_f = static_cast<int64_t>(gm.extent(1));
     const auto ldg = static_cast<int64_t>(gm.stride(0));
-    const Tensor x = weight0 != nullptr ? x_.get(*this) : Tensor();
+    const Tensor x = weight != nullptr ? x_.get(*this) : Tensor();
     const int64_t in_f =
-        weight0 != nullptr ? x.numel() / std::max<int64_t>(1, shards.total_rows()) : 0;
+        weight != nullptr ? x.numel() / std::max<int64_t>(1, shards.total_rows()) : 0;
     for (int t = 0; t < shards.shards(); ++t) {
       const float* g = gm.data() + shards.first_row(t) * ldg;
-      if (weight0 != nullptr) {
+      if (weight != nullptr) {
         kdp::detail::row_gemm(true, false, out_f, in_f, shards.rows(t), 1.0f, g, ldg,
                               x.data() + shards.first_row(t) * in_f, in_f, 0.0f,
-                              leaf_slot(shards, 1, t), in_f);
+                              shards.slot(weight, t), in_f);
+        shards.written(weight, t);
       }
-      if (bias0 != nullptr) {
-        float* gb = leaf_slot(shards, 2, t);
+      if (bias != nullptr) {
+        float* gb = shards.slot(bias, t);
         std::fill(gb, gb + out_f, 0.0f);
         for (int64_t r = 0; r < shards.rows(t); ++r) {
           for (int64_t c = 0; c < out_f; ++c) gb[c] += g[r * ldg + c];
         }
+        shards.written(bias, t);
       }
     }
     return true;
   }
-  // The slot of the leaf at edge `edge` for shard `shard`, or null.
-  float* leaf_slot(kdp::detail::ShardProducts& shards, size_t edge, int shard = 0) const {
-    const autograd::Edge& e = next_edges()[edge];
-    const auto* leaf = dynamic_cast<const autograd::AccumulateGrad*>(e.node.get());
-    return leaf == nullptr ? nullptr : shards.slot(leaf->leaf().get(), shard);
+  // The leaf at edge `edge`, or null (the edge leads elsewhere).
+  const TensorImpl* leaf(size_t edge) const {
+    const auto* acc = dynamic_cast<const autograd::AccumulateGrad*>(next_edges()[edge].node.get());
+    return acc == nullptr ? nullptr : acc->leaf().get();
   }
 
  private:

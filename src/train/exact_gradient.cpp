@@ -8,6 +8,7 @@
 #include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
 #include "dist/exact_sum.hpp"
+#include "kdp/core/trace.hpp"
 
 namespace kdp::train::detail {
 
@@ -136,21 +137,17 @@ float* ExactGradient::slot(size_t param, int shard) {
   return kept_.data() + (count_ + shard) * total_ + offset_.at(param);
 }
 
-// The largest magnitude of each parameter's gradient over the shards written
-// in place.
+void ExactGradient::note_largest(size_t param, int shard) {
+  const float* row = slot(param, shard);
+  const int64_t n = params_.at(param).second.numel();
+  std::vector<uint32_t> chunks(static_cast<size_t>((n + kChunk - 1) / kChunk), 0u);
+  uint32_t* c = chunks.data();
+  kdp::detail::host_chunks("kdp::reproducible largest", device_, n, kChunk,
+                           [=](int64_t b, int64_t e) { largest(row + b, e - b, c + b / kChunk); });
+  for (uint32_t m : chunks) largest_[param] = std::max(largest_[param], m);
+}
+
 void ExactGradient::end_shards(int count) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t n = params_[i].second.numel();
-    std::vector<uint32_t> chunks(static_cast<size_t>((n + kChunk - 1) / kChunk), 0u);
-    for (int s = 0; s < count; ++s) {
-      const float* row = slot(i, s);
-      uint32_t* c = chunks.data();
-      kdp::detail::host_chunks(
-          "kdp::reproducible largest", device_, n, kChunk,
-          [=](int64_t b, int64_t e) { largest(row + b, e - b, c + b / kChunk); });
-    }
-    for (uint32_t m : chunks) largest_[i] = std::max(largest_[i], m);
-  }
   count_ += count;
 }
 
@@ -195,7 +192,10 @@ void ExactGradient::sum_shards(int shards) {
   device_.fence("kdp::reproducible sums");
   auto host = Kokkos::create_mirror_view(sum_);
   Kokkos::deep_copy(host, sum_);
-  comm_.allreduce(host.data(), static_cast<size_t>(total_), dist::ReduceOp::Sum);
+  {
+    trace::Region region("kdp::train::exact_sum allreduce", "comm");
+    comm_.allreduce(host.data(), static_cast<size_t>(total_), dist::ReduceOp::Sum);
+  }
   Kokkos::deep_copy(sum_, host);
   std::fill(largest_.begin(), largest_.end(), 0u);
   count_ = 0;

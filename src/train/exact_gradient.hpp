@@ -33,7 +33,9 @@ class ExactGradient {
   /// The gradient of parameter `param` (in the optimizer's order) of the
   /// `shard`-th shard since begin_shards().
   float* slot(size_t param, int shard);
-  /// Keeps the `count` shards written since begin_shards().
+  /// Takes the largest magnitude of that gradient, once it is written.
+  void note_largest(size_t param, int shard);
+  /// Keeps the `count` shards written since begin_shards() (each noted).
   void end_shards(int count);
   /// Sums every rank's kept shards exactly (every rank together) and forgets
   /// them. The sums of a step's micro-batches are added in their order (the

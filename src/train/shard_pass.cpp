@@ -68,6 +68,11 @@ float* ShardSlots::slot(const TensorImpl* leaf, int shard) {
   return exact_.slot(it->second, shard);
 }
 
+void ShardSlots::written(const TensorImpl* leaf, int shard) {
+  const auto it = index_.find(leaf);
+  if (it != index_.end()) exact_.note_largest(it->second, shard);
+}
+
 bool ShardSlots::all_written() const {
   return std::all_of(written_.begin(), written_.end(), [](bool w) { return w; });
 }

@@ -33,6 +33,7 @@ class ShardSlots : public kdp::detail::ShardProducts {
   ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
              const std::map<const TensorImpl*, size_t>& index);
   float* slot(const TensorImpl* leaf, int shard) override;
+  void written(const TensorImpl* leaf, int shard) override;
   /// Whether the backward asked for the slots of every parameter.
   bool all_written() const;
 
