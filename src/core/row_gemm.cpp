@@ -121,11 +121,10 @@ KDP_AVX2 void pack(Strided b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
   }
 }
 
-template <int R>
-KDP_AVX2 void row_block(int64_t kc, Strided a, int64_t i, const float* bp, float* c, int64_t ldc,
-                        int64_t width, bool first) {
-  tile<R>(kc, Strided{a.data + i * a.row, a.row, a.col}, bp, c + i * ldc, ldc, width, first);
-}
+// The tile of each row count, 1 to kMr.
+using Tile = void (*)(int64_t, Strided, const float*, float*, int64_t, int64_t, bool);
+constexpr Tile kTiles[kMr + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>,
+                                  &tile<4>, &tile<5>, &tile<6>};
 
 KDP_AVX2 void sums_avx2(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c,
                         int64_t ldc) {
@@ -142,26 +141,10 @@ KDP_AVX2 void sums_avx2(int64_t m, int64_t n, int64_t k, Strided a, Strided b, f
         const int64_t width = std::min<int64_t>(kNr, nc - jr);
         const float* bp = packed + jr * kc;
         float* cb = c + jc + jr;
-        int64_t i = 0;
-        for (; i + kMr <= m; i += kMr) row_block<kMr>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-        switch (m - i) {
-          case 5:
-            row_block<5>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-            break;
-          case 4:
-            row_block<4>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-            break;
-          case 3:
-            row_block<3>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-            break;
-          case 2:
-            row_block<2>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-            break;
-          case 1:
-            row_block<1>(kc, ab, i, bp, cb, ldc, width, pc == 0);
-            break;
-          default:
-            break;
+        for (int64_t i = 0; i < m; i += kMr) {
+          const auto rows = static_cast<size_t>(std::min<int64_t>(kMr, m - i));
+          kTiles[rows](kc, Strided{ab.data + i * ab.row, ab.row, ab.col}, bp, cb + i * ldc, ldc,
+                       width, pc == 0);
         }
       }
     }

@@ -295,10 +295,7 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
   }
   KDP_CHECK(slots.all_written(), StateError,
             "reproducible mode: a parameter of the model got no gradient from its shards' pass");
-  {
-    trace::Region region("kdp::train::keep_shard", "compute");
-    exact_->end_shards(count);
-  }
+  exact_->end_shards(count);
   for (int t = 0; t < count; ++t) {
     const auto i = static_cast<size_t>(t);
     const Tensor o = out.detach().slice(0, starts[i], starts[i + 1]);

@@ -120,7 +120,8 @@ struct TrainerOptions {
   /// same bits at any number of ranks that divides `shards` (with the same
   /// seed, global batch and data, and DistributedSampler's exact order). Each
   /// global batch is cut into `shards` virtual shards by position; each
-  /// shard's gradient is computed on its own and the shards are summed
+  /// shard's gradient is its own (a per-sample model's shards go in one pass,
+  /// each linear layer summing a shard's rows apart) and the shards are summed
   /// exactly (integers on a grid fixed per step), so neither who computed a
   /// shard nor the order of the sums shows. The model goes to fit() bare (the
   /// Trainer reduces the gradients itself, not DistributedDataParallel); a
