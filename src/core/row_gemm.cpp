@@ -6,11 +6,11 @@
 
 #include "core/cpu_isa.hpp"
 
-// The vector kernel needs x86-64 intrinsics compiled for AVX2 and FMA inside
-// an otherwise baseline build (GCC or clang target attributes).
+// The vector kernels need x86-64 intrinsics compiled for AVX2 and FMA or
+// AVX-512 inside an otherwise baseline build (GCC or clang target attributes).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
     !defined(__HIPCC__) && !defined(KDP_PORTABLE_KERNELS)
-#define KDP_ROW_GEMM_AVX2 1
+#define KDP_ROW_GEMM_X86 1
 #include <immintrin.h>
 #endif
 
@@ -41,123 +41,84 @@ void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float*
   }
 }
 
-#if defined(KDP_ROW_GEMM_AVX2)
+#if defined(KDP_ROW_GEMM_X86)
 
-#define KDP_AVX2 __attribute__((target("avx2,fma")))
-
-constexpr int64_t kNc = 512;  // columns of op(B) packed at once
-constexpr int kMr = 6;        // rows of C's tile
-constexpr int kNr = 16;       // its columns: two vectors
-
-KDP_AVX2 inline __m256i lane_mask(int64_t width) {
+// AVX2 and FMA: 8 floats a vector.
+namespace avx2 {
+#define KDP_RG_TARGET __attribute__((target("avx2,fma")))
+using Vec = __m256;
+using Mask = __m256i;
+constexpr int kLanes = 8;
+KDP_RG_TARGET inline Mask lanes_below(int64_t width) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width)), lanes);
 }
-
-// R rows x 16 columns of C (`width` of them real): from 0 (`first`) or from
-// C's partial sums, one fused multiply-add per p of the block. `bp` is the
-// packed panel of op(B): kc rows of 16.
-template <int R>
-KDP_AVX2 void tile(int64_t kc, Strided a, const float* bp, float* c, int64_t ldc, int64_t width,
-                   bool first) {
-  __m256 acc[R][2];
-  const __m256i m0 = lane_mask(width), m1 = lane_mask(width - 8);
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    if (first) {
-      acc[r][0] = _mm256_setzero_ps();
-      acc[r][1] = _mm256_setzero_ps();
-    } else if (width == kNr) {
-      acc[r][0] = _mm256_loadu_ps(cr);
-      acc[r][1] = _mm256_loadu_ps(cr + 8);
-    } else {
-      acc[r][0] = _mm256_maskload_ps(cr, m0);
-      acc[r][1] = _mm256_maskload_ps(cr + 8, m1);
-    }
-  }
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(bp + kNr * p), b1 = _mm256_loadu_ps(bp + kNr * p + 8);
-    const float* ap = a.data + p * a.col;
-#pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(ap + r * a.row);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-    }
-  }
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* cr = c + r * ldc;
-    if (width == kNr) {
-      _mm256_storeu_ps(cr, acc[r][0]);
-      _mm256_storeu_ps(cr + 8, acc[r][1]);
-    } else {
-      _mm256_maskstore_ps(cr, m0, acc[r][0]);
-      _mm256_maskstore_ps(cr + 8, m1, acc[r][1]);
-    }
-  }
+KDP_RG_TARGET inline Vec load(const float* p) {
+  return _mm256_loadu_ps(p);
 }
-
-// op(B)'s rows [p0, p0 + kc) and columns [j0, j0 + nc) as panels of 16
-// columns, each kc x 16 (zero past the last column).
-KDP_AVX2 void pack(Strided b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
-  for (int64_t jr = 0; jr < nc; jr += kNr) {
-    float* dst = out + jr * kc;
-    const int64_t width = std::min<int64_t>(kNr, nc - jr);
-    if (b.col == 1 && width == kNr) {  // rows of op(B) are contiguous
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* src = b.data + (p0 + p) * b.row + j0 + jr;
-        _mm256_storeu_ps(dst + kNr * p, _mm256_loadu_ps(src));
-        _mm256_storeu_ps(dst + kNr * p + 8, _mm256_loadu_ps(src + 8));
-      }
-      continue;
-    }
-    for (int64_t j = 0; j < kNr; ++j) {
-      for (int64_t p = 0; p < kc; ++p) {
-        dst[kNr * p + j] = j < width ? b.at(p0 + p, j0 + jr + j) : 0.0f;
-      }
-    }
-  }
+KDP_RG_TARGET inline Vec load_masked(const float* p, Mask m) {
+  return _mm256_maskload_ps(p, m);
 }
-
-// The tile of each row count, 1 to kMr.
-using Tile = void (*)(int64_t, Strided, const float*, float*, int64_t, int64_t, bool);
-constexpr Tile kTiles[kMr + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>,
-                                  &tile<4>, &tile<5>, &tile<6>};
-
-KDP_AVX2 void sums_avx2(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c,
-                        int64_t ldc) {
-  thread_local std::vector<float> buffer;
-  buffer.resize(static_cast<size_t>(kKc * kNc));
-  float* packed = buffer.data();
-  for (int64_t pc = 0; pc < k; pc += kKc) {
-    const int64_t kc = std::min(kKc, k - pc);
-    const Strided ab{a.data + pc * a.col, a.row, a.col};
-    for (int64_t jc = 0; jc < n; jc += kNc) {
-      const int64_t nc = std::min(kNc, n - jc);
-      pack(b, pc, kc, jc, nc, packed);
-      for (int64_t jr = 0; jr < nc; jr += kNr) {
-        const int64_t width = std::min<int64_t>(kNr, nc - jr);
-        const float* bp = packed + jr * kc;
-        float* cb = c + jc + jr;
-        for (int64_t i = 0; i < m; i += kMr) {
-          const auto rows = static_cast<size_t>(std::min<int64_t>(kMr, m - i));
-          kTiles[rows](kc, Strided{ab.data + i * ab.row, ab.row, ab.col}, bp, cb + i * ldc, ldc,
-                       width, pc == 0);
-        }
-      }
-    }
-  }
+KDP_RG_TARGET inline void store(float* p, Vec v) {
+  _mm256_storeu_ps(p, v);
 }
+KDP_RG_TARGET inline void store_masked(float* p, Mask m, Vec v) {
+  _mm256_maskstore_ps(p, m, v);
+}
+KDP_RG_TARGET inline Vec broadcast(const float* p) {
+  return _mm256_broadcast_ss(p);
+}
+KDP_RG_TARGET inline Vec zero() {
+  return _mm256_setzero_ps();
+}
+KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+#include "core/row_gemm_kernels.inc"
+#undef KDP_RG_TARGET
+}  // namespace avx2
 
-#undef KDP_AVX2
+// AVX-512: 16 floats a vector (twice the peak where a core has two 512-bit
+// FMA units).
+namespace avx512 {
+#define KDP_RG_TARGET __attribute__((target("avx512f,avx2,fma")))
+using Vec = __m512;
+using Mask = __mmask16;
+constexpr int kLanes = 16;
+KDP_RG_TARGET inline Mask lanes_below(int64_t width) {
+  return width >= kLanes ? Mask(0xffff) : width <= 0 ? Mask(0) : Mask((1u << width) - 1u);
+}
+KDP_RG_TARGET inline Vec load(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+KDP_RG_TARGET inline Vec load_masked(const float* p, Mask m) {
+  return _mm512_maskz_loadu_ps(m, p);
+}
+KDP_RG_TARGET inline void store(float* p, Vec v) {
+  _mm512_storeu_ps(p, v);
+}
+KDP_RG_TARGET inline void store_masked(float* p, Mask m, Vec v) {
+  _mm512_mask_storeu_ps(p, m, v);
+}
+KDP_RG_TARGET inline Vec broadcast(const float* p) {
+  return _mm512_set1_ps(*p);
+}
+KDP_RG_TARGET inline Vec zero() {
+  return _mm512_setzero_ps();
+}
+KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+#include "core/row_gemm_kernels.inc"
+#undef KDP_RG_TARGET
+}  // namespace avx512
 
-#endif  // KDP_ROW_GEMM_AVX2
+#endif  // KDP_ROW_GEMM_X86
 
 void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
-#if defined(KDP_ROW_GEMM_AVX2)
-  if (row_gemm_vectorized()) return sums_avx2(m, n, k, a, b, c, ldc);
+#if defined(KDP_ROW_GEMM_X86)
+  if (cpu_isa() >= CpuIsa::Avx512) return avx512::sums(m, n, k, a, b, c, ldc);
+  if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc);
 #endif
   sums_portable(m, n, k, a, b, c, ldc);
 }
@@ -165,7 +126,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 }  // namespace
 
 bool row_gemm_vectorized() {
-#if defined(KDP_ROW_GEMM_AVX2)
+#if defined(KDP_ROW_GEMM_X86)
   return cpu_isa() >= CpuIsa::Avx2;
 #else
   return false;

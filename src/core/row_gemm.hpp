@@ -7,8 +7,8 @@
 /// small-matrix paths and its threads may add in another order), so
 /// reproducible mode multiplies a rank's whole batch with this one: a sample's
 /// row is then the same at every layout. Host memory, on the calling thread;
-/// AVX2 and FMA where cpu_isa() allows, else a portable loop with the same
-/// fused multiply-adds (the same bits, slower).
+/// AVX-512, or AVX2 and FMA, where cpu_isa() allows, else a portable loop
+/// with the same fused multiply-adds: the same bits on every path.
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 // row_gemm: every element is the fused multiply-adds of its row and column in
 // the order of the inner index (so a row's bits do not depend on the rows
-// around it), on the vector path and the portable one alike.
+// around it), on the AVX-512, AVX2 and portable paths alike.
 #include "core/row_gemm.hpp"
 
 #include <gtest/gtest.h>
@@ -77,8 +77,8 @@ std::vector<float> run(const Case& s, float alpha, float beta, const Operands& o
   return got;
 }
 
-// Shapes across every edge of the kernel's tiles (6 x 16) and blocks (256
-// inner steps, 512 columns), for each transposition.
+// Shapes across every edge of the kernels' tiles (6 x 16, 6 x 32) and blocks
+// (256 inner steps, 512 columns), for each transposition.
 std::vector<Case> cases() {
   std::vector<Case> out;
   const int64_t shapes[][3] = {{1, 1, 1},     {5, 17, 3},    {6, 16, 256}, {7, 15, 257},
@@ -100,7 +100,7 @@ void with_isa(CpuIsa cap, const F& f) {
 }  // namespace
 
 TEST(RowGemm, IsTheFusedSumOfEveryElementOnEveryPath) {
-  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Baseline}) {
+  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx2, CpuIsa::Baseline}) {
     with_isa(cap, [&] {
       unsigned seed = 1;
       for (const Case& s : cases()) {
