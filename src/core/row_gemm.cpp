@@ -125,14 +125,6 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 
 }  // namespace
 
-bool row_gemm_vectorized() {
-#if defined(KDP_ROW_GEMM_X86)
-  return cpu_isa() >= CpuIsa::Avx2;
-#else
-  return false;
-#endif
-}
-
 void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc) {
@@ -149,8 +141,12 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   // The sums apart, then C = alpha sums + beta C in one rounding each (the
   // same whichever path made the sums).
   thread_local std::vector<float> scratch;
-  scratch.assign(static_cast<size_t>(m * n), 0.0f);
-  if (k > 0) sums(m, n, k, sa, sb, scratch.data(), n);
+  scratch.resize(static_cast<size_t>(m * n));
+  if (k > 0) {
+    sums(m, n, k, sa, sb, scratch.data(), n);
+  } else {
+    std::fill(scratch.begin(), scratch.end(), 0.0f);
+  }
   for (int64_t i = 0; i < m; ++i) {
     const float* s = scratch.data() + i * n;
     float* ci = c + i * ldc;

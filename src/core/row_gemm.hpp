@@ -21,8 +21,4 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc);
 
-/// Whether row_gemm() runs its vector kernel on this CPU (else the portable
-/// loop: the same result).
-bool row_gemm_vectorized();
-
 }  // namespace kdp::detail
