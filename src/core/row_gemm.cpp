@@ -41,6 +41,23 @@ void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float*
   }
 }
 
+// D (+)= the shards' sums, each rounded by magic, one element at a time.
+void shard_sums_portable(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a,
+                         Strided b, double magic, double* d, int64_t ldd, bool add) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = add ? d[i * ldd + j] : 0.0;
+      for (int t = 0; t < shards; ++t) {
+        float acc = 0.0f;
+        for (int64_t p = starts[t]; p < starts[t + 1]; ++p)
+          acc = std::fma(a.at(i, p), b.at(p, j), acc);
+        sum += (static_cast<double>(acc) + magic) - magic;
+      }
+      d[i * ldd + j] = sum;
+    }
+  }
+}
+
 #if defined(KDP_ROW_GEMM_X86)
 
 // AVX2 and FMA: 8 floats a vector.
@@ -73,6 +90,18 @@ KDP_RG_TARGET inline Vec zero() {
 }
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
+}
+// d[l] = (v[l] + magic) - magic in double, added to d[l] where `add`.
+KDP_RG_TARGET inline void rounded_into(double* d, Vec v, double magic, bool add) {
+  const __m256d m = _mm256_set1_pd(magic);
+  __m256d lo = _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m), m);
+  __m256d hi = _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m), m);
+  if (add) {
+    lo = _mm256_add_pd(_mm256_loadu_pd(d), lo);
+    hi = _mm256_add_pd(_mm256_loadu_pd(d + 4), hi);
+  }
+  _mm256_storeu_pd(d, lo);
+  _mm256_storeu_pd(d + 4, hi);
 }
 #include "core/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
@@ -109,6 +138,24 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
+KDP_RG_TARGET inline void rounded_into(double* d, Vec v, double magic, bool add) {
+  const __m512d m = _mm512_set1_pd(magic);
+  // (The zero-masked forms throughout: GCC's plain ones read an "undefined"
+  // vector that -Wmaybe-uninitialized reports.)
+  const __m512d both = _mm512_castps_pd(v);
+  __m512d lo =
+      _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 0)));
+  __m512d hi =
+      _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 1)));
+  lo = _mm512_sub_pd(_mm512_add_pd(lo, m), m);
+  hi = _mm512_sub_pd(_mm512_add_pd(hi, m), m);
+  if (add) {
+    lo = _mm512_add_pd(_mm512_loadu_pd(d), lo);
+    hi = _mm512_add_pd(_mm512_loadu_pd(d + 8), hi);
+  }
+  _mm512_storeu_pd(d, lo);
+  _mm512_storeu_pd(d + 8, hi);
+}
 #include "core/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx512
@@ -121,6 +168,17 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc);
 #endif
   sums_portable(m, n, k, a, b, c, ldc);
+}
+
+void shard_sums(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a, Strided b,
+                double magic, double* d, int64_t ldd, bool add) {
+#if defined(KDP_ROW_GEMM_X86)
+  if (cpu_isa() >= CpuIsa::Avx512)
+    return avx512::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
+  if (cpu_isa() >= CpuIsa::Avx2)
+    return avx2::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
+#endif
+  shard_sums_portable(m, n, starts, shards, a, b, magic, d, ldd, add);
 }
 
 }  // namespace
@@ -155,6 +213,21 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
       ci[j] = beta == 0.0f ? scaled : beta == 1.0f ? ci[j] + scaled : std::fma(beta, ci[j], scaled);
     }
   }
+}
+
+void row_gemm_shard_sums(bool trans_a, bool trans_b, int64_t m, int64_t n, const int64_t* starts,
+                         int shards, const float* a, int64_t lda, const float* b, int64_t ldb,
+                         double magic, double* d, int64_t ldd, bool add) {
+  if (m <= 0 || n <= 0) return;
+  if (shards <= 0) {
+    if (!add) {
+      for (int64_t i = 0; i < m; ++i) std::fill(d + i * ldd, d + i * ldd + n, 0.0);
+    }
+    return;
+  }
+  const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
+  const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  shard_sums(m, n, starts, shards, sa, sb, magic, d, ldd, add);
 }
 
 }  // namespace kdp::detail

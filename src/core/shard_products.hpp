@@ -4,18 +4,16 @@
 /// "Reproducible mode"). While a ShardProducts is alive on a thread, kdp's
 /// fp32 host products on that thread go to row_gemm (a sample's row has the
 /// same bits whatever batch it is in), and the backward of a linear layer
-/// hands the gradients of its weight and bias to it shard by shard, each
-/// shard's sum over its own rows alone, instead of summing the batch: a
-/// rank's shards go forward and back in one pass and still keep one gradient
-/// each.
+/// hands the products that make the gradients of its weight and bias to it
+/// instead of summing the batch: each shard's gradient is its sum over its
+/// own rows alone, so a rank's shards go forward and back in one pass and
+/// still keep one gradient each.
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace kdp {
-struct TensorImpl;
-}
+#include "kdp/core/tensor.hpp"
 
 namespace kdp::detail {
 
@@ -36,13 +34,15 @@ class ShardProducts {
     return starts_[static_cast<size_t>(shard) + 1] - starts_[static_cast<size_t>(shard)];
   }
   int64_t total_rows() const { return starts_.back(); }
+  const std::vector<int64_t>& starts() const { return starts_; }
 
-  /// Where shard `shard`'s gradient of the leaf goes (its numel floats, in
-  /// its order), or null when the leaf's gradient is not kept here.
-  virtual float* slot(const TensorImpl* leaf, int shard) = 0;
-  /// Called when shard `shard`'s gradient of the leaf is in its slot (while
-  /// it is still in the caches).
-  virtual void written(const TensorImpl* leaf, int shard) = 0;
+  /// Takes a linear layer's gradient products, to be made later: shard t's
+  /// gradient of the weight is dy's rows of t (dy: [rows, out]) transposed
+  /// times x's (x: [rows, in]), of the bias the sum of dy's rows of t.
+  /// `weight` or `bias` is null where that gradient is not wanted. False where
+  /// neither leaf's gradient is kept here (the layer then sums the batch).
+  virtual bool defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
+                     const Tensor& x) = 0;
 
  private:
   std::vector<int64_t> starts_;

@@ -6,7 +6,6 @@
 #include "autograd/accumulate_grad.hpp"
 #include "core/check.hpp"
 #include "core/kernels.hpp"
-#include "core/row_gemm.hpp"
 #include "core/shard_products.hpp"
 #include "gemm.hpp"
 #include "kdp/core/trace.hpp"
@@ -48,12 +47,12 @@ class LinearNodeBase : public autograd::Node {
   }
   bool wants_bias() const { return has_bias_ && next_edges()[2].valid(); }
 
-  // From gm [rows, out], the gradient before the layer's own op: gx = gm W for
-  // the input and gw = gm^T x for the weight, each only when its edge wants
-  // it; with gb, the gradients in edge order.
-  std::vector<Tensor> gradients(ConstView2 gm, Tensor gb) const {
-    const auto rows = static_cast<int64_t>(gm.extent(0));
-    const auto out_f = static_cast<int64_t>(gm.extent(1));
+  // From g (as gm [rows, out]), the gradient before the layer's own op:
+  // gx = gm W for the input and gw = gm^T x for the weight, each only when its
+  // edge wants it; with gb, the gradients in edge order.
+  std::vector<Tensor> gradients(const Tensor& g, Tensor gb) const {
+    const auto [rows, out_f] = rows_and_features(g);
+    const ConstView2 gm = g.cmatrix(rows, out_f);
     Tensor gx, gw;
     if (next_edges()[0].valid()) {
       const Tensor& w = weight_.get(*this);
@@ -61,7 +60,7 @@ class LinearNodeBase : public autograd::Node {
       gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)), precision_);
     }
     if (auto* shards = kdp::detail::ShardProducts::active()) {
-      if (keep_by_shard(*shards, gm)) {
+      if (keep_by_shard(*shards, g)) {
         if (has_bias_) return {gx, Tensor(), Tensor()};
         return {gx, Tensor()};
       }
@@ -76,41 +75,17 @@ class LinearNodeBase : public autograd::Node {
     return {gx, gw};
   }
 
-  // Reproducible mode's whole batch: each shard's gradients of the weight
-  // and the bias, summed over its own rows (in their order), into the slots
-  // `shards` gives; false where it keeps neither (they are summed as usual).
-  bool keep_by_shard(kdp::detail::ShardProducts& shards, ConstView2 gm) const {
+  // Reproducible mode's whole batch: hands the products of each shard's
+  // gradients of the weight and the bias (its own rows alone) to `shards`;
+  // false where it keeps neither (they are summed as usual).
+  bool keep_by_shard(kdp::detail::ShardProducts& shards, const Tensor& dy) const {
     const TensorImpl* weight = leaf(1);
     const TensorImpl* bias = has_bias_ ? leaf(2) : nullptr;
-    if (weight != nullptr && shards.slot(weight, 0) == nullptr) weight = nullptr;
-    if (bias != nullptr && shards.slot(bias, 0) == nullptr) bias = nullptr;
-    if (weight == nullptr && bias == nullptr) return false;
-    KDP_CHECK(static_cast<int64_t>(gm.extent(0)) == shards.total_rows(), StateError,
-              "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(),
-              gm.extent(0), shards.total_rows());
-    const auto out_f = static_cast<int64_t>(gm.extent(1));
-    const auto ldg = static_cast<int64_t>(gm.stride(0));
-    const Tensor x = weight != nullptr ? x_.get(*this) : Tensor();
-    const int64_t in_f =
-        weight != nullptr ? x.numel() / std::max<int64_t>(1, shards.total_rows()) : 0;
-    for (int t = 0; t < shards.shards(); ++t) {
-      const float* g = gm.data() + shards.first_row(t) * ldg;
-      if (weight != nullptr) {
-        kdp::detail::row_gemm(true, false, out_f, in_f, shards.rows(t), 1.0f, g, ldg,
-                              x.data() + shards.first_row(t) * in_f, in_f, 0.0f,
-                              shards.slot(weight, t), in_f);
-        shards.written(weight, t);
-      }
-      if (bias != nullptr) {
-        float* gb = shards.slot(bias, t);
-        std::fill(gb, gb + out_f, 0.0f);
-        for (int64_t r = 0; r < shards.rows(t); ++r) {
-          for (int64_t c = 0; c < out_f; ++c) gb[c] += g[r * ldg + c];
-        }
-        shards.written(bias, t);
-      }
-    }
-    return true;
+    const int64_t rows = rows_and_features(dy).first;
+    KDP_CHECK(rows == shards.total_rows(), StateError,
+              "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(), rows,
+              shards.total_rows());
+    return shards.defer(weight, bias, dy, weight != nullptr ? x_.get(*this) : Tensor());
   }
   // The leaf at edge `edge`, or null (the edge leads elsewhere).
   const TensorImpl* leaf(size_t edge) const {
@@ -138,7 +113,7 @@ class LinearNode : public LinearNodeBase {
       gb = Tensor::empty(Shape{out_f}, device());
       sum_dim_kernel(device(), gb.flat(), g.cflat(), DimSplit{1, rows, out_f}, 1.0f);
     }
-    return gradients(g.cmatrix(rows, out_f), gb);
+    return gradients(g, gb);
   }
 };
 
@@ -246,7 +221,7 @@ class LinearReluNode : public LinearNodeBase {
     Tensor gb = want_bias ? Tensor::empty(Shape{out_f}, device()) : Tensor();
     relu_grad_and_bias(device(), gz.matrix(), want_bias ? gb.flat() : View1(),
                        g.cmatrix(rows, out_f), y_.get(*this).cmatrix(rows, out_f), want_bias);
-    return gradients(gz.cmatrix(), gb);
+    return gradients(gz, gb);
   }
   void release_saved() override {
     LinearNodeBase::release_saved();

@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
+#include "core/row_gemm.hpp"
 #include "dist/exact_sum.hpp"
 #include "kdp/core/trace.hpp"
 
@@ -14,7 +15,12 @@ namespace kdp::train::detail {
 
 ExactGradient::ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm,
                              const Device& device)
-    : params_(params), comm_(comm), device_(device), largest_(params.size(), 0u) {
+    : params_(params),
+      comm_(comm),
+      device_(device),
+      largest_(params.size(), 0u),
+      input_bound_(params.size(), 0u),
+      output_bound_(params.size(), 0u) {
   for (const auto& [name, p] : params_) {
     offset_.push_back(total_);
     total_ += p.numel();
@@ -56,18 +62,6 @@ KDP_ALWAYS_INLINE void keep_body(const float* __restrict g, float* __restrict ro
 KDP_HOST_KERNEL(keep, keep_body,
                 (const float* __restrict g, float* __restrict row, int64_t len, uint32_t* largest),
                 (g, row, len, largest))
-
-// *largest = the larger of itself and the largest magnitude's bits in x.
-KDP_ALWAYS_INLINE void largest_body(const float* __restrict x, int64_t len, uint32_t* largest) {
-  uint32_t m = *largest;
-  for (int64_t i = 0; i < len; ++i) {
-    const uint32_t b = magnitude_bits(x[i]);
-    m = b > m ? b : m;
-  }
-  *largest = m;
-}
-KDP_HOST_KERNEL(largest, largest_body, (const float* __restrict x, int64_t len, uint32_t* largest),
-                (x, len, largest))
 
 // sum = the shards' values rounded to the grid that `magic` sets (see reduce),
 // added in double: without rounding, so in any order.
@@ -129,66 +123,157 @@ void ExactGradient::keep_shard(const std::vector<Tensor>& grads) {
   ++count_;
 }
 
-void ExactGradient::begin_shards(int count) {
-  grow_to(count_ + count);
+namespace {
+
+// The bits of the largest |x| of `n` floats.
+uint32_t largest_magnitude(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) m = std::max(m, magnitude_bits(x[i]));
+  return m;
 }
 
-float* ExactGradient::slot(size_t param, int shard) {
-  return kept_.data() + (count_ + shard) * total_ + offset_.at(param);
+// The bits of the largest sum of |dy| over one shard's rows in one column.
+uint32_t largest_shard_sum(const float* dy, int64_t cols, const std::vector<int64_t>& starts) {
+  std::vector<float> sum(static_cast<size_t>(cols));
+  uint32_t m = 0;
+  for (size_t t = 0; t + 1 < starts.size(); ++t) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
+      for (int64_t c = 0; c < cols; ++c) sum[static_cast<size_t>(c)] += std::fabs(dy[r * cols + c]);
+    }
+    m = std::max(m, largest_magnitude(sum.data(), cols));
+  }
+  return m;
 }
 
-void ExactGradient::note_largest(size_t param, int shard) {
-  const float* row = slot(param, shard);
-  const int64_t n = params_.at(param).second.numel();
-  std::vector<uint32_t> chunks(static_cast<size_t>((n + kChunk - 1) / kChunk), 0u);
-  uint32_t* c = chunks.data();
-  kdp::detail::host_chunks("kdp::reproducible largest", device_, n, kChunk,
-                           [=](int64_t b, int64_t e) { largest(row + b, e - b, c + b / kChunk); });
-  for (uint32_t m : chunks) largest_[param] = std::max(largest_[param], m);
+// d (+)= each shard's sum of its rows of dy, summed in the rows' order from
+// zero, rounded by magic: shard t's gradient of a linear layer's bias.
+void shard_column_sums(const float* dy, int64_t cols, const std::vector<int64_t>& starts,
+                       double magic, double* d, bool add) {
+  std::vector<float> sum(static_cast<size_t>(cols));
+  if (!add) std::fill(d, d + cols, 0.0);
+  for (size_t t = 0; t + 1 < starts.size(); ++t) {
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
+      for (int64_t c = 0; c < cols; ++c) sum[static_cast<size_t>(c)] += dy[r * cols + c];
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      d[c] += (static_cast<double>(sum[static_cast<size_t>(c)]) + magic) - magic;
+    }
+  }
 }
 
-void ExactGradient::end_shards(int count) {
-  count_ += count;
+}  // namespace
+
+void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& starts) {
+  KDP_CHECK(compat::host_accessible_memory(), StateError,
+            "reproducible mode's one pass needs host memory");
+  const int64_t rows = starts.back(), out = rows == 0 ? 0 : dy.numel() / rows;
+  const uint32_t dy_bound = largest_shard_sum(dy.data(), out, starts);
+  if (weight != npos) {
+    input_bound_[weight] = std::max(input_bound_[weight], largest_magnitude(x.data(), x.numel()));
+    output_bound_[weight] = std::max(output_bound_[weight], dy_bound);
+  }
+  if (bias != npos) {
+    const float one = 1.0f;
+    uint32_t one_bits = 0;
+    memcpy(&one_bits, &one, sizeof(one_bits));
+    input_bound_[bias] = one_bits;
+    output_bound_[bias] = std::max(output_bound_[bias], dy_bound);
+  }
+  deferred_.push_back({weight, bias, dy, x, starts});
 }
 
-// sum_ = the exact sum of every rank's kept shards.
+// One deferred product's shards, made, rounded and summed into sum_ (added
+// where `written` says sum_ holds this step's sums already).
+void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& magic,
+                                  std::vector<bool>& written) {
+  const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
+  const int shards = static_cast<int>(d.starts.size()) - 1;
+  if (d.weight != npos) {
+    const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
+    const double m = magic[d.weight];
+    const bool add = written[d.weight];
+    double* sum = sum_.data() + offset_[d.weight];
+    const float *dy = d.dy.data(), *x = d.x.data();
+    const int64_t* starts = d.starts.data();
+    // Rows of the weight's gradient in chunks of 16 tiles' height, over the
+    // device's threads.
+    kdp::detail::host_chunks(
+        "kdp::reproducible shard products", device_, out, 96, [=](int64_t b, int64_t e) {
+          kdp::detail::row_gemm_shard_sums(true, false, e - b, in, starts, shards, dy + b, out, x,
+                                           in, m, sum + b * in, in, add);
+        });
+    written[d.weight] = true;
+  }
+  if (d.bias != npos) {
+    shard_column_sums(d.dy.data(), out, d.starts, magic[d.bias], sum_.data() + offset_[d.bias],
+                      written[d.bias]);
+    written[d.bias] = true;
+  }
+}
+
+// sum_ = the exact sum of every rank's kept shards and deferred products.
 void ExactGradient::sum_shards(int shards) {
   const size_t n = params_.size();
-  // Each parameter's grid: 2^q, from the largest magnitude over every shard of
-  // every rank (a max is exact), with |sum of all shards| < 2^(q + 51): every
-  // partial sum of values on the grid is then a double without rounding.
-  std::vector<int64_t> bits(largest_.begin(), largest_.end());
-  comm_.allreduce(bits.data(), n, dist::ReduceOp::Max);
+  // Each parameter's grid: 2^q, from the largest magnitude over every kept
+  // shard of every rank (a max is exact) and the bounds of every deferred
+  // product, with |sum of all shards| < 2^(q + 51): every partial sum of values
+  // on the grid is then a double without rounding.
+  std::vector<int64_t> bits(3 * n);
+  for (size_t i = 0; i < n; ++i) {
+    bits[i] = largest_[i];
+    bits[n + i] = input_bound_[i];
+    bits[2 * n + i] = output_bound_[i];
+  }
+  comm_.allreduce(bits.data(), bits.size(), dist::ReduceOp::Max);
+  std::vector<double> magic(n);
+  for (size_t i = 0; i < n; ++i) {
+    float f[3];
+    for (size_t k = 0; k < 3; ++k) {
+      const auto b = static_cast<uint32_t>(bits[k * n + i]);
+      KDP_CHECK(b < 0x7f800000u, NumericalError,
+                "the gradient of '{}' holds NaN or Inf on some rank", params_[i].first);
+      memcpy(&f[k], &b, sizeof(b));
+    }
+    const double bound = std::max<double>(f[0], double{f[1]} * double{f[2]});
+    magic[i] = std::ldexp(1.5, dist::detail::grid_exponent(bound, shards));
+  }
+  std::vector<bool> deferred(n, false), written(n, false);
+  for (const Deferred& d : deferred_) {
+    for (size_t i : {d.weight, d.bias}) {
+      if (i != npos) deferred[i] = true;
+    }
+  }
   const auto kept = kept_;
   const auto sum = sum_;
   const int count = count_;
   for (size_t i = 0; i < n; ++i) {
-    const auto magnitude = static_cast<uint32_t>(bits[i]);
-    KDP_CHECK(magnitude < 0x7f800000u, NumericalError,
-              "the gradient of '{}' holds NaN or Inf on some rank", params_[i].first);
-    float largest = 0.0f;
-    memcpy(&largest, &magnitude, sizeof(largest));
-    const double magic = std::ldexp(1.5, dist::detail::grid_exponent(largest, shards));
+    if (count == 0 && deferred[i]) continue;  // their products write sum_ first
+    const double m = magic[i];
     const int64_t offset = offset_[i], len = params_[i].second.numel();
     if constexpr (compat::launches_are_synchronous()) {
       const int64_t stride = total_;
-      kdp::detail::host_chunks("kdp::reproducible round and sum", device_, len, kChunk,
-                               [=](int64_t b, int64_t e) {
-                                 round_sum(kept.data() + offset + b, stride, count,
-                                           sum.data() + offset + b, e - b, magic);
-                               });
+      kdp::detail::host_chunks(
+          "kdp::reproducible round and sum", device_, len, kChunk, [=](int64_t b, int64_t e) {
+            round_sum(kept.data() + offset + b, stride, count, sum.data() + offset + b, e - b, m);
+          });
     } else {
       Kokkos::parallel_for(
           "kdp::reproducible round and sum", kdp::detail::range(device_, len),
           KOKKOS_LAMBDA(const int64_t e) {
             double a = 0.0;
             for (int s = 0; s < count; ++s) {
-              a += (static_cast<double>(kept(s, offset + e)) + magic) - magic;
+              a += (static_cast<double>(kept(s, offset + e)) + m) - m;
             }
             sum(offset + e) = a;
           });
     }
+    written[i] = true;
   }
+  for (const Deferred& d : deferred_) make_deferred(d, magic, written);
+  deferred_.clear();
   device_.fence("kdp::reproducible sums");
   auto host = Kokkos::create_mirror_view(sum_);
   Kokkos::deep_copy(host, sum_);
@@ -198,6 +283,8 @@ void ExactGradient::sum_shards(int shards) {
   }
   Kokkos::deep_copy(sum_, host);
   std::fill(largest_.begin(), largest_.end(), 0u);
+  std::fill(input_bound_.begin(), input_bound_.end(), 0u);
+  std::fill(output_bound_.begin(), output_bound_.end(), 0u);
   count_ = 0;
 }
 

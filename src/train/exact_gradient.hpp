@@ -3,10 +3,10 @@
 // Trainer's reproducible mode, docs/architecture.md "Reproducible mode"):
 // the batch is cut into a fixed number of virtual shards by position, each
 // shard's gradient is computed on its own, rounded onto a grid fixed for the
-// step (from the largest magnitude over all shards, an exact max) coarse
-// enough that every partial sum of rounded values is a double without
-// rounding, and summed, within a rank and then across ranks: exactly, so in
-// any order and grouping. All of it on the device.
+// step (from the largest magnitude over all shards, an exact max, or from a
+// bound on it) coarse enough that every partial sum of rounded values is a
+// double without rounding, and summed, within a rank and then across ranks:
+// exactly, so in any order and grouping. All of it on the device.
 
 #include <cstdint>
 #include <string>
@@ -27,16 +27,15 @@ class ExactGradient {
   /// Keeps `grads`, one shard's gradients of the parameters in their order
   /// (undefined: none).
   void keep_shard(const std::vector<Tensor>& grads);
-  /// Room for `count` more shards, to be written in place (slot()) rather
-  /// than copied from the parameters' gradients; end_shards() keeps them.
-  void begin_shards(int count);
-  /// The gradient of parameter `param` (in the optimizer's order) of the
-  /// `shard`-th shard since begin_shards().
-  float* slot(size_t param, int shard);
-  /// Takes the largest magnitude of that gradient, once it is written.
-  void note_largest(size_t param, int shard);
-  /// Keeps the `count` shards written since begin_shards() (each noted).
-  void end_shards(int count);
+  /// Takes one pass's products of the gradients of parameters `weight` and
+  /// `bias` (in the optimizer's order; npos: not wanted), made at the sum:
+  /// shard t's (rows [starts[t], starts[t + 1]) of dy [rows, out] and x
+  /// [rows, in]) are dy's rows transposed times x's and the sum of dy's rows.
+  /// Their grid comes from bounds taken now: the largest |x| times the largest
+  /// sum of |dy| over one shard's rows in one column.
+  void defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
+             const std::vector<int64_t>& starts);
+  static constexpr size_t npos = static_cast<size_t>(-1);
   /// Sums every rank's kept shards exactly (every rank together) and forgets
   /// them. The sums of a step's micro-batches are added in their order (the
   /// same at every layout); after the step's last one (`last`), the
@@ -50,7 +49,14 @@ class ExactGradient {
   void sum_shards(int shards);
 
  private:
+  struct Deferred {
+    size_t weight, bias;
+    Tensor dy, x;
+    std::vector<int64_t> starts;
+  };
   void grow_to(int shards);
+  void make_deferred(const Deferred& d, const std::vector<double>& magic,
+                     std::vector<bool>& written);
 
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
@@ -62,6 +68,8 @@ class ExactGradient {
   Kokkos::View<double*, MemSpace> step_;  // the step's earlier micro-batches
   int micro_ = 0;                         // micro-batches summed into step_
   std::vector<uint32_t> largest_;         // |x|'s bits, per parameter, over the kept shards
+  std::vector<uint32_t> input_bound_, output_bound_;  // of the deferred products, as bits
+  std::vector<Deferred> deferred_;
   int count_ = 0;
 };
 

@@ -252,8 +252,8 @@ bool FitRun::takes_one_pass(const data::Batch& b) {
 
 // The rank's shards in one pass: their rows shard after shard through the
 // model at once, each shard's loss on its own rows (weighted as in
-// shards_one_by_one), one backward whose linear layers write each shard's
-// gradients into its own row of the exact sum. Returns the sum of the
+// shards_one_by_one), one backward whose linear layers hand each shard's
+// products to the exact sum. Returns the sum of the
 // weighted losses.
 Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
                                   const std::vector<ShardRows>& shards, int64_t total) {
@@ -271,7 +271,6 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
     starts.push_back(starts.back() + rows.count);
   }
   const int count = static_cast<int>(xs.size());
-  exact_->begin_shards(count);
   ShardSlots slots(starts, *exact_, one_pass_);
   Tensor out, sum, step_loss = Tensor::zeros({}, home);
   std::vector<Tensor> losses;
@@ -295,7 +294,6 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
   }
   KDP_CHECK(slots.all_written(), StateError,
             "reproducible mode: a parameter of the model got no gradient from its shards' pass");
-  exact_->end_shards(count);
   for (int t = 0; t < count; ++t) {
     const auto i = static_cast<size_t>(t);
     const Tensor o = out.detach().slice(0, starts[i], starts[i + 1]);

@@ -61,16 +61,19 @@ ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
                        const std::map<const TensorImpl*, size_t>& index)
     : ShardProducts(std::move(starts)), exact_(exact), index_(index), written_(index.size()) {}
 
-float* ShardSlots::slot(const TensorImpl* leaf, int shard) {
-  const auto it = index_.find(leaf);
-  if (it == index_.end()) return nullptr;
-  written_[it->second] = true;
-  return exact_.slot(it->second, shard);
-}
-
-void ShardSlots::written(const TensorImpl* leaf, int shard) {
-  const auto it = index_.find(leaf);
-  if (it != index_.end()) exact_.note_largest(it->second, shard);
+bool ShardSlots::defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
+                       const Tensor& x) {
+  // Each leaf's index, or npos where the leaf's gradient is not kept here.
+  const auto find = [&](const TensorImpl* leaf) {
+    const auto it = leaf == nullptr ? index_.end() : index_.find(leaf);
+    if (it == index_.end()) return ExactGradient::npos;
+    written_[it->second] = true;
+    return it->second;
+  };
+  const size_t w = find(weight), b = find(bias);
+  if (w == ExactGradient::npos && b == ExactGradient::npos) return false;
+  exact_.defer(w, b, dy, x, starts());
+  return true;
 }
 
 bool ShardSlots::all_written() const {

@@ -4,8 +4,8 @@
 // computed from that sample's row alone, the rank's shards, their rows put
 // shard after shard, go forward and back together as one batch, with
 // products whose rows do not depend on the batch (row_gemm), and each linear
-// layer writes every shard's own gradients straight into ExactGradient's
-// rows for that shard.
+// layer hands the products of every shard's own gradients to ExactGradient,
+// which makes them inside its exact sum.
 
 #include <map>
 #include <vector>
@@ -27,14 +27,14 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
                                                         const optim::NamedParameters& params,
                                                         int dims);
 
-/// Where the backward of one pass writes its shards' gradients.
+/// Where the backward of one pass hands its shards' products.
 class ShardSlots : public kdp::detail::ShardProducts {
  public:
   ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
              const std::map<const TensorImpl*, size_t>& index);
-  float* slot(const TensorImpl* leaf, int shard) override;
-  void written(const TensorImpl* leaf, int shard) override;
-  /// Whether the backward asked for the slots of every parameter.
+  bool defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
+             const Tensor& x) override;
+  /// Whether the backward handed the products of every parameter.
   bool all_written() const;
 
  private:

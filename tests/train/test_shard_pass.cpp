@@ -1,8 +1,11 @@
 // Reproducible mode's one pass over a rank's shards: which models it takes,
-// and that each shard's row of the exact sum holds that shard's own gradient.
+// and that the exact sum adds up each shard's own gradient, the same bits
+// however the shards are grouped into passes.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/conv.hpp"
@@ -67,7 +70,40 @@ TEST(ShardPass, TakesModelsThatKeepEverySamplesRowApart) {
   EXPECT_TRUE(one_pass_parameters(*tied, tied->named_parameters(), 2).empty());
 }
 
-TEST(ShardPass, EachShardsRowIsThatShardsOwnGradient) {
+namespace {
+
+// One pass over rows [starts.front(), starts.back()) of x, y as shards that
+// start at `starts`: each shard's loss on its own rows; every parameter's
+// products handed to `exact`, none summed into .grad.
+void one_pass(nn::Module& model, const optim::NamedParameters& params, ExactGradient& exact,
+              const std::map<const TensorImpl*, size_t>& index, const Tensor& x, const Tensor& y,
+              std::vector<int64_t> starts) {
+  const int64_t first = starts.front();
+  for (int64_t& s : starts) s -= first;
+  ShardSlots slots(starts, exact, index);
+  const Tensor out = model.forward(x.slice(0, first, first + starts.back()));
+  Tensor loss;
+  for (size_t t = 0; t + 1 < starts.size(); ++t) {
+    const Tensor l = shard_loss(out.slice(0, starts[t], starts[t + 1]),
+                                y.slice(0, first + starts[t], first + starts[t + 1]));
+    loss = loss.defined() ? loss + l : l;
+  }
+  loss.backward();
+  EXPECT_TRUE(slots.all_written());
+  for (const auto& [name, p] : params) {
+    EXPECT_FALSE(p.grad().defined()) << name << ": summed over the batch as well";
+  }
+}
+
+std::vector<std::vector<float>> gradients(const optim::NamedParameters& params) {
+  std::vector<std::vector<float>> out;
+  for (const auto& [name, p] : params) out.push_back(p.grad().to_vector());
+  return out;
+}
+
+}  // namespace
+
+TEST(ShardPass, SumsEachShardsOwnGradientExactly) {
   auto model = mlp();
   const optim::NamedParameters params = model->named_parameters();
   const auto index = one_pass_parameters(*model, params, 3);
@@ -84,46 +120,33 @@ TEST(ShardPass, EachShardsRowIsThatShardsOwnGradient) {
     shard_loss(model->forward(x.slice(0, starts[t], starts[t + 1])),
                y.slice(0, starts[t], starts[t + 1]))
         .backward();
-    want.emplace_back();
-    for (const auto& [name, p] : params) want.back().push_back(p.grad().to_vector());
+    want.push_back(gradients(params));
   }
   for (auto [name, p] : params) p.set_grad(Tensor());
 
-  // One pass: the rows together, each shard's loss on its own rows.
-  exact.begin_shards(3);
-  {
-    ShardSlots slots(starts, exact, index);
-    const Tensor out = model->forward(x);
-    Tensor loss;
-    for (size_t t = 0; t + 1 < starts.size(); ++t) {
-      const Tensor l =
-          shard_loss(out.slice(0, starts[t], starts[t + 1]), y.slice(0, starts[t], starts[t + 1]));
-      loss = loss.defined() ? loss + l : l;
-    }
-    loss.backward();
-    EXPECT_TRUE(slots.all_written());
-  }
-  for (const auto& [name, p] : params) {
-    EXPECT_FALSE(p.grad().defined()) << name << ": summed over the batch as well";
-  }
-  for (int t = 0; t < 3; ++t) {
-    for (size_t i = 0; i < params.size(); ++i) {
-      const float* row = exact.slot(i, t);
-      const std::vector<float>& w = want[static_cast<size_t>(t)][i];
-      for (size_t e = 0; e < w.size(); ++e) {
-        ASSERT_NEAR(row[e], w[e], 1e-5 * (1.0 + std::fabs(w[e])))
-            << "shard " << t << ", " << params[i].first << "[" << e << "]";
-      }
-    }
-  }
-  // And their exact sum is the whole batch's gradient.
-  exact.end_shards(3);
+  // One pass: the rows together. Its exact sum is the whole batch's gradient.
+  one_pass(*model, params, exact, index, x, y, starts);
   exact.reduce(12);
+  const std::vector<std::vector<float>> together = gradients(params);
   for (size_t i = 0; i < params.size(); ++i) {
-    const std::vector<float> got = params[i].second.grad().to_vector();
-    for (size_t e = 0; e < got.size(); ++e) {
+    for (size_t e = 0; e < together[i].size(); ++e) {
       const double sum = double{want[0][i][e]} + want[1][i][e] + want[2][i][e];
-      ASSERT_NEAR(got[e], sum, 1e-5 * (1.0 + std::fabs(sum))) << params[i].first << "[" << e << "]";
+      ASSERT_NEAR(together[i][e], sum, 1e-5 * (1.0 + std::fabs(sum)))
+          << params[i].first << "[" << e << "]";
     }
+  }
+
+  // Each shard in a pass of its own, in another order (as another layout
+  // would hold them): the same bits, so each shard's products were its own
+  // rows' alone, and their sum is exact.
+  for (auto [name, p] : params) p.set_grad(Tensor());
+  for (const size_t t : {2u, 0u, 1u}) {
+    one_pass(*model, params, exact, index, x, y, {starts[t], starts[t + 1]});
+  }
+  exact.reduce(12);
+  const std::vector<std::vector<float>> apart = gradients(params);
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(apart[i].data(), together[i].data(), apart[i].size() * sizeof(float)))
+        << params[i].first;
   }
 }
