@@ -60,6 +60,28 @@ void shard_sums_portable(int64_t m, int64_t n, const int64_t* starts, int shards
 
 #if defined(KDP_ROW_GEMM_X86)
 
+// dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
+// length ld): both kernels pack a transposed op(B) with it.
+__attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t ld, float* dst,
+                                                       int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
 // AVX2 and FMA: 8 floats a vector.
 namespace avx2 {
 #define KDP_RG_TARGET __attribute__((target("avx2,fma")))
