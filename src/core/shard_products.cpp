@@ -8,8 +8,8 @@ namespace {
 thread_local ShardProducts* innermost = nullptr;
 }
 
-ShardProducts::ShardProducts(std::vector<int64_t> starts)
-    : starts_(std::move(starts)), outer_(innermost) {
+ShardProducts::ShardProducts(std::vector<int64_t> starts, int threads)
+    : starts_(std::move(starts)), threads_(threads), outer_(innermost) {
   if (starts_.empty()) starts_.push_back(0);
   innermost = this;
 }

@@ -19,8 +19,9 @@ namespace kdp::detail {
 
 class ShardProducts {
  public:
-  /// Shard t holds the batch's rows [starts[t], starts[t + 1]).
-  explicit ShardProducts(std::vector<int64_t> starts);
+  /// Shard t holds the batch's rows [starts[t], starts[t + 1]); the products
+  /// run on `threads` threads (host_blocks).
+  explicit ShardProducts(std::vector<int64_t> starts, int threads = 1);
   virtual ~ShardProducts();
   ShardProducts(const ShardProducts&) = delete;
   ShardProducts& operator=(const ShardProducts&) = delete;
@@ -35,6 +36,7 @@ class ShardProducts {
   }
   int64_t total_rows() const { return starts_.back(); }
   const std::vector<int64_t>& starts() const { return starts_; }
+  int threads() const { return threads_; }
 
   /// Takes a linear layer's gradient products, to be made later: shard t's
   /// gradient of the weight is dy's rows of t (dy: [rows, out]) transposed
@@ -46,6 +48,7 @@ class ShardProducts {
 
  private:
   std::vector<int64_t> starts_;
+  int threads_;
   ShardProducts* outer_;
 };
 

@@ -1,6 +1,7 @@
 #include "gemm.hpp"
 
 #include "core/bf16.hpp"
+#include "core/fork_join.hpp"
 #include "core/kernels.hpp"
 #include "core/parallel_for.hpp"
 #include "core/row_gemm.hpp"
@@ -39,6 +40,41 @@ void gemm_bf16_portable(const Device& device, bool trans_a, bool trans_b, float 
   const Tensor wa = widen(a), wb = widen(b);
   gemm(device, trans_a ? "T" : "N", trans_b ? "T" : "N", alpha, wa.cmatrix(), wb.cmatrix(), beta, c,
        Precision::fp32);
+}
+
+// row_gemm over the rank's threads (host_blocks), each on a block of C's
+// columns (or of its rows, for a narrow C): every element's sum is the same
+// whoever makes it, so the split leaves the bits as they are.
+void row_gemm_on_threads(const Device& device, bool trans_a, bool trans_b, float alpha,
+                         ConstView2 a, ConstView2 b, float beta, View2 c, size_t inner) {
+  const auto m = static_cast<int64_t>(c.extent(0)), n = static_cast<int64_t>(c.extent(1));
+  const auto k = static_cast<int64_t>(inner);
+  const auto lda = static_cast<int64_t>(a.stride(0)), ldb = static_cast<int64_t>(b.stride(0));
+  const auto ldc = static_cast<int64_t>(c.stride(0));
+  const float *ad = a.data(), *bd = b.data();
+  float* cd = c.data();
+  const auto* shards = kdp::detail::ShardProducts::active();
+  const int threads = std::max(device.concurrency(), shards != nullptr ? shards->threads() : 1);
+  constexpr int64_t kWork = 1 << 20;  // multiply-adds below which one thread makes all
+  if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kWork) {
+    return kdp::detail::row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
+  }
+  // Each thread's share of x, rounded up to a multiple of `to` (a tile's).
+  const auto share = [&](int64_t x, int64_t to) {
+    const int64_t per = (x + threads - 1) / threads;
+    return (per + to - 1) / to * to;
+  };
+  if (n >= 64 * threads) {
+    kdp::detail::host_blocks(device, threads, n, share(n, 32), [=](int64_t j0, int64_t j1) {
+      kdp::detail::row_gemm(trans_a, trans_b, m, j1 - j0, k, alpha, ad, lda,
+                            bd + (trans_b ? j0 * ldb : j0), ldb, beta, cd + j0, ldc);
+    });
+  } else {
+    kdp::detail::host_blocks(device, threads, m, share(m, 6), [=](int64_t i0, int64_t i1) {
+      kdp::detail::row_gemm(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda),
+                            lda, bd, ldb, beta, cd + i0 * ldc, ldc);
+    });
+  }
 }
 
 }  // namespace
@@ -100,10 +136,7 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
     // batch around it.
     if (kdp::detail::row_independent_products()) {
       device.fence("kdp::gemm row-independent operands");
-      return kdp::detail::row_gemm(
-          trans_a, trans_b, static_cast<int64_t>(c.extent(0)), static_cast<int64_t>(c.extent(1)),
-          static_cast<int64_t>(inner), alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
-          static_cast<int64_t>(b.stride(0)), beta, c.data(), static_cast<int64_t>(c.stride(0)));
+      return row_gemm_on_threads(device, trans_a, trans_b, alpha, a, b, beta, c, inner);
     }
     // Small products (a small model's layers) skip the BLAS's fixed costs.
     if (kdp::detail::small_gemm_preferred() &&

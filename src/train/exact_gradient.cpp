@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.hpp"
+#include "core/fork_join.hpp"
 #include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
 #include "core/row_gemm.hpp"
@@ -14,10 +15,11 @@
 namespace kdp::train::detail {
 
 ExactGradient::ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm,
-                             const Device& device)
+                             const Device& device, int threads)
     : params_(params),
       comm_(comm),
       device_(device),
+      threads_(threads),
       largest_(params.size(), 0u),
       input_bound_(params.size(), 0u),
       output_bound_(params.size(), 0u) {
@@ -199,12 +201,11 @@ void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& 
     const float *dy = d.dy.data(), *x = d.x.data();
     const int64_t* starts = d.starts.data();
     // Rows of the weight's gradient in chunks of 16 tiles' height, over the
-    // device's threads.
-    kdp::detail::host_chunks(
-        "kdp::reproducible shard products", device_, out, 96, [=](int64_t b, int64_t e) {
-          kdp::detail::row_gemm_shard_sums(true, false, e - b, in, starts, shards, dy + b, out, x,
-                                           in, m, sum + b * in, in, add);
-        });
+    // rank's threads.
+    kdp::detail::host_blocks(device_, threads_, out, 96, [=](int64_t b, int64_t e) {
+      kdp::detail::row_gemm_shard_sums(true, false, e - b, in, starts, shards, dy + b, out, x, in,
+                                       m, sum + b * in, in, add);
+    });
     written[d.weight] = true;
   }
   if (d.bias != npos) {

@@ -20,8 +20,10 @@ namespace kdp::train::detail {
 
 class ExactGradient {
  public:
+  /// Products of the one pass (defer) run on `threads` threads.
   ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm,
-                const Device& device);
+                const Device& device, int threads = 1);
+  int threads() const { return threads_; }
   /// Keeps the parameters' gradients of one shard (after its backward).
   void keep_shard();
   /// Keeps `grads`, one shard's gradients of the parameters in their order
@@ -61,6 +63,7 @@ class ExactGradient {
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
   Device device_;
+  int threads_;
   std::vector<int64_t> offset_;  // of each parameter in a shard's flat row
   int64_t total_ = 0;            // elements in a row
   Kokkos::View<float**, Kokkos::LayoutRight, MemSpace> kept_;  // [shard, element]

@@ -50,8 +50,12 @@ void FitRun::agree_on_epoch() {
     // A multi-threaded BLAS (or oneDNN, which takes the BLAS's count) may
     // split a product's sums by its thread count: one thread gives every
     // layout the same bits, whatever threads a rank has.
+    // The one pass's own products use the rank's threads (their bits do not
+    // depend on the split).
+    const int threads = blas_threads();
     one_blas_thread_.emplace(1);
-    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front());
+    exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front(),
+                                             threads);
     shard_bn_ = std::make_unique<ShardBatchNorm>(bare_, comm_);
     // With SyncBatchNorm, which must meet every shard, shards go forward
     // together.

@@ -59,7 +59,10 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
 
 ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
                        const std::map<const TensorImpl*, size_t>& index)
-    : ShardProducts(std::move(starts)), exact_(exact), index_(index), written_(index.size()) {}
+    : ShardProducts(std::move(starts), exact.threads()),
+      exact_(exact),
+      index_(index),
+      written_(index.size()) {}
 
 bool ShardSlots::defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
                        const Tensor& x) {

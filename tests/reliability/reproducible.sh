@@ -54,9 +54,10 @@ same_state 1x1 30 "" "1x2 1 --devices 2" "1x4 1 --devices 4" "2x1 2" "2x2 2 --de
   "4x1 4" "1x1t2 1 --threads 2" -- --threads 1 --max-steps 30
 echo "ok: the same weights and optimizer state after 30 steps at 1x1, 1x2, 1x4, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
 
-# Products large enough for the BLAS to split them over its threads, and a
-# convolution (oneDNN's where the build has it): the same state at 1 and 2
-# threads and at 2 ranks. (Only a threaded BLAS, such as the OpenBLAS that
+# Products large enough to be split over a rank's threads (the MLP's by
+# row_gemm's blocks, the convolution's by the BLAS or oneDNN where the build
+# has it): the same state at 1 and 2 threads and at 2 ranks. (For the
+# convolution only a threaded BLAS, such as the OpenBLAS that
 # scripts/packages.txt installs, could tell 1 thread from 2 here.)
 for tagged in mlp:784,256,10 'conv:conv(8,3,1,1),relu,maxpool(2),flatten,linear(10)'; do
   tag=${tagged%%:*} model=${tagged#*:}

@@ -1,0 +1,137 @@
+#include "core/fork_join.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/host_kernels.hpp"
+#include "kdp/core/threads.hpp"
+
+namespace kdp::detail {
+
+namespace {
+
+thread_local bool inside_job = false;
+
+// Threads that wait for a job, take its blocks one at a time, and wait again.
+class Pool {
+ public:
+  ~Pool() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  void run(int threads, int64_t blocks, const std::function<void(int64_t)>& f) {
+    const std::lock_guard<std::mutex> one_job(job_mutex_);
+    grow(threads - 1);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = &f;
+      blocks_ = blocks;
+      next_.store(0);
+      helpers_ = std::min<int>(threads - 1, static_cast<int>(workers_.size()));
+      busy_ = helpers_;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    take_blocks(f);
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return busy_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void grow(int count) {
+    const bool flush = flushes_denormals();
+    while (static_cast<int>(workers_.size()) < count) {
+      const int index = static_cast<int>(workers_.size());
+      workers_.emplace_back([this, index, flush] {
+        set_flush_denormals(flush);
+        inside_job = true;
+        work(index);
+      });
+    }
+  }
+
+  void work(int index) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int64_t)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || (generation_ != seen && index < helpers_); });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      take_blocks(*job);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--busy_ == 0) done_.notify_one();
+    }
+  }
+
+  void take_blocks(const std::function<void(int64_t)>& f) {
+    for (int64_t b = next_.fetch_add(1); b < blocks_; b = next_.fetch_add(1)) {
+      try {
+        f(b);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+  }
+
+  std::mutex job_mutex_;  // one job at a time
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  const std::function<void(int64_t)>* job_ = nullptr;
+  int64_t blocks_ = 0;
+  std::atomic<int64_t> next_{0};
+  int helpers_ = 0, busy_ = 0;
+  uint64_t generation_ = 0;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+}  // namespace
+
+void fork_join(int threads, int64_t blocks, const std::function<void(int64_t)>& f) {
+  if (blocks <= 0) return;
+  if (threads <= 1 || blocks == 1 || inside_job) {
+    for (int64_t b = 0; b < blocks; ++b) f(b);
+    return;
+  }
+  static Pool pool;
+  const bool outer = inside_job;
+  inside_job = true;
+  try {
+    pool.run(threads, blocks, f);
+  } catch (...) {
+    inside_job = outer;
+    throw;
+  }
+  inside_job = outer;
+}
+
+void host_blocks(const Device& device, int threads, int64_t n, int64_t chunk,
+                 const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(1, chunk);
+  if (device.concurrency() > 1) return host_chunks("kdp::host blocks", device, n, chunk, f);
+  fork_join(threads, (n + chunk - 1) / chunk,
+            [&](int64_t b) { f(b * chunk, std::min(n, (b + 1) * chunk)); });
+}
+
+}  // namespace kdp::detail
