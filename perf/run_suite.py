@@ -207,24 +207,34 @@ def cluster_runs(bench, q, reps):
 
 
 def reproducible_runs(train):
-    """kdp-train's step in reproducible mode against the default one, one
-    after the other in one run on Fashion-MNIST at a global batch of 240: L
-    at 2 and 4 ranks, and a CNN with SyncBatchNorm at 2."""
+    """kdp-train's step in reproducible mode against the default one on
+    Fashion-MNIST at a global batch of 240, taking turns three times in one run
+    (the better rate of each mode counts, so that a busy moment slows both
+    alike): L at 2 and 4 ranks (the target's layouts), at 1 rank with the
+    rank's threads and with 2 devices, and a CNN with SyncBatchNorm at 2."""
     data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
     if not os.path.exists(train) or not os.path.exists(data) or mpirun(2) is None:
         return []
     cnn = "'conv(16,3,1,1),batchnorm,relu,maxpool(2),flatten,linear(10)' --sync-batchnorm"
+    cores = len(os.sched_getaffinity(0))
+    layouts = (("step", "784,1024,1024,10", 2, 1, ""), ("step", "784,1024,1024,10", 4, 1, ""),
+               ("step_threads", "784,1024,1024,10", 1, cores, ""),
+               ("step_devices", "784,1024,1024,10", 1, cores, "--devices 2"),
+               ("step_sync_batchnorm_cnn", cnn, 2, 1, ""))
     runs = []
-    for label, model, ranks in (("step", "784,1024,1024,10", 2), ("step", "784,1024,1024,10", 4),
-                                ("step_sync_batchnorm_cnn", cnn, 2)):
+    for label, model, ranks, threads, extra in layouts:
         launch = " ".join(mpirun(ranks))
         common = (f"{launch} {train} --data {data} --model {model} --batch-size 240 "
-                  f"--threads 1 --max-steps 60 --progress lines --log-every 1000000")
+                  f"--threads {threads} {extra} --max-steps 60 --progress lines --log-every 1000000")
         rate = "sed -n 's/.*samples_per_s=\\([0-9.]*\\).*/\\1/p'"
-        cmd = (f"a=$({common} | {rate}); b=$({common} --reproducible | {rate}); "
-               f"echo \"INFO  default $a samples/s, reproducible $b samples/s\"; "
+        target = "(target <= 1.10)" if ranks in (2, 4) and threads == 1 and not extra else ""
+        cmd = (f"a=0; b=0; for round in 1 2 3; do "
+               f"x=$({common} | {rate}); y=$({common} --reproducible | {rate}); "
+               f"echo \"INFO  round $round: default $x samples/s, reproducible $y samples/s\"; "
+               f"a=$(awk -v a=$a -v x=$x 'BEGIN {{print (x > a ? x : a)}}'); "
+               f"b=$(awk -v b=$b -v y=$y 'BEGIN {{print (y > b ? y : b)}}'); done; "
                f"awk -v a=\"$a\" -v b=\"$b\" 'BEGIN {{printf \"REPRODUCIBLE {label}_r{ranks} %.3f "
-               f"(target <= 1.10)\\n\", a / b}}'")
+               f"{target}\\n\", a / b}}'")
         runs.append((f"reproducible_{label}_r{ranks}", ["bash", "-c", cmd], {}))
     return runs
 
@@ -326,6 +336,8 @@ PATTERNS = [
      lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), float(m[3]), "higher")),
     (re.compile(r"(ZERO|REPRODUCIBLE) (\S+) ([\d.]+) \(target <= ([\d.]+)\)"),
      lambda m, run: (f"{m[1].lower()}_{m[2]}", float(m[3]), float(m[4]), "lower")),
+    (re.compile(r"REPRODUCIBLE (\S+) ([\d.]+) *$", re.M),
+     lambda m, run: (f"reproducible_{m[1]}", float(m[2]), None, "info")),
     (re.compile(r"TIME\s+(.+?)\s+([\d.]+) us\s+\(target <= ([\d.]+)"),
      lambda m, run: (slug(m[1]) + "_us", float(m[2]), float(m[3]), "lower")),
     (re.compile(r"OVERHEAD DataParallel on (\d+) logical devices: ([\d.]+)x"),
