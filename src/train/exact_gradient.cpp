@@ -215,13 +215,13 @@ void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& 
   }
 }
 
-// sum_ = the exact sum of every rank's kept shards and deferred products.
-void ExactGradient::sum_shards(int shards) {
+// Each parameter's grid, as the magic number that rounds onto it: 2^q, from
+// the largest magnitude over every kept shard of every rank (a max is exact)
+// and the bounds of every deferred product, with |sum of all shards| <
+// 2^(q + 51): every partial sum of values on the grid is then a double
+// without rounding.
+std::vector<double> ExactGradient::grids(int shards) {
   const size_t n = params_.size();
-  // Each parameter's grid: 2^q, from the largest magnitude over every kept
-  // shard of every rank (a max is exact) and the bounds of every deferred
-  // product, with |sum of all shards| < 2^(q + 51): every partial sum of values
-  // on the grid is then a double without rounding.
   std::vector<int64_t> bits(3 * n);
   for (size_t i = 0; i < n; ++i) {
     bits[i] = largest_[i];
@@ -241,6 +241,13 @@ void ExactGradient::sum_shards(int shards) {
     const double bound = std::max<double>(f[0], double{f[1]} * double{f[2]});
     magic[i] = std::ldexp(1.5, dist::detail::grid_exponent(bound, shards));
   }
+  return magic;
+}
+
+// sum_ = the exact sum of every rank's kept shards and deferred products.
+void ExactGradient::sum_shards(int shards) {
+  const size_t n = params_.size();
+  const std::vector<double> magic = grids(shards);
   std::vector<bool> deferred(n, false), written(n, false);
   for (const Deferred& d : deferred_) {
     for (size_t i : {d.weight, d.bias}) {

@@ -57,6 +57,7 @@ class ExactGradient {
     std::vector<int64_t> starts;
   };
   void grow_to(int shards);
+  std::vector<double> grids(int shards);
   void make_deferred(const Deferred& d, const std::vector<double>& magic,
                      std::vector<bool>& written);
 
