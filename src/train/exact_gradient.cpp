@@ -134,35 +134,26 @@ uint32_t largest_magnitude(const float* x, int64_t n) {
   return m;
 }
 
-// The bits of the largest sum of |dy| over one shard's rows in one column.
-uint32_t largest_shard_sum(const float* dy, int64_t cols, const std::vector<int64_t>& starts) {
-  std::vector<float> sum(static_cast<size_t>(cols));
+// Each shard's sums of its rows of dy [rows, cols], in the rows' order from
+// zero (shard t's gradient of a linear layer's bias, row t of the result),
+// and the bits of the largest sum of |dy| over one shard's rows in one column.
+uint32_t shard_column_sums(const float* dy, int64_t cols, const std::vector<int64_t>& starts,
+                           std::vector<float>& sums) {
+  sums.assign((starts.size() - 1) * static_cast<size_t>(cols), 0.0f);
+  std::vector<float> magnitudes(static_cast<size_t>(cols));
   uint32_t m = 0;
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
-    std::fill(sum.begin(), sum.end(), 0.0f);
+    float* s = sums.data() + t * static_cast<size_t>(cols);
+    std::fill(magnitudes.begin(), magnitudes.end(), 0.0f);
     for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
-      for (int64_t c = 0; c < cols; ++c) sum[static_cast<size_t>(c)] += std::fabs(dy[r * cols + c]);
+      for (int64_t c = 0; c < cols; ++c) {
+        s[c] += dy[r * cols + c];
+        magnitudes[static_cast<size_t>(c)] += std::fabs(dy[r * cols + c]);
+      }
     }
-    m = std::max(m, largest_magnitude(sum.data(), cols));
+    m = std::max(m, largest_magnitude(magnitudes.data(), cols));
   }
   return m;
-}
-
-// d (+)= each shard's sum of its rows of dy, summed in the rows' order from
-// zero, rounded by magic: shard t's gradient of a linear layer's bias.
-void shard_column_sums(const float* dy, int64_t cols, const std::vector<int64_t>& starts,
-                       double magic, double* d, bool add) {
-  std::vector<float> sum(static_cast<size_t>(cols));
-  if (!add) std::fill(d, d + cols, 0.0);
-  for (size_t t = 0; t + 1 < starts.size(); ++t) {
-    std::fill(sum.begin(), sum.end(), 0.0f);
-    for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
-      for (int64_t c = 0; c < cols; ++c) sum[static_cast<size_t>(c)] += dy[r * cols + c];
-    }
-    for (int64_t c = 0; c < cols; ++c) {
-      d[c] += (static_cast<double>(sum[static_cast<size_t>(c)]) + magic) - magic;
-    }
-  }
 }
 
 }  // namespace
@@ -172,19 +163,18 @@ void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Te
   KDP_CHECK(compat::host_accessible_memory(), StateError,
             "reproducible mode's one pass needs host memory");
   const int64_t rows = starts.back(), out = rows == 0 ? 0 : dy.numel() / rows;
-  const uint32_t dy_bound = largest_shard_sum(dy.data(), out, starts);
+  std::vector<float> bias_sums;
+  const uint32_t dy_bound = shard_column_sums(dy.data(), out, starts, bias_sums);
   if (weight != npos) {
     input_bound_[weight] = std::max(input_bound_[weight], largest_magnitude(x.data(), x.numel()));
     output_bound_[weight] = std::max(output_bound_[weight], dy_bound);
   }
   if (bias != npos) {
-    const float one = 1.0f;
-    uint32_t one_bits = 0;
-    memcpy(&one_bits, &one, sizeof(one_bits));
-    input_bound_[bias] = one_bits;
+    input_bound_[bias] = 0x3f800000u;  // 1.0f's bits: the bias's bound is dy's alone
     output_bound_[bias] = std::max(output_bound_[bias], dy_bound);
   }
-  deferred_.push_back({weight, bias, dy, x, starts});
+  if (bias == npos) bias_sums.clear();
+  deferred_.push_back({weight, bias, dy, x, starts, std::move(bias_sums)});
 }
 
 // One deferred product's shards, made, rounded and summed into sum_ (added
@@ -209,8 +199,13 @@ void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& 
     written[d.weight] = true;
   }
   if (d.bias != npos) {
-    shard_column_sums(d.dy.data(), out, d.starts, magic[d.bias], sum_.data() + offset_[d.bias],
-                      written[d.bias]);
+    double* sum = sum_.data() + offset_[d.bias];
+    const double m = magic[d.bias];
+    if (!written[d.bias]) std::fill(sum, sum + out, 0.0);
+    for (int t = 0; t < shards; ++t) {
+      const float* s = d.bias_sums.data() + static_cast<size_t>(t) * static_cast<size_t>(out);
+      for (int64_t c = 0; c < out; ++c) sum[c] += (static_cast<double>(s[c]) + m) - m;
+    }
     written[d.bias] = true;
   }
 }

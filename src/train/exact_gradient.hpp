@@ -55,6 +55,7 @@ class ExactGradient {
     size_t weight, bias;
     Tensor dy, x;
     std::vector<int64_t> starts;
+    std::vector<float> bias_sums;  // [shard, out]: made with the bounds
   };
   void grow_to(int shards);
   std::vector<double> grids(int shards);
