@@ -29,11 +29,6 @@ class ShardProducts {
   /// The one alive on this thread (the innermost), or null.
   static ShardProducts* active();
 
-  int shards() const { return static_cast<int>(starts_.size()) - 1; }
-  int64_t first_row(int shard) const { return starts_[static_cast<size_t>(shard)]; }
-  int64_t rows(int shard) const {
-    return starts_[static_cast<size_t>(shard) + 1] - starts_[static_cast<size_t>(shard)];
-  }
   int64_t total_rows() const { return starts_.back(); }
   const std::vector<int64_t>& starts() const { return starts_; }
   int threads() const { return threads_; }

@@ -49,9 +49,9 @@ void FitRun::agree_on_epoch() {
     check_reproducible();
     // A multi-threaded BLAS (or oneDNN, which takes the BLAS's count) may
     // split a product's sums by its thread count: one thread gives every
-    // layout the same bits, whatever threads a rank has.
-    // The one pass's own products use the rank's threads (their bits do not
-    // depend on the split).
+    // layout the same bits, whatever threads a rank has. The one pass's own
+    // products (row_gemm) keep the rank's threads: their bits do not depend
+    // on the split.
     const int threads = blas_threads();
     one_blas_thread_.emplace(1);
     exact_ = std::make_unique<ExactGradient>(in_.optimizer.parameters(), comm_, o_.devices.front(),
@@ -257,8 +257,7 @@ bool FitRun::takes_one_pass(const data::Batch& b) {
 // The rank's shards in one pass: their rows shard after shard through the
 // model at once, each shard's loss on its own rows (weighted as in
 // shards_one_by_one), one backward whose linear layers hand each shard's
-// products to the exact sum. Returns the sum of the
-// weighted losses.
+// products to the exact sum. Returns the sum of the weighted losses.
 Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
                                   const std::vector<ShardRows>& shards, int64_t total) {
   const Device& home = o_.devices.front();
