@@ -197,7 +197,9 @@ TEST(RowGemm, ShardSumsAreEachShardsProductRoundedAndAdded) {
             EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(double)), 0)
                 << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')
                 << (s.tb ? 'T' : 'N') << " " << s.m << "x" << s.n << " grid 2^" << e - 52;
-            if (e == 30) EXPECT_NE(want, plain) << "the coarse grid rounds nothing";
+            if (e == 30) {
+              EXPECT_NE(want, plain) << "the coarse grid rounds nothing";
+            }
             // Without `add`, D is the sum alone.
             std::vector<double> fresh(got.size(), std::numeric_limits<double>::quiet_NaN());
             kdp::detail::row_gemm_shard_sums(s.ta, s.tb, s.m, s.n, starts.data(), shards,
