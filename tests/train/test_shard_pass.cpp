@@ -23,12 +23,12 @@ using kdp::train::detail::ShardSlots;
 
 namespace {
 
-std::shared_ptr<nn::Sequential> mlp() {
+std::shared_ptr<nn::Sequential> mlp(bool last_bias = true) {
   auto m = std::make_shared<nn::Sequential>();
   m->push_back(std::make_shared<nn::Flatten>());
   m->push_back(std::make_shared<nn::Linear>(6, 7));
   m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(7, 3));
+  m->push_back(std::make_shared<nn::Linear>(7, 3, last_bias));
   return m;
 }
 
@@ -101,10 +101,8 @@ std::vector<std::vector<float>> gradients(const optim::NamedParameters& params) 
   return out;
 }
 
-}  // namespace
-
-TEST(ShardPass, SumsEachShardsOwnGradientExactly) {
-  auto model = mlp();
+// The one pass's exact sum against each shard alone (the test below).
+void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   const optim::NamedParameters params = model->named_parameters();
   const auto index = one_pass_parameters(*model, params, 3);
   ASSERT_FALSE(index.empty());
@@ -149,4 +147,12 @@ TEST(ShardPass, SumsEachShardsOwnGradientExactly) {
     ASSERT_EQ(0, std::memcmp(apart[i].data(), together[i].data(), apart[i].size() * sizeof(float)))
         << params[i].first;
   }
+}
+
+}  // namespace
+
+TEST(ShardPass, SumsEachShardsOwnGradientExactly) {
+  check_one_pass(mlp());
+  // A linear layer without a bias hands over its weight's products alone.
+  check_one_pass(mlp(false));
 }
