@@ -131,8 +131,7 @@ void add_distributed_options(CLI::App& app, Options& o) {
   app.add_flag("--reproducible", o.reproducible,
                "The same weights, bit for bit, at any number of ranks dividing --shards "
                "(virtual shards summed exactly, dropout per sample, BatchNorm per shard, "
-               "SyncBatchNorm over the whole batch; about as fast for an MLP, slower for "
-               "other models)");
+               "SyncBatchNorm over the whole batch; costs an MLP little, other models more)");
   app.add_option("--shards", o.shards,
                  "With --reproducible: the virtual shards of each batch; the rank counts that "
                  "divide it give the same bits (12: 1, 2, 3, 4, 6, 12; fewer shards cost less)")
