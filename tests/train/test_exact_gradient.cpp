@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <set>
+#include <string>
 
 #include "test_util.hpp"
 #include "train/exact_gradient.hpp"
@@ -81,4 +84,54 @@ TEST(ExactGradient, StridedRowsTakesAShardsRows) {
   EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 6), want);
   EXPECT_EQ(std::vector<float>(got.begin() + 6, got.end()),
             std::vector<float>(all.begin() + 24, all.begin() + 30));
+}
+
+// A NaN or Inf in a kept shard's gradient, or in the products a one pass hands
+// over (its input or its output gradient), stops the sum with an error that
+// names the parameter.
+TEST(ExactGradient, ANonFiniteGradientNamesItsParameter) {
+  dist::Communicator comm = dist::Communicator::world();
+  Tensor w = Tensor::zeros({3, 4}), b = Tensor::zeros({3});
+  const optim::NamedParameters params{{"layer.weight", w}, {"layer.bias", b}};
+  const auto message = [&](const std::function<void(ExactGradient&)>& fill) {
+    ExactGradient exact(params, comm, get_default_device());
+    fill(exact);
+    try {
+      exact.reduce(12);
+    } catch (const NumericalError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  for (const float bad : {nan, inf}) {
+    // A kept shard.
+    EXPECT_NE(message([&](ExactGradient& exact) {
+                std::vector<float> g(12, 0.5f);
+                g[5] = bad;
+                w.set_grad(Tensor::from_host(g, {3, 4}));
+                b.set_grad(Tensor::zeros({3}));
+                exact.keep_shard();
+              }).find("the gradient of 'layer.weight' holds NaN or Inf"),
+              std::string::npos);
+    // A one pass's products: 2 shards of 2 rows, x [4, 4], dy [4, 3].
+    for (const bool in_x : {true, false}) {
+      const std::string got = message([&](ExactGradient& exact) {
+        std::vector<float> x(16, 0.25f), dy(12, 0.5f);
+        (in_x ? x[9] : dy[4]) = bad;
+        exact.defer(0, 1, Tensor::from_host(dy, {4, 3}), Tensor::from_host(x, {4, 4}), {0, 2, 4});
+      });
+      EXPECT_NE(got.find("the gradient of 'layer.weight' holds NaN or Inf"), std::string::npos)
+          << got;
+    }
+  }
+  // Finite products go through: each element of the weight's gradient is the
+  // sum of 4 rows of 0.5 x 0.25, the bias's of 4 rows of 0.5.
+  EXPECT_EQ(message([&](ExactGradient& exact) {
+              exact.defer(0, 1, Tensor::from_host(std::vector<float>(12, 0.5f), {4, 3}),
+                          Tensor::from_host(std::vector<float>(16, 0.25f), {4, 4}), {0, 2, 4});
+            }),
+            "no error");
+  EXPECT_EQ(w.grad().to_vector(), std::vector<float>(12, 0.5f));
+  EXPECT_EQ(b.grad().to_vector(), std::vector<float>(3, 2.0f));
 }
