@@ -88,9 +88,9 @@ void report_traffic(const Options& o, dist::Communicator& comm) {
   comm.allreduce(bytes, 2, dist::ReduceOp::Sum);
   if (comm.rank() != 0 || comm.size() == 1) return;
   std::printf(
-      "communication: %.3f MB over the network, %.3f MB in shared memory (%d node(s), hook "
-      "%s)\n",
-      bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(), o.comm_hook.c_str());
+      "communication: %.3f MB over the network, %.3f MB in shared memory (%d node(s), %s)\n",
+      bytes[0] * 1e-6, bytes[1] * 1e-6, comm.nodes(),
+      o.reproducible ? "exact sums" : ("hook " + o.comm_hook).c_str());
 }
 
 // The precision a run computes in, and why where --precision auto chose it.

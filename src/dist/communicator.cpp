@@ -245,6 +245,28 @@ void Communicator::allreduce(int64_t* data, size_t count, ReduceOp op) {
   impl_->queue.run_now(allreduce_op(*impl_->backend, data, count, op, "", {}));
 }
 
+Part Communicator::reduce_scatter(double* data, size_t count) {
+  detail::Backend& b = *impl_->backend;
+  Part part{0, count};  // one rank: all of it (the queue runs nothing)
+  impl_->queue.run_now(
+      {OpInfo{"reduce-scatter", "sum", count, "elements", "", size() > 1 ? "ring" : "local"},
+       "",
+       [&b, &part, data, count] {
+         part = algorithms::reduce_scatter(b, detail::Group::World, data, count);
+       },
+       {}});
+  return part;
+}
+
+void Communicator::allgather_parts(float* data, size_t count) {
+  detail::Backend& b = *impl_->backend;
+  impl_->queue.run_now(
+      {OpInfo{"allgather", "of reduce-scatter parts", count, "elements", "", "ring"},
+       "",
+       [&b, data, count] { algorithms::allgather_parts(b, detail::Group::World, data, count); },
+       {}});
+}
+
 Request Communicator::ibroadcast(Tensor& t, int root) {
   HostView v = host_view(t, "kdp::dist::broadcast");
   Tensor target = t;

@@ -43,6 +43,11 @@ namespace {
 
 constexpr int64_t kChunk = 16384;
 
+Kokkos::pair<int64_t, int64_t> part_range(const dist::Part& part) {
+  const auto begin = static_cast<int64_t>(part.begin);
+  return {begin, begin + static_cast<int64_t>(part.length)};
+}
+
 // |x|'s bits: ordered as the magnitudes are, NaN and Inf above every finite one.
 KOKKOS_INLINE_FUNCTION uint32_t magnitude_bits(float x) {
   uint32_t b = 0;
@@ -281,40 +286,58 @@ void ExactGradient::sum_shards(int shards) {
   auto host = Kokkos::create_mirror_view(sum_);
   Kokkos::deep_copy(host, sum_);
   {
-    trace::Region region("kdp::train::exact_sum allreduce", "comm");
-    comm_.allreduce(host.data(), static_cast<size_t>(total_), dist::ReduceOp::Sum);
+    trace::Region region("kdp::train::exact_sum reduce-scatter", "comm");
+    part_ = comm_.reduce_scatter(host.data(), static_cast<size_t>(total_));
   }
-  Kokkos::deep_copy(sum_, host);
+  const auto mine = part_range(part_);
+  Kokkos::deep_copy(Kokkos::subview(sum_, mine), Kokkos::subview(host, mine));
   std::fill(largest_.begin(), largest_.end(), 0u);
   std::fill(input_bound_.begin(), input_bound_.end(), 0u);
   std::fill(output_bound_.begin(), output_bound_.end(), 0u);
   count_ = 0;
 }
 
+// This rank's part of the sums (reduce_scatter's): the step's micro-batches
+// are added there, and rounded to float there once.
 void ExactGradient::reduce(int shards, bool last) {
   sum_shards(shards);
   const auto sum = sum_;
+  const auto begin = static_cast<int64_t>(part_.begin), length = static_cast<int64_t>(part_.length);
   if (!last || micro_ > 0) {
     if (step_.extent(0) == 0) step_ = decltype(step_)("kdp::reproducible step sums", total_);
     const auto step = step_;
     const bool first = micro_ == 0;
     Kokkos::parallel_for(
-        "kdp::reproducible accumulate", kdp::detail::range(device_, total_),
-        KOKKOS_LAMBDA(const int64_t e) { step(e) = first ? sum(e) : step(e) + sum(e); });
+        "kdp::reproducible accumulate", kdp::detail::range(device_, length),
+        KOKKOS_LAMBDA(const int64_t k) {
+          const int64_t e = begin + k;
+          step(e) = first ? sum(e) : step(e) + sum(e);
+        });
     ++micro_;
     if (!last) return;
   }
   const auto from = micro_ > 0 ? step_ : sum_;
   micro_ = 0;
+  // The gradients are pieces of one fresh buffer, which the parts are
+  // gathered into.
+  Tensor all = Tensor::empty_labeled({total_}, device_, "kdp::reproducible gradients");
+  const View1 rounded = all.flat();
+  Kokkos::parallel_for(
+      "kdp::reproducible round", kdp::detail::range(device_, length),
+      KOKKOS_LAMBDA(const int64_t k) { rounded(begin + k) = static_cast<float>(from(begin + k)); });
+  device_.fence("kdp::reproducible gradients");
+  auto host = Kokkos::create_mirror_view(rounded);
+  const auto mine = part_range(part_);
+  Kokkos::deep_copy(Kokkos::subview(host, mine), Kokkos::subview(rounded, mine));
+  {
+    trace::Region region("kdp::train::exact_sum allgather", "comm");
+    comm_.allgather_parts(host.data(), static_cast<size_t>(total_));
+  }
+  Kokkos::deep_copy(rounded, host);
+  all.mark_written();
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor p = params_[i].second;
-    Tensor g = Tensor::empty(p.shape(), p.device());
-    View1 out = g.flat();
-    const int64_t offset = offset_[i];
-    Kokkos::parallel_for(
-        "kdp::reproducible gradient", kdp::detail::range(device_, p.numel()),
-        KOKKOS_LAMBDA(const int64_t e) { out(e) = static_cast<float>(from(offset + e)); });
-    p.set_grad(g);
+    p.set_grad(all.slice(0, offset_[i], offset_[i] + p.numel()).reshape(p.shape().to_vector()));
   }
 }
 

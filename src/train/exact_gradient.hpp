@@ -71,6 +71,7 @@ class ExactGradient {
   Kokkos::View<float**, Kokkos::LayoutRight, MemSpace> kept_;  // [shard, element]
   Kokkos::View<double*, MemSpace> sum_;
   Kokkos::View<double*, MemSpace> step_;  // the step's earlier micro-batches
+  dist::Part part_;                       // of sum_ and step_ this rank completes
   int micro_ = 0;                         // micro-batches summed into step_
   std::vector<uint32_t> largest_;         // |x|'s bits, per parameter, over the kept shards
   std::vector<uint32_t> input_bound_, output_bound_;  // of the deferred products, as bits

@@ -54,3 +54,32 @@ TEST(Communicator, NonBlockingAndRawBuffers) {
   comm.barrier();
   EXPECT_THROW(comm.broadcast(t, n), ValueError);
 }
+
+// The two halves together are an allreduce: every element's sum reaches every
+// rank, whichever rank completed it; lengths below, at and above the number
+// of ranks (empty parts). The parts tile the buffer.
+TEST(Communicator, ReduceScatterThenAllgatherPartsIsASum) {
+  Communicator comm = Communicator::world();
+  const int r = comm.rank(), n = comm.size();
+  for (size_t count : {size_t{0}, size_t{1}, static_cast<size_t>(n), size_t{1000}}) {
+    std::vector<double> d(count);
+    for (size_t i = 0; i < count; ++i) d[i] = (r + 1) * 1000.0 + static_cast<double>(i) + 0.25;
+    const Part part = comm.reduce_scatter(d.data(), count);
+    ASSERT_LE(part.begin + part.length, count);
+    std::vector<float> f(count, -1.0f);
+    for (size_t i = part.begin; i < part.begin + part.length; ++i) {
+      // sum over ranks k of (k + 1) 1000 + i + 0.25
+      EXPECT_EQ(d[i], 1000.0 * n * (n + 1) / 2 + n * (static_cast<double>(i) + 0.25)) << i;
+      f[i] = static_cast<float>(d[i]);
+    }
+    std::vector<int64_t> covered(count, 0);
+    for (size_t i = part.begin; i < part.begin + part.length; ++i) covered[i] = 1;
+    comm.allreduce(covered.data(), count, ReduceOp::Sum);
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(covered[i], 1) << "element " << i << " of " << count;
+    comm.allgather_parts(f.data(), count);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(f[i], static_cast<float>(1000.0 * n * (n + 1) / 2 + n * (i + 0.25))) << i;
+    }
+  }
+}

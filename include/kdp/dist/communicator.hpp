@@ -59,6 +59,13 @@ struct Traffic {
   uint64_t within_node = 0;
 };
 
+/// Elements [begin, begin + length) of a buffer: the part of it that one rank
+/// completes in Communicator::reduce_scatter.
+struct Part {
+  size_t begin = 0;
+  size_t length = 0;
+};
+
 /// A non-blocking collective in flight. wait() returns once it completed (its
 /// results are in place); a default Request is already complete.
 class Request {
@@ -115,10 +122,22 @@ class Communicator {
   /// The same on `root` alone; the other ranks get nothing (an empty list).
   std::vector<std::vector<char>> gather_bytes(const void* data, size_t bytes, int root = 0);
 
+  /// A sum in two halves over kdp's ring of point-to-point messages.
+  /// reduce_scatter adds every rank's `data` into this rank's part of it, in
+  /// place, and returns the part (the ranks' parts tile the buffer; the rest
+  /// is left holding partial sums); allgather_parts then gives every rank
+  /// every rank's part of `data`, as reduce_scatter of `count` elements split
+  /// it. Each rank sends (p - 1) / p of the doubles and of the floats: 12
+  /// bytes per element where an allreduce of doubles sends 16, for sums made
+  /// in doubles and used as floats (ExactGradient's).
+  Part reduce_scatter(double* data, size_t count);
+  void allgather_parts(float* data, size_t count);
+
   /// Processes on this rank's node (MPI_COMM_TYPE_SHARED), and nodes in all.
   int local_size() const;
   int nodes() const;
-  /// Bytes this rank has sent in float reductions so far.
+  /// Bytes this rank has sent in reductions so far (reduce_scatter and
+  /// allgather_parts included).
   Traffic traffic() const;
 
   CollectiveWatchdog& watchdog();

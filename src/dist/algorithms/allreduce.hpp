@@ -47,6 +47,16 @@ void run(const Plan& plan, detail::Backend& transport, void* data, size_t count,
 void ring(detail::Backend& transport, detail::Group group, float* x, size_t count, ReduceOp op,
           bool bf16, float* residual);
 
+/// The ring's first half on doubles, in place: afterwards the part of `x`
+/// it returns holds the sum over `group`'s ranks, every rank's part a
+/// different one, together all `count` elements (the rest holds partial sums).
+/// Each rank sends (p - 1) / p of the data.
+Part reduce_scatter(detail::Backend& transport, detail::Group group, double* x, size_t count);
+
+/// The ring's second half on floats: every rank's part of `x` (as
+/// reduce_scatter of `count` elements over `group` gave it) to every rank.
+void allgather_parts(detail::Backend& transport, detail::Group group, float* x, size_t count);
+
 /// Reduce inside the node, the ring among the leaders, broadcast inside the
 /// node: only leaders use the network.
 void hierarchical(detail::Backend& transport, float* x, size_t count, ReduceOp op, bool bf16,

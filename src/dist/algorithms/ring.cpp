@@ -35,6 +35,23 @@ struct Segments {
   size_t length(int k) const { return begin(k + 1) - begin(k); }
 };
 
+// The segments rank r sends and receives in step s of the ring's first half
+// (reduce-scatter: each step adds the received partial sums to r's own),
+// after which r holds segment (r + 1) mod p complete, and of its second half
+// (allgather: each step passes on a completed segment).
+int scatter_send(int p, int r, int s) {
+  return (r - s + p) % p;
+}
+int scatter_recv(int p, int r, int s) {
+  return (r - s - 1 + p) % p;
+}
+int gather_send(int p, int r, int s) {
+  return (r + 1 - s + p) % p;
+}
+int gather_recv(int p, int r, int s) {
+  return (r - s + p) % p;
+}
+
 }  // namespace
 
 // p - 1 steps of reduce-scatter, each rank passing a partial result of one
@@ -80,7 +97,7 @@ void ring(detail::Backend& transport, detail::Group group, float* x, size_t coun
     for (size_t i = 0; i < nr; ++i) in[i] = from_bf16(in16[i]);
   };
   for (int s = 0; s < p - 1; ++s) {
-    const int send = (r - s + p) % p, recv = (r - s - 1 + p) % p;
+    const int send = scatter_send(p, r, s), recv = scatter_recv(p, r, s);
     exchange(send, recv, s, true);
     combine(x + seg.begin(recv), in.data(), seg.length(recv), op);
   }
@@ -95,10 +112,40 @@ void ring(detail::Backend& transport, detail::Group group, float* x, size_t coun
     }
   }
   for (int s = 0; s < p - 1; ++s) {
-    const int send = (r + 1 - s + p) % p, recv = (r - s + p) % p;
+    const int send = gather_send(p, r, s), recv = gather_recv(p, r, s);
     exchange(send, recv, p + s, false);  // bfloat16 values already
     std::copy(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(seg.length(recv)),
               x + seg.begin(recv));
+  }
+}
+
+Part reduce_scatter(detail::Backend& transport, detail::Group group, double* x, size_t count) {
+  const int p = transport.size(group), r = transport.rank(group);
+  if (p <= 1) return {0, count};
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  const Segments seg{count, static_cast<size_t>(p)};
+  std::vector<double> in(seg.length(p - 1) + 1);
+  for (int s = 0; s < p - 1; ++s) {
+    const int send = scatter_send(p, r, s), recv = scatter_recv(p, r, s);
+    const size_t nr = seg.length(recv);
+    transport.sendrecv(x + seg.begin(send), seg.length(send) * sizeof(double), right, in.data(),
+                       nr * sizeof(double), left, s, group);
+    double* into = x + seg.begin(recv);
+    for (size_t i = 0; i < nr; ++i) into[i] += in[i];
+  }
+  const int mine = (r + 1) % p;
+  return {seg.begin(mine), seg.length(mine)};
+}
+
+void allgather_parts(detail::Backend& transport, detail::Group group, float* x, size_t count) {
+  const int p = transport.size(group), r = transport.rank(group);
+  if (p <= 1) return;
+  const int right = (r + 1) % p, left = (r + p - 1) % p;
+  const Segments seg{count, static_cast<size_t>(p)};
+  for (int s = 0; s < p - 1; ++s) {
+    const int send = gather_send(p, r, s), recv = gather_recv(p, r, s);
+    transport.sendrecv(x + seg.begin(send), seg.length(send) * sizeof(float), right,
+                       x + seg.begin(recv), seg.length(recv) * sizeof(float), left, p + s, group);
   }
 }
 
