@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -17,6 +18,30 @@ namespace kdp::detail {
 namespace {
 
 thread_local bool inside_job = false;
+
+// How long a thread looks for what it waits on before it sleeps: a step's
+// products follow one another within microseconds, and waking a sleeping
+// thread costs about as much as a small product.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until `ready()` or kSpin has passed; whether it became ready.
+template <class Ready>
+bool spin_until(Ready ready) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    cpu_relax();
+  }
+  return true;
+}
 
 // Threads that wait for a job, take its blocks one at a time, and wait again.
 class Pool {
@@ -43,10 +68,11 @@ class Pool {
       error_ = nullptr;
       ++generation_;
     }
-    wake_.notify_all();
+    wake_.notify_all();  // cheap when every helper is still spinning
     take_blocks(f);
+    spin_until([&] { return busy_.load() == 0; });
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return busy_ == 0; });
+    done_.wait(lock, [&] { return busy_.load() == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -67,6 +93,7 @@ class Pool {
   void work(int index) {
     uint64_t seen = 0;
     for (;;) {
+      spin_until([&] { return generation_.load() != seen || stop_.load(); });
       const std::function<void(int64_t)>* job = nullptr;
       {
         std::unique_lock<std::mutex> lock(mutex_);
@@ -76,8 +103,10 @@ class Pool {
         job = job_;
       }
       take_blocks(*job);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      if (busy_.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lock(mutex_);  // the caller waits or will see 0
+        done_.notify_one();
+      }
     }
   }
 
@@ -99,10 +128,11 @@ class Pool {
   const std::function<void(int64_t)>* job_ = nullptr;
   int64_t blocks_ = 0;
   std::atomic<int64_t> next_{0};
-  int helpers_ = 0, busy_ = 0;
-  uint64_t generation_ = 0;
+  int helpers_ = 0;
+  std::atomic<int> busy_{0};
+  std::atomic<uint64_t> generation_{0};  // written under mutex_, read while spinning
   std::exception_ptr error_;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace

@@ -72,3 +72,18 @@ TEST(ForkJoin, HostBlocksCoverTheRangeInChunks) {
   });
   for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i].load(), 1) << "element " << i;
 }
+
+// Jobs that follow one another at once (the helpers still looking for the
+// next) and after a pause long enough for them to sleep: each is whole, and
+// its writes are seen by the caller when fork_join returns.
+TEST(ForkJoin, JobsAtOnceAndAfterAPauseAreWhole) {
+  std::vector<int64_t> out(256);
+  for (int job = 0; job < 40; ++job) {
+    if (job % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    fork_join(2, static_cast<int64_t>(out.size()),
+              [&](int64_t b) { out[static_cast<size_t>(b)] = job * 1000 + b; });
+    for (size_t b = 0; b < out.size(); ++b) {
+      ASSERT_EQ(out[b], job * 1000 + static_cast<int64_t>(b)) << "job " << job << ", block " << b;
+    }
+  }
+}
