@@ -113,17 +113,23 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
 }
-// d[l] = (v[l] + magic) - magic in double, added to d[l] where `add`.
-KDP_RG_TARGET inline void rounded_into(double* d, Vec v, double magic, bool add) {
-  const __m256d m = _mm256_set1_pd(magic);
-  __m256d lo = _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m), m);
-  __m256d hi = _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m), m);
-  if (add) {
-    lo = _mm256_add_pd(_mm256_loadu_pd(d), lo);
-    hi = _mm256_add_pd(_mm256_loadu_pd(d + 4), hi);
-  }
-  _mm256_storeu_pd(d, lo);
-  _mm256_storeu_pd(d + 4, hi);
+// Double vectors of half a Vec: lo += (v's first half + m) - m in double,
+// hi += the same of its second half; d (+)= v.
+using DVec = __m256d;
+KDP_RG_TARGET inline DVec dzero() {
+  return _mm256_setzero_pd();
+}
+KDP_RG_TARGET inline DVec dbroadcast(double x) {
+  return _mm256_set1_pd(x);
+}
+KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
+  lo = _mm256_add_pd(
+      lo, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m), m));
+  hi = _mm256_add_pd(
+      hi, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m), m));
+}
+KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
+  _mm256_storeu_pd(d, add ? _mm256_add_pd(_mm256_loadu_pd(d), v) : v);
 }
 #include "core/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
@@ -160,23 +166,26 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
-KDP_RG_TARGET inline void rounded_into(double* d, Vec v, double magic, bool add) {
-  const __m512d m = _mm512_set1_pd(magic);
-  // (The zero-masked forms throughout: GCC's plain ones read an "undefined"
-  // vector that -Wmaybe-uninitialized reports.)
+using DVec = __m512d;
+KDP_RG_TARGET inline DVec dzero() {
+  return _mm512_setzero_pd();
+}
+KDP_RG_TARGET inline DVec dbroadcast(double x) {
+  return _mm512_set1_pd(x);
+}
+KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
+  // (The zero-masked forms: GCC's plain ones read an "undefined" vector that
+  // -Wmaybe-uninitialized reports.)
   const __m512d both = _mm512_castps_pd(v);
-  __m512d lo =
+  const __m512d l =
       _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 0)));
-  __m512d hi =
+  const __m512d h =
       _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 1)));
-  lo = _mm512_sub_pd(_mm512_add_pd(lo, m), m);
-  hi = _mm512_sub_pd(_mm512_add_pd(hi, m), m);
-  if (add) {
-    lo = _mm512_add_pd(_mm512_loadu_pd(d), lo);
-    hi = _mm512_add_pd(_mm512_loadu_pd(d + 8), hi);
-  }
-  _mm512_storeu_pd(d, lo);
-  _mm512_storeu_pd(d + 8, hi);
+  lo = _mm512_add_pd(lo, _mm512_sub_pd(_mm512_add_pd(l, m), m));
+  hi = _mm512_add_pd(hi, _mm512_sub_pd(_mm512_add_pd(h, m), m));
+}
+KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
+  _mm512_storeu_pd(d, add ? _mm512_add_pd(_mm512_loadu_pd(d), v) : v);
 }
 #include "core/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
