@@ -140,7 +140,7 @@ void print_summary(const Options& o, const TrainingData& d, const train::FitResu
   if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
 }
 
-int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
+int run(Options o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
   check_batch(o, ranks);
@@ -148,6 +148,7 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
 
   const std::vector<Device> devs = devices(o.devices);
   const Model m = build_model(o, d, devs[0]);
+  const std::string mode = choose_reproducible(o, comm, m, d, devs[0]);
   if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
   const std::shared_ptr<nn::Module> model = parallel_model(o, m.net, devs, comm);
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
@@ -186,6 +187,7 @@ int run(const Options& o, Runtime& runtime, dist::Communicator& comm) {
         ranks, o.devices, runtime.threads(), m.recorded.c_str(),
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
         static_cast<long long>(o.batch_size), precision_line(trainer).c_str());
+    std::printf("kdp-train: %s\n", mode.c_str());
     std::fflush(stdout);
   }
   if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;

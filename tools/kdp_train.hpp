@@ -57,9 +57,11 @@ struct Options {
   double stop_at_accuracy = 0.0;  // 0: train every epoch
   std::string trace;
   std::string comm_hook = "allreduce";
+  bool comm_hook_given = false;  // --comm-hook was on the command line
   bool shard_optimizer = false;
   std::string checkpoint_writes = "slices";
-  bool reproducible = false;
+  bool reproducible_on = false, reproducible_off = false;  // --reproducible, --no-reproducible
+  bool reproducible = false;  // the run's mode: choose_reproducible() sets it
   int shards = 12;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
@@ -97,6 +99,16 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
                                       const std::vector<Device>& devs);
 /// Refuses a batch that the ranks and devices cannot share.
 void check_batch(const Options& o, int ranks);
+
+// Reproducible mode (o.reproducible) where --reproducible asks for it (or
+// --shards), off with --no-reproducible, and otherwise on where it costs
+// about the default mode's step and changes nothing else: no comm hook, a
+// rank count that divides the shards, one device per rank (the mode computes
+// on the first), a model it takes in one pass (train::reproducible_in_one_pass:
+// an MLP in fp32; BatchNorm, convolutions and bf16 go shard by shard). Every
+// rank decides alike. The line that says so and why.
+std::string choose_reproducible(Options& o, dist::Communicator& comm, const Model& m,
+                                const TrainingData& d, const Device& device);
 
 /// The options, by concern.
 void add_data_options(CLI::App& app, Options& o);

@@ -127,14 +127,23 @@ void add_distributed_options(CLI::App& app, Options& o) {
                  "How gradient buckets are reduced across ranks: allreduce (float32), bf16 "
                  "(half the bytes, error feedback), hierarchical (inside each node first), "
                  "hierarchical-bf16")
-      ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}));
-  app.add_flag("--reproducible", o.reproducible,
-               "The same weights, bit for bit, at any number of ranks dividing --shards "
-               "(virtual shards summed exactly, dropout per sample, BatchNorm per shard, "
-               "SyncBatchNorm over the whole batch; costs an MLP little, other models more)");
+      ->check(CLI::IsMember({"allreduce", "bf16", "hierarchical", "hierarchical-bf16"}))
+      ->each([&o](const std::string&) { o.comm_hook_given = true; });
+  CLI::Option* on = app.add_flag(
+      "--reproducible", o.reproducible_on,
+      "The same weights, bit for bit, at any number of ranks dividing --shards (virtual "
+      "shards summed exactly, dropout per sample, BatchNorm per shard, SyncBatchNorm over the "
+      "whole batch; costs an MLP little, other models more). Without it or "
+      "--no-reproducible the mode is on unless the run has --comm-hook, a rank count that "
+      "does not divide --shards, --devices above 1 or BatchNorm layers");
+  app.add_flag("--no-reproducible", o.reproducible_off,
+               "The default exchange instead: DistributedDataParallel's overlapped allreduce, "
+               "DataParallel over --devices, BatchNorm over each rank's batch")
+      ->excludes(on);
   app.add_option("--shards", o.shards,
-                 "With --reproducible: the virtual shards of each batch; the rank counts that "
-                 "divide it give the same bits (12: 1, 2, 3, 4, 6, 12; fewer shards cost less)")
+                 "The virtual shards of each batch in reproducible mode (asks for it); the rank "
+                 "counts that divide it give the same bits (12: 1, 2, 3, 4, 6, 12; fewer "
+                 "shards cost less)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("--shard-optimizer", o.shard_optimizer,
                "Each rank keeps and updates the optimizer state of 1/N of the parameters and "

@@ -228,6 +228,64 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   return t;
 }
 
+namespace {
+
+// Why the default mode trains this run rather than reproducible mode ("":
+// nothing stands in the way).
+std::string why_not_reproducible(const Options& o, int ranks, const Model& m, const TrainingData& d,
+                                 const Device& device) {
+  if (o.comm_hook_given) {
+    return fmt::format("--comm-hook {} reduces the gradients instead", o.comm_hook);
+  }
+  if (o.shards % ranks != 0)
+    return fmt::format("{} ranks do not divide its {} shards", ranks, o.shards);
+  if (o.devices > 1) {
+    return fmt::format("it would compute on the first of the {} devices only", o.devices);
+  }
+  if (o.sync_batchnorm || o.model.find("batchnorm") != std::string::npos) {
+    return "it would normalise each shard's samples apart in BatchNorm";
+  }
+  const int dims = 1 + d.train->sample_shape().rank();
+  const Precision precision = resolve_precision(parse_precision(o.precision), device);
+  if (!train::reproducible_in_one_pass(*m.net, m.net->named_parameters(), dims, precision)) {
+    return precision != Precision::fp32
+               ? "its shards would go one by one in bf16, which costs more"
+               : "this model's shards would go one by one, which costs more (one pass takes "
+                 "Linear, ReLU, LeakyReLU, Dropout and Flatten layers alone)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string choose_reproducible(Options& o, dist::Communicator& comm, const Model& m,
+                                const TrainingData& d, const Device& device) {
+  if (o.reproducible_off) {
+    o.reproducible = false;
+    return "reproducible mode off (--no-reproducible)";
+  }
+  std::vector<int> divisors;
+  for (int r = 1; r <= o.shards; ++r) {
+    if (o.shards % r == 0) divisors.push_back(r);
+  }
+  const std::string on = fmt::format(
+      "reproducible mode on: the same weights, bit for bit, at {} rank(s) with any "
+      "devices and threads",
+      fmt::join(divisors, ", "));
+  if (o.reproducible_on || o.shards != Options{}.shards) {
+    o.reproducible = true;
+    return on;
+  }
+  std::string why = why_not_reproducible(o, comm.size(), m, d, device);
+  // (Auto precision may differ between ranks' devices.)
+  int64_t agreed = why.empty() ? 1 : 0;
+  comm.allreduce(&agreed, 1, dist::ReduceOp::Min);
+  if (agreed == 0 && why.empty()) why = "another rank's device computes in bf16";
+  o.reproducible = why.empty();
+  if (o.reproducible) return on + " (--no-reproducible turns it off)";
+  return fmt::format("reproducible mode off: {} (--reproducible asks for it)", why);
+}
+
 void check_batch(const Options& o, int ranks) {
   if (o.devices < 1) throw ValueError(fmt::format("--devices {} must be at least 1", o.devices));
   if (o.batch_size < static_cast<int64_t>(ranks) * o.devices) {
@@ -242,15 +300,17 @@ void check_batch(const Options& o, int ranks) {
   }
   // Reproducible mode sums gradients exactly itself: a hook (bf16 rounds,
   // hierarchical reorders) would not keep its guarantee.
-  if (o.reproducible && o.comm_hook != Options{}.comm_hook) {
+  const bool asked = o.reproducible_on || o.shards != Options{}.shards;
+  if (asked && !o.reproducible_off && o.comm_hook_given) {
     throw ValueError(
         fmt::format("--comm-hook {} does not apply with --reproducible, whose exact "
                     "sums are its own reduction: leave --comm-hook out",
                     o.comm_hook));
   }
-  if (!o.reproducible && o.shards != Options{}.shards) {
+  if (o.reproducible_off && o.shards != Options{}.shards) {
     throw ValueError(fmt::format(
-        "--shards {} applies with --reproducible only (the virtual shards of its batches)",
+        "--shards {} applies in reproducible mode only (the virtual shards of its batches), "
+        "which --no-reproducible turns off",
         o.shards));
   }
   // Each shard keeps a gradient of the whole model: shards without a sample

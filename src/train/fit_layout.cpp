@@ -142,7 +142,13 @@ void FitRun::train_shards(Epoch& e, const data::Batch* b, bool last_micro) {
   shard_bn_->finish(filled);
   {
     trace::Region region("kdp::train::exact_sum", "compute");
-    exact_->reduce(o_.shards, last_micro);
+    try {
+      exact_->reduce(o_.shards, last_micro);
+    } catch (const NumericalError& err) {
+      throw NumericalError(fmt::format(
+          "{} at step {} (epoch {}, batch {}); training stopped before the optimizer step",
+          err.what(), global_step_ + 1, e.index + 1, e.batch));
+    }
   }
   if (o_.detect_anomaly) e.step_loss = e.step_loss.defined() ? e.step_loss + step_loss : step_loss;
   ++e.batch;
@@ -170,6 +176,7 @@ Tensor FitRun::shards_one_by_one(Epoch& e, const data::Batch& b,
     {
       autograd::GradModeGuard grad(true);
       trace::Region region("kdp::train::forward", "compute");
+      if (shard == 0) straggle();
       autocast mixed(result_.precision);
       SampleDraws draws(o_.sampler_seed, sample_keys(b, rows));
       out = in_.model.forward(xs);
@@ -215,6 +222,7 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
   {
     autograd::GradModeGuard grad(true);
     trace::Region region("kdp::train::forward", "compute");
+    straggle();
     autocast mixed(result_.precision);
     outs = replicas_->forward(xs, keys, o_.sampler_seed, devices);
     for (size_t i = 0; i < outs.size(); ++i) {
@@ -245,7 +253,7 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
 // products, a model that keeps a batch's rows apart; the same answer at every
 // layout.
 bool FitRun::takes_one_pass(const data::Batch& b) {
-  if (!compat::host_accessible_memory() || result_.precision != Precision::fp32) return false;
+  if (!one_pass_precision(result_.precision)) return false;
   const int dims = b.features.dim();
   if (dims != one_pass_dims_) {
     one_pass_ = one_pass_parameters(bare_, in_.optimizer.parameters(), dims);
@@ -280,6 +288,7 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
   {
     autograd::GradModeGuard grad(true);
     trace::Region region("kdp::train::forward", "compute");
+    straggle();
     SampleDraws draws(o_.sampler_seed, keys);
     out = in_.model.forward(xs.size() == 1 ? xs.front() : cat(xs, 0));
     for (int t = 0; t < count; ++t) {

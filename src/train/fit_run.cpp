@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "core/check.hpp"
 #include "core/numbers.hpp"
@@ -343,8 +342,7 @@ void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) 
   Tensor out, loss;
   {
     trace::Region region("kdp::train::forward", "compute");
-    if (test_delay_s_ > 0.0)
-      std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
+    straggle();
     autocast mixed(result_.precision);
     out = in_.model.forward(batch.features);
     loss = in_.loss(out, batch.labels);

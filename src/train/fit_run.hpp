@@ -176,6 +176,7 @@ class FitRun {
   std::string trace_path_;  // o_.trace_path, or its resumed part's name
   bool tracing_ = false;
   double test_delay_s_ = 0.0;  // KDP_TEST_DELAY_RANK on this rank
+  void straggle() const;       // sleeps test_delay_s_ (in a micro-batch's forward)
 
   io::RunConfig config_;
   Progress progress_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "fit_run.hpp"
 #include "kdp/core/trace.hpp"
@@ -53,6 +54,11 @@ void FitRun::start_trace() {
   trace::set_step(global_step_ + 1);
   trace::set_enabled(true);
   tracing_ = true;
+}
+
+void FitRun::straggle() const {
+  if (test_delay_s_ > 0.0)
+    std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
 }
 
 // Every rank's events to rank 0, which writes them as one Chrome trace and

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <typeinfo>
 
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/sequential.hpp"
+#include "kdp/train/trainer.hpp"
 
 namespace kdp::train::detail {
 
@@ -56,6 +58,24 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
   }
   return index;
 }
+
+bool one_pass_precision(Precision precision) {
+  return compat::host_accessible_memory() && precision == Precision::fp32;
+}
+
+}  // namespace kdp::train::detail
+
+namespace kdp::train {
+
+bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& params,
+                              int input_dims, Precision precision) {
+  return detail::one_pass_precision(precision) &&
+         !detail::one_pass_parameters(model, params, input_dims).empty();
+}
+
+}  // namespace kdp::train
+
+namespace kdp::train::detail {
 
 ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
                        const std::map<const TensorImpl*, size_t>& index)

@@ -12,6 +12,7 @@
 
 #include "core/shard_products.hpp"
 #include "exact_gradient.hpp"
+#include "kdp/core/precision.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
@@ -26,6 +27,10 @@ namespace kdp::train::detail {
 std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
                                                         const optim::NamedParameters& params,
                                                         int dims);
+
+/// Whether the one pass can run in `precision` here (fp32, on memory the
+/// host can address: its products are row_gemm's).
+bool one_pass_precision(Precision precision);
 
 /// Where the backward of one pass hands its shards' products.
 class ShardSlots : public kdp::detail::ShardProducts {

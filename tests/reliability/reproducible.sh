@@ -15,8 +15,9 @@ bin=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 source "$src/reliability/common.sh"
 make_uneven_data
 cd "$work" || fail "work directory"
-train=("$bin/kdp-train" --data "$work/uneven.h5" --model 784,16,10 --batch-size 24 --seed 3
-       --progress lines --log-every 1000 --epochs 2 --reproducible)
+plain=("$bin/kdp-train" --data "$work/uneven.h5" --model 784,16,10 --batch-size 24 --seed 3
+       --progress lines --log-every 1000 --epochs 2)
+train=("${plain[@]}" --reproducible)
 
 # run NAME RANKS [kdp-train options...]
 run() {
@@ -161,12 +162,46 @@ timeout 60 mpirun "${mpi_flags[@]}" -np 3 "${train[@]}" --shards 4 --max-steps 1
   fail "3 ranks were accepted with 4 shards"
 grep -q "reproducible mode cuts each batch into 4 shards, which 3 ranks cannot share" s4x3.log ||
   { cat s4x3.log; fail "3 ranks with 4 shards: no clear message"; }
-"$bin/kdp-train" --data "$work/uneven.h5" --shards 4 --max-steps 1 >s4plain.log 2>&1 &&
-  fail "--shards without --reproducible was accepted"
-grep -q "applies with --reproducible only" s4plain.log || { cat s4plain.log; fail "--shards alone: no clear message"; }
+"$bin/kdp-train" --data "$work/uneven.h5" --shards 4 --no-reproducible --max-steps 1 >s4plain.log 2>&1 &&
+  fail "--shards with --no-reproducible was accepted"
+grep -q "applies in reproducible mode only" s4plain.log ||
+  { cat s4plain.log; fail "--shards with --no-reproducible: no clear message"; }
 "${train[@]}" --shards 25 --max-steps 1 >s25.log 2>&1 && fail "more shards than samples per batch were accepted"
 grep -q "exceeds the global batch of 24 samples" s25.log || { cat s25.log; fail "--shards 25: no clear message"; }
-echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks, --shards without --reproducible and more shards than samples refused"
+echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks, --shards with --no-reproducible and more shards than samples refused"
+
+# Without --reproducible or --no-reproducible the mode is on where it applies:
+# the same state as --reproducible's at 1 and 2 ranks. Off, with its reason,
+# for a comm hook, a rank count that does not divide the shards, several
+# devices, BatchNorm, a model whose shards would go one by one (a
+# convolution, bf16), and --no-reproducible.
+for layout in "auto1 1" "auto2 2"; do
+  read -r name ranks <<<"$layout"
+  timeout 120 mpirun "${mpi_flags[@]}" -np "$ranks" "${plain[@]}" --threads 1 --max-steps 30 \
+    --checkpoint-dir "$work/$name" >"$name.log" 2>&1 || { cat "$name.log"; fail "the $name run"; }
+  grep -q "reproducible mode on: the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s)" \
+    "$name.log" || { cat "$name.log"; fail "$name: the mode is not said to be on"; }
+  [[ $(state_digest "$name/ckpt-000000030.h5") == "$want" ]] ||
+    fail "$name: by default the state after 30 steps differs from --reproducible's at 1x1"
+done
+# off RANKS WHY [kdp-train options...]: one step, the mode off for WHY.
+off() {
+  local ranks=$1 why=$2
+  shift 2
+  timeout 60 mpirun "${mpi_flags[@]}" -np "$ranks" "${plain[@]}" --max-steps 1 "$@" >off.log 2>&1 ||
+    { cat off.log; fail "a run with $* did not train"; }
+  grep -q "reproducible mode off.*$why" off.log || { cat off.log; fail "$*: not '$why'"; }
+}
+off 2 "--comm-hook bf16 reduces the gradients instead" --comm-hook bf16
+off 5 "5 ranks do not divide its 12 shards" --batch-size 25
+off 1 "on the first of the 2 devices only" --devices 2
+off 1 "normalise each shard's samples apart in BatchNorm" --model 'flatten,linear(16),batchnorm,relu,linear(10)'
+off 1 "shards would go one by one, which costs more" --model 'conv(4,3),relu,flatten,linear(10)'
+off 1 "shards would go one by one in bf16" --precision bf16
+off 1 "(--no-reproducible)" --no-reproducible
+"${plain[@]}" --reproducible --no-reproducible --max-steps 1 >both.log 2>&1 && fail "both flags were accepted"
+grep -q "excludes" both.log || { cat both.log; fail "both flags: no clear message"; }
+echo "ok: by default the mode is on (the same state at 1x1 and 2x1 as --reproducible's), and off for a comm hook, 5 ranks, 2 devices, BatchNorm, a convolution, bf16 and --no-reproducible"
 
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto

@@ -131,7 +131,9 @@ struct TrainerOptions {
   /// (its sums exact too); gradient
   /// accumulation adds the micro-batches' exact sums in their order.
   /// docs/architecture.md, "Reproducible mode", has the design, its limits and
-  /// its cost.
+  /// its cost. Off unless set here (fit() takes the model as the caller
+  /// wrapped it); kdp-train sets it by default where reproducible_in_one_pass()
+  /// holds and nothing else stands in the way.
   bool reproducible = false;
   int shards = 12;
   /// The precision of the products and convolutions of forward and loss, in
@@ -352,6 +354,15 @@ class Trainer {
   Precision precision_ = Precision::fp32;
   friend class detail::FitRun;
 };
+
+/// Whether reproducible mode takes `model`'s shards of batches with
+/// `input_dims` dimensions in one pass, where it costs about the default
+/// mode's step: an MLP (Sequential, Linear, ReLU, LeakyReLU, Dropout and
+/// Flatten modules, every parameter a linear layer's) in fp32 on memory the
+/// host can address. Other models take each shard forward and back on its own,
+/// which costs more (docs/architecture.md, "Reproducible mode").
+bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& params,
+                              int input_dims, Precision precision);
 
 /// The module inside DistributedDataParallel and DataParallel wrappers: the one
 /// whose state dict has PyTorch's bare keys (what checkpoints store).
