@@ -193,7 +193,8 @@ Tensor FitRun::shards_one_by_one(Epoch& e, const data::Batch& b,
       trace::Region region("kdp::train::keep_shard", "compute");
       exact_->keep_shard();
     }
-    e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys);
+    e.running.add(loss.detach(), static_cast<float>(s), classes_ ? out.detach() : Tensor(), ys,
+                  shard);
     step_loss = step_loss + weighted.detach();
   }
   return step_loss;
@@ -210,8 +211,10 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
   std::vector<Tensor> xs, ys;
   std::vector<std::vector<uint64_t>> keys;
   std::vector<Device> devices;
+  std::vector<int> ids;  // the shards' numbers
   for (const ShardRows& rows : shards) {
     if (rows.count == 0) continue;
+    ids.push_back(static_cast<int>(&rows - shards.data()));
     devices.push_back(o_.devices[xs.size() % o_.devices.size()]);
     xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
     ys.push_back(strided_rows(y, rows.first, rows.step, rows.count).to(devices.back()));
@@ -244,7 +247,7 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
   }
   for (size_t i = 0; i < outs.size(); ++i) {
     e.running.add(losses[i].detach().to(home), static_cast<float>(xs[i].size(0)),
-                  classes_ ? outs[i].detach().to(home) : Tensor(), ys[i].to(home));
+                  classes_ ? outs[i].detach().to(home) : Tensor(), ys[i].to(home), ids[i]);
   }
   return step_loss;
 }
@@ -273,8 +276,10 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
   std::vector<Tensor> xs, ys;
   std::vector<uint64_t> keys;
   std::vector<int64_t> starts{0};
+  std::vector<int> ids;  // the shards' numbers
   for (const ShardRows& rows : shards) {
     if (rows.count == 0) continue;
+    ids.push_back(static_cast<int>(&rows - shards.data()));
     xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
     ys.push_back(strided_rows(y, rows.first, rows.step, rows.count));
     const std::vector<uint64_t> k = sample_keys(b, rows);
@@ -310,7 +315,7 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
     const auto i = static_cast<size_t>(t);
     const Tensor o = out.detach().slice(0, starts[i], starts[i + 1]);
     e.running.add(losses[i].detach(), static_cast<float>(xs[i].size(0)), classes_ ? o : Tensor(),
-                  ys[i]);
+                  ys[i], ids[i]);
   }
   return step_loss;
 }

@@ -28,14 +28,26 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-EpochSums::EpochSums(const Device& device)
-    : loss_sum(Tensor::zeros(Shape{}, device)), correct(Tensor::zeros(Shape{}, device)) {}
-
-void EpochSums::add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels) {
-  loss_sum.add_(loss.to(loss_sum.device()), n);
-  if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
-    correct.add_(count_correct(out, labels.to(out.device())).to(correct.device()));
+EpochSums::EpochSums(const Device& device, int shards)
+    : loss_sum(Tensor::zeros(Shape{}, device)), correct(Tensor::zeros(Shape{}, device)) {
+  if (shards > 0) {
+    shard_loss = Tensor::zeros({shards}, device);
+    shard_correct = Tensor::zeros({shards}, device);
   }
+}
+
+void EpochSums::add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels,
+                    int shard) {
+  const Tensor l = loss.to(loss_sum.device());
+  loss_sum.add_(l, n);
+  Tensor c;
+  if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
+    c = count_correct(out, labels.to(out.device())).to(correct.device());
+    correct.add_(c);
+  }
+  if (shard < 0 || !shard_loss.defined()) return;
+  shard_loss.slice(0, shard, shard + 1).add_(l.reshape({1}), n);
+  if (c.defined()) shard_correct.slice(0, shard, shard + 1).add_(c.reshape({1}));
 }
 
 std::vector<float> read_scalars(const std::vector<Tensor>& scalars) {
@@ -287,7 +299,7 @@ void FitRun::apply(const io::TrainingState& st, const std::string& from) {
 FitRun::Next FitRun::train_epoch(int64_t epoch) {
   data::DataLoader& loader = in_.train_loader;
   loader.set_epoch(epoch);
-  Epoch e(o_.devices.front());
+  Epoch e(o_.devices.front(), exact_ ? o_.shards : 0);
   e.index = epoch;
   e.batch = epoch == start_epoch_ ? start_batch_ : 0;
   if (e.batch > 0) loader.set_start_batch(e.batch);
@@ -413,8 +425,35 @@ FitRun::StepProbe FitRun::probe_step(Epoch& e) {
   if (check || p.show || p.log_row) {
     p.values = read_scalars({e.step_loss, bad_values, e.running.loss_sum, e.running.correct, norm});
   }
+  // Every rank knows which steps have a metrics row (progress bars draw by
+  // the clock: theirs show this rank's figures in between).
+  const int64_t every = std::max<int64_t>(1, o_.log_every_steps);
+  if (exact_ && (p.step % every == 0 || e.batch == batches_)) p.everywhere = running_everywhere(e);
   e.step_loss = Tensor();
   return p;
+}
+
+// Reproducible mode's running loss sum, correct count and samples over every
+// rank: each shard's sums are made on the one rank that holds it and added
+// here in shard order, so the figures are the same bits at every layout (an
+// allreduce adds each to zeros).
+std::array<double, 3> FitRun::running_everywhere(const Epoch& e) {
+  const std::vector<float> loss = e.running.shard_loss.to_vector();
+  const std::vector<float> correct = e.running.shard_correct.to_vector();
+  const size_t shards = loss.size();
+  std::vector<double> all(2 * shards + 1);
+  for (size_t s = 0; s < shards; ++s) {
+    all[s] = loss[s];
+    all[shards + s] = correct[s];
+  }
+  all[2 * shards] = static_cast<double>(e.samples);
+  comm_.allreduce(all.data(), all.size(), dist::ReduceOp::Sum);
+  std::array<double, 3> sums{0.0, 0.0, all[2 * shards]};
+  for (size_t s = 0; s < shards; ++s) {
+    sums[0] += all[s];
+    sums[1] += all[shards + s];
+  }
+  return sums;
 }
 
 // A NaN or Inf stops training before the optimizer step.
@@ -431,11 +470,17 @@ void FitRun::check_step(const Epoch& e, const StepProbe& p) const {
 }
 
 void FitRun::log_step(const Epoch& e, const StepProbe& p) {
-  const double count = std::max<double>(1.0, static_cast<double>(e.samples));
+  // This rank's running figures, or reproducible mode's over every rank.
+  const std::array<double, 3> sums =
+      p.everywhere ? *p.everywhere
+                   : std::array<double, 3>{p.values.size() > 3 ? p.values[2] : 0.0,
+                                           p.values.size() > 3 ? p.values[3] : 0.0,
+                                           static_cast<double>(e.samples)};
+  const double count = std::max(1.0, sums[2]);
   const double elapsed = seconds_since(e.start);
   const double rate = elapsed > 0 ? static_cast<double>(e.samples) * comm_.size() / elapsed : 0.0;
-  const double loss_avg = p.values[2] / count;
-  const double acc_avg = classes_ ? p.values[3] / count : std::nan("");
+  const double loss_avg = sums[0] / count;
+  const double acc_avg = classes_ ? sums[1] / count : std::nan("");
   if (p.show) progress_.step(e.batch - 1, global_step_, loss_avg, acc_avg, rate);
   if (!p.log_row) return;
   metrics_.write(
@@ -520,9 +565,14 @@ FitRun::Next FitRun::end_epoch(Epoch& e) {
 
 // The epoch's figures over every rank, and the validation.
 EpochRecord FitRun::epoch_record(const Epoch& e) {
-  const std::vector<float> totals = read_scalars({e.running.loss_sum, e.running.correct});
-  double sums[3] = {totals[0], totals[1], static_cast<double>(e.samples)};
-  comm_.allreduce(sums, 3, dist::ReduceOp::Sum);
+  std::array<double, 3> sums;
+  if (exact_) {
+    sums = running_everywhere(e);
+  } else {
+    const std::vector<float> totals = read_scalars({e.running.loss_sum, e.running.correct});
+    sums = {totals[0], totals[1], static_cast<double>(e.samples)};
+    comm_.allreduce(sums.data(), 3, dist::ReduceOp::Sum);
+  }
   EpochRecord rec;
   rec.epoch = e.index + 1;
   rec.step = global_step_;

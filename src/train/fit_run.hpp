@@ -4,6 +4,7 @@
 // train_epoch for each epoch (train_step for each optimizer step), end_epoch
 // with the checkpoint policy and the stopping rules, and finish.
 
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -31,13 +32,17 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t);
 
-/// Loss and correct predictions summed over an epoch, on the device.
+/// Loss and correct predictions summed over an epoch, on the device; in
+/// reproducible mode also per virtual shard (each shard's terms in step
+/// order, the same bits on whichever rank the layout puts it).
 struct EpochSums {
   Tensor loss_sum, correct;
-  explicit EpochSums(const Device& device);
+  Tensor shard_loss, shard_correct;  // [shards], with `shards` > 0
+  explicit EpochSums(const Device& device, int shards = 0);
   /// loss: the batch's mean loss over n samples; out: logits when the labels
-  /// are classes (undefined otherwise).
-  void add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels);
+  /// are classes (undefined otherwise); `shard`: the virtual shard they are
+  /// (-1: none).
+  void add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels, int shard = -1);
 };
 
 /// Scalar tensors (undefined ones read as NaN) read back in one copy.
@@ -99,7 +104,7 @@ class FitRun {
     Clock::time_point start = Clock::now();
     double wait_before = 0.0, comm_before = 0.0;
     Tensor step_loss;  // this step's micro-batch losses, summed (for anomaly checks)
-    explicit Epoch(const Device& device) : running(device) {}
+    Epoch(const Device& device, int shards) : running(device, shards) {}
   };
   // What a step read back from the device in one copy.
   struct StepProbe {
@@ -107,6 +112,9 @@ class FitRun {
     bool show = false, log_row = false;
     std::vector<float> values;  // step loss, bad gradient values, loss sum, correct, norm
     bool has_norm = false;
+    // Reproducible mode's loss sum, correct count and samples over every rank
+    // (on the steps whose metrics row every rank knows of).
+    std::optional<std::array<double, 3>> everywhere;
   };
   enum class Next { Continue, Stop };
 
@@ -116,6 +124,7 @@ class FitRun {
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
   void train_shards(Epoch& e, const data::Batch* b, bool last_micro);
+  std::array<double, 3> running_everywhere(const Epoch& e);
   Tensor shards_one_by_one(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
                            int64_t total, int filled);
   Tensor shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # kdp-train --reproducible: with the same seed, global batch and data, the
-# weights and optimizer state after 30 steps (across an epoch's end, whose
+# weights, optimizer state and metrics (the loss and accuracy of every step
+# row and epoch row) after 30 steps (across an epoch's end, whose
 # last batch of 2 samples leaves ranks without a share) are the same bits at
 # 1 x 1, 1 x 2, 1 x 4, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
 # with 2 threads (also with products the BLAS splits over its threads, and a
@@ -19,12 +20,21 @@ plain=("$bin/kdp-train" --data "$work/uneven.h5" --model 784,16,10 --batch-size 
        --progress lines --log-every 1000 --epochs 2)
 train=("${plain[@]}" --reproducible)
 
-# run NAME RANKS [kdp-train options...]
+# run NAME RANKS [kdp-train options...]: its checkpoints in NAME/, its metrics
+# (a row every 5 steps) in NAME.csv.
 run() {
   local name=$1 ranks=$2
   shift 2
+  rm -f "$work/$name.csv"
   timeout 120 mpirun "${mpi_flags[@]}" -np "$ranks" "${train[@]}" --checkpoint-dir "$work/$name" \
-    "$@" >"$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "the $name run"; }
+    --metrics "$work/$name.csv" --log-every 5 "$@" >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; fail "the $name run"; }
+}
+
+# The metrics of NAME.csv that training computes (not its timings): epoch,
+# step, loss, accuracy, lr, val_loss, val_accuracy, ...
+metrics() {
+  cut -d, -f1-6,10- "$work/$1.csv"
 }
 
 # same_state REFERENCE STEP WHAT "NAME RANKS [EXTRA...]"... -- [kdp-train options...]:
@@ -46,6 +56,8 @@ same_state() {
     run "$name" "$ranks" "$@" $extra
     [[ $(state_digest "$name/$file") == "$want" ]] ||
       fail "$name$what: the state after $step steps differs from $reference's"
+    diff <(metrics "$reference") <(metrics "$name") >/dev/null ||
+      fail "$name$what: the metrics differ from $reference's: $(diff <(metrics "$reference") <(metrics "$name") | head -4)"
   done
 }
 
