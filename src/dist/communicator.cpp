@@ -261,7 +261,8 @@ Part Communicator::reduce_scatter(double* data, size_t count) {
 void Communicator::allgather_parts(float* data, size_t count) {
   detail::Backend& b = *impl_->backend;
   impl_->queue.run_now(
-      {OpInfo{"allgather", "of reduce-scatter parts", count, "elements", "", "ring"},
+      {OpInfo{"allgather", "of reduce-scatter parts", count, "elements", "",
+              size() > 1 ? "ring" : "local"},
        "",
        [&b, data, count] { algorithms::allgather_parts(b, detail::Group::World, data, count); },
        {}});

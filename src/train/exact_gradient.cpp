@@ -354,6 +354,7 @@ Tensor strided_rows(const Tensor& x, int64_t first, int64_t step, int64_t count)
 
 std::vector<ShardRows> shard_rows(int64_t rows, int rank, int ranks, int shards) {
   std::vector<ShardRows> out(static_cast<size_t>(shards));
+  for (int s = 0; s < shards; ++s) out[static_cast<size_t>(s)].shard = s;
   const int64_t step = shards / ranks;
   for (int64_t l0 = 0; l0 < std::min<int64_t>(step, rows); ++l0) {
     ShardRows& s = out[static_cast<size_t>((rank + l0 * ranks) % shards)];

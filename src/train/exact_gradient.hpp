@@ -90,6 +90,7 @@ Tensor strided_rows(const Tensor& x, int64_t first, int64_t step, int64_t count)
 /// rows are l0, l0 + shards / ranks, ...
 struct ShardRows {
   int64_t first = 0, step = 1, count = 0;
+  int shard = 0;  // its number
 };
 std::vector<ShardRows> shard_rows(int64_t rows, int rank, int ranks, int shards);
 

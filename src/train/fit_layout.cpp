@@ -214,7 +214,7 @@ Tensor FitRun::shards_together(Epoch& e, const data::Batch& b, const std::vector
   std::vector<int> ids;  // the shards' numbers
   for (const ShardRows& rows : shards) {
     if (rows.count == 0) continue;
-    ids.push_back(static_cast<int>(&rows - shards.data()));
+    ids.push_back(rows.shard);
     devices.push_back(o_.devices[xs.size() % o_.devices.size()]);
     xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
     ys.push_back(strided_rows(y, rows.first, rows.step, rows.count).to(devices.back()));
@@ -279,7 +279,7 @@ Tensor FitRun::shards_in_one_pass(Epoch& e, const data::Batch& b,
   std::vector<int> ids;  // the shards' numbers
   for (const ShardRows& rows : shards) {
     if (rows.count == 0) continue;
-    ids.push_back(static_cast<int>(&rows - shards.data()));
+    ids.push_back(rows.shard);
     xs.push_back(strided_rows(x, rows.first, rows.step, rows.count));
     ys.push_back(strided_rows(y, rows.first, rows.step, rows.count));
     const std::vector<uint64_t> k = sample_keys(b, rows);

@@ -472,10 +472,9 @@ void FitRun::check_step(const Epoch& e, const StepProbe& p) const {
 void FitRun::log_step(const Epoch& e, const StepProbe& p) {
   // This rank's running figures, or reproducible mode's over every rank.
   const std::array<double, 3> sums =
-      p.everywhere ? *p.everywhere
-                   : std::array<double, 3>{p.values.size() > 3 ? p.values[2] : 0.0,
-                                           p.values.size() > 3 ? p.values[3] : 0.0,
-                                           static_cast<double>(e.samples)};
+      p.everywhere
+          ? *p.everywhere
+          : std::array<double, 3>{p.values[2], p.values[3], static_cast<double>(e.samples)};
   const double count = std::max(1.0, sums[2]);
   const double elapsed = seconds_since(e.start);
   const double rate = elapsed > 0 ? static_cast<double>(e.samples) * comm_.size() / elapsed : 0.0;

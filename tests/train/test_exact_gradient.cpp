@@ -25,6 +25,7 @@ TEST(ExactGradient, ShardsAreTheSamePositionsAtEveryRankCount) {
       const int64_t rows = (batch - r + ranks - 1) / ranks;
       const auto mine = shard_rows(rows, r, ranks, 12);
       for (size_t j = 0; j < 12; ++j) {
+        EXPECT_EQ(mine[j].shard, static_cast<int>(j));
         for (int64_t k = 0; k < mine[j].count; ++k) {
           shards[j].insert(r + (mine[j].first + k * mine[j].step) * ranks);
         }
