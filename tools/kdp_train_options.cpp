@@ -135,9 +135,10 @@ void add_distributed_options(CLI::App& app, Options& o) {
       "shards summed exactly, dropout per sample, BatchNorm per shard, SyncBatchNorm over the "
       "whole batch; costs an MLP little, other models more). Without it or "
       "--no-reproducible the mode is on unless the run has --comm-hook, a rank count that "
-      "does not divide --shards, --devices above 1 or BatchNorm layers");
+      "does not divide --shards, --devices above 1, BatchNorm, or a model whose shards would "
+      "go one by one (convolutions, bf16); the first lines say which");
   app.add_flag("--no-reproducible", o.reproducible_off,
-               "The default exchange instead: DistributedDataParallel's overlapped allreduce, "
+               "DDP's exchange instead: DistributedDataParallel's overlapped float allreduce, "
                "DataParallel over --devices, BatchNorm over each rank's batch")
       ->excludes(on);
   app.add_option("--shards", o.shards,

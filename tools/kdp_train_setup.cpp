@@ -230,15 +230,21 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
 
 namespace {
 
-// Why the default mode trains this run rather than reproducible mode ("":
+// --reproducible, or --shards (the mode's own option).
+bool reproducible_asked(const Options& o) {
+  return o.reproducible_on || o.shards != Options{}.shards;
+}
+
+// Why DDP's exchange trains this run rather than reproducible mode ("":
 // nothing stands in the way).
 std::string why_not_reproducible(const Options& o, int ranks, const Model& m, const TrainingData& d,
                                  const Device& device) {
   if (o.comm_hook_given) {
     return fmt::format("--comm-hook {} reduces the gradients instead", o.comm_hook);
   }
-  if (o.shards % ranks != 0)
+  if (o.shards % ranks != 0) {
     return fmt::format("{} ranks do not divide its {} shards", ranks, o.shards);
+  }
   if (o.devices > 1) {
     return fmt::format("it would compute on the first of the {} devices only", o.devices);
   }
@@ -272,7 +278,7 @@ std::string choose_reproducible(Options& o, dist::Communicator& comm, const Mode
       "reproducible mode on: the same weights, bit for bit, at {} rank(s) with any "
       "devices and threads",
       fmt::join(divisors, ", "));
-  if (o.reproducible_on || o.shards != Options{}.shards) {
+  if (reproducible_asked(o)) {
     o.reproducible = true;
     return on;
   }
@@ -300,8 +306,7 @@ void check_batch(const Options& o, int ranks) {
   }
   // Reproducible mode sums gradients exactly itself: a hook (bf16 rounds,
   // hierarchical reorders) would not keep its guarantee.
-  const bool asked = o.reproducible_on || o.shards != Options{}.shards;
-  if (asked && !o.reproducible_off && o.comm_hook_given) {
+  if (reproducible_asked(o) && !o.reproducible_off && o.comm_hook_given) {
     throw ValueError(
         fmt::format("--comm-hook {} does not apply with --reproducible, whose exact "
                     "sums are its own reduction: leave --comm-hook out",
