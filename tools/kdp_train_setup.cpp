@@ -308,7 +308,7 @@ void check_batch(const Options& o, int ranks) {
   // hierarchical reorders) would not keep its guarantee.
   if (reproducible_asked(o) && !o.reproducible_off && o.comm_hook_given) {
     throw ValueError(
-        fmt::format("--comm-hook {} does not apply with --reproducible, whose exact "
+        fmt::format("--comm-hook {} does not apply with --reproducible or --shards, whose exact "
                     "sums are its own reduction: leave --comm-hook out",
                     o.comm_hook));
   }
