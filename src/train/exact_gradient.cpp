@@ -139,22 +139,24 @@ uint32_t largest_magnitude(const float* x, int64_t n) {
   return m;
 }
 
-// Each shard's sums of its rows of dy [rows, cols], in the rows' order from
-// zero (shard t's gradient of a linear layer's bias, row t of the result),
-// and the bits of the largest sum of |dy| over one shard's rows in one column.
+// The bits of the largest sum of |dy| over one shard's rows in one column of
+// dy [rows, cols], and, where `sums` is given, each shard's sums of its rows
+// in the rows' order from zero (shard t's gradient of a linear layer's bias,
+// row t of *sums).
 uint32_t shard_column_sums(const float* dy, int64_t cols, const std::vector<int64_t>& starts,
-                           std::vector<float>& sums) {
-  sums.assign((starts.size() - 1) * static_cast<size_t>(cols), 0.0f);
+                           std::vector<float>* sums) {
+  if (sums != nullptr) sums->assign((starts.size() - 1) * static_cast<size_t>(cols), 0.0f);
   std::vector<float> magnitudes(static_cast<size_t>(cols));
   uint32_t m = 0;
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
-    float* s = sums.data() + t * static_cast<size_t>(cols);
     std::fill(magnitudes.begin(), magnitudes.end(), 0.0f);
     for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        s[c] += dy[r * cols + c];
-        magnitudes[static_cast<size_t>(c)] += std::fabs(dy[r * cols + c]);
+      const float* row = dy + r * cols;
+      if (sums != nullptr) {
+        float* s = sums->data() + t * static_cast<size_t>(cols);
+        for (int64_t c = 0; c < cols; ++c) s[c] += row[c];
       }
+      for (int64_t c = 0; c < cols; ++c) magnitudes[static_cast<size_t>(c)] += std::fabs(row[c]);
     }
     m = std::max(m, largest_magnitude(magnitudes.data(), cols));
   }
@@ -169,7 +171,8 @@ void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Te
             "reproducible mode's one pass needs host memory");
   const int64_t rows = starts.back(), out = rows == 0 ? 0 : dy.numel() / rows;
   std::vector<float> bias_sums;
-  const uint32_t dy_bound = shard_column_sums(dy.data(), out, starts, bias_sums);
+  const uint32_t dy_bound =
+      shard_column_sums(dy.data(), out, starts, bias != npos ? &bias_sums : nullptr);
   if (weight != npos) {
     input_bound_[weight] = std::max(input_bound_[weight], largest_magnitude(x.data(), x.numel()));
     output_bound_[weight] = std::max(output_bound_[weight], dy_bound);
@@ -178,7 +181,6 @@ void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Te
     input_bound_[bias] = 0x3f800000u;  // 1.0f's bits: the bias's bound is dy's alone
     output_bound_[bias] = std::max(output_bound_[bias], dy_bound);
   }
-  if (bias == npos) bias_sums.clear();
   deferred_.push_back({weight, bias, dy, x, starts, std::move(bias_sums)});
 }
 
