@@ -11,6 +11,14 @@
 //
 //   KDP_CHECK_FOR(op, ...)   the same with the origin given: a helper
 //                            checking on behalf of the op that called it
+//   KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), ...)
+//                            a check on behalf of a name known at run time
+//                            (a module's or an optimizer's type), in the
+//                            namespace of the function it stands in:
+//                            "kdp::optim::" + type_ inside kdp::optim
+//
+// Origins are never typed by hand ("kdp::..." in a check): scripts/lint.sh
+// fails on them.
 //   KDP_FAIL(ValueError, "unknown hook '{}'", name)
 //   KDP_FAIL_FOR(op, ...)    throw unconditionally (after a search found
 //                            nothing, in a switch's impossible default)
@@ -30,7 +38,16 @@ namespace kdp::detail {
 /// class ("kdp::train::Trainer").
 std::string origin_of(const char* pretty_function);
 
+/// The namespaces of origin_of(pretty_function), with the trailing "::":
+/// "kdp::optim::" for kdp::optim::Optimizer::step and for a helper in an
+/// anonymous namespace of kdp::optim (kdp's namespaces are lower case, its
+/// classes not).
+std::string origin_namespace_of(const char* pretty_function);
+
 }  // namespace kdp::detail
+
+#define KDP_ORIGIN_NAMED(name) \
+  (::kdp::detail::origin_namespace_of(__PRETTY_FUNCTION__) + std::string(name))
 
 #define KDP_CHECK_FOR(origin, condition, ErrorType, ...)                   \
   do {                                                                     \

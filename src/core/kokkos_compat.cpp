@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 #endif
 
-#include <stdexcept>
+#include "core/check.hpp"
 
 namespace kdp::compat {
 
@@ -39,10 +39,9 @@ void* BlasHandle::cublas() {
     cublasHandle_t handle = nullptr;
     const cublasStatus_t created = cublasCreate(&handle);
     cudaSetDevice(current);
-    if (created != CUBLAS_STATUS_SUCCESS) {
-      throw std::runtime_error("kdp: cublasCreate failed with status " +
-                               std::to_string(static_cast<int>(created)));
-    }
+    KDP_CHECK(created == CUBLAS_STATUS_SUCCESS, DeviceError,
+              "cublasCreate on GPU {} failed with status {}", space_.cuda_device(),
+              static_cast<int>(created));
     cublasSetStream(handle, space_.cuda_stream());
     cublas_ = handle;
   }
@@ -69,10 +68,8 @@ void gemm(BlasHandle& handle, const char* trans_a, const char* trans_b, float al
       cublasSgemm(static_cast<cublasHandle_t>(handle.cublas()), tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                   ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b.data(), ldb, a.data(), lda,
                   &beta, c.data(), n);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error("kdp: cublasSgemm failed with status " +
-                             std::to_string(static_cast<int>(status)));
-  }
+  KDP_CHECK(status == CUBLAS_STATUS_SUCCESS, DeviceError,
+            "cublasSgemm ({} x {} x {}) failed with status {}", m, n, k, static_cast<int>(status));
 #else
   gemm(handle.space(), trans_a, trans_b, alpha, a, b, beta, c);
 #endif
@@ -104,14 +101,13 @@ void gemm_bf16(BlasHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_
                    static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
                    CUDA_R_16BF, static_cast<int>(ldb), a, CUDA_R_16BF, static_cast<int>(lda), &beta,
                    c, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (status != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error("kdp: cublasGemmEx (bf16) failed with status " +
-                             std::to_string(static_cast<int>(status)));
-  }
+  KDP_CHECK(status == CUBLAS_STATUS_SUCCESS, DeviceError,
+            "cublasGemmEx (bf16, {} x {} x {}) failed with status {}", m, n, k,
+            static_cast<int>(status));
 #else
   (void)handle, (void)trans_a, (void)trans_b, (void)m, (void)n, (void)k, (void)alpha, (void)a,
       (void)lda, (void)b, (void)ldb, (void)beta, (void)c, (void)ldc;
-  throw std::logic_error("kdp: compat::gemm_bf16 is for CUDA builds");
+  KDP_FAIL(StateError, "cuBLAS's bf16 product is for CUDA builds");
 #endif
 }
 
@@ -157,14 +153,12 @@ ExecSpace instance_on_gpu(int gpu) {
   cudaSetDevice(gpu);
   const cudaError_t created = cudaStreamCreate(&stream);
   cudaSetDevice(current);
-  if (created != cudaSuccess) {
-    throw std::runtime_error("kdp: cannot create a stream on GPU " + std::to_string(gpu) + ": " +
-                             cudaGetErrorString(created));
-  }
+  KDP_CHECK(created == cudaSuccess, DeviceError, "cannot create a stream on GPU {}: {}", gpu,
+            cudaGetErrorString(created));
   return ExecSpace(stream, Kokkos::Impl::ManageStream::yes);
 #else
   (void)gpu;
-  throw std::runtime_error("kdp: this Kokkos build cannot drive several GPUs from one process");
+  KDP_FAIL(DeviceError, "this Kokkos build cannot drive several GPUs from one process");
 #endif
 }
 

@@ -1,3 +1,4 @@
+#include <cctype>
 #include <string>
 #include <string_view>
 
@@ -69,6 +70,16 @@ std::string origin_of(const char* pretty_function) {
     if (std::string_view(name).substr(cls_start, last - cls_start) == fn) name.resize(last);
   }
   return name;
+}
+
+std::string origin_namespace_of(const char* pretty_function) {
+  const std::string name = origin_of(pretty_function);
+  size_t end = 0;  // past the last namespace's "::"
+  for (size_t at = name.find("::"); at != std::string::npos; at = name.find("::", end)) {
+    if (!std::islower(static_cast<unsigned char>(name[end]))) break;
+    end = at + 2;
+  }
+  return name.substr(0, end);
 }
 
 }  // namespace kdp::detail

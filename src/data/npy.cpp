@@ -56,7 +56,7 @@ struct NpyReader::Source {
         z.avail_in = static_cast<uInt>(got);
       }
       const int r = inflate(&z, Z_NO_FLUSH);
-      KDP_CHECK_FOR("kdp::data::NpyReader", r == Z_OK || r == Z_STREAM_END, IOError,
+      KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), r == Z_OK || r == Z_STREAM_END, IOError,
                     "'{}' is corrupt: {}", path, z.msg != nullptr ? z.msg : "inflate failed");
       if (r == Z_STREAM_END) break;
     }
@@ -75,7 +75,7 @@ uint64_t le(const unsigned char* p, int bytes) {
 void read_at(std::FILE* f, uint64_t offset, void* out, size_t n, const std::string& path,
              const char* what) {
   KDP_CHECK_FOR(
-      "kdp::data::NpyReader",
+      KDP_ORIGIN_NAMED("NpyReader"),
       std::fseek(f, static_cast<long>(offset), SEEK_SET) == 0 && std::fread(out, 1, n, f) == n,
       IOError, "'{}' is not a zip archive of arrays (its {} cannot be read)", path, what);
 }
@@ -88,7 +88,7 @@ struct Member {
 };
 
 Member find_member(std::FILE* f, const std::string& path, const std::string& name) {
-  KDP_CHECK_FOR("kdp::data::NpyReader", std::fseek(f, 0, SEEK_END) == 0, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), std::fseek(f, 0, SEEK_END) == 0, IOError,
                 "cannot read '{}'", path);
   const auto size = static_cast<uint64_t>(std::ftell(f));
   const uint64_t tail = std::min<uint64_t>(size, 65557);
@@ -97,7 +97,7 @@ Member find_member(std::FILE* f, const std::string& path, const std::string& nam
   size_t at = end.size() < 22 ? 0 : end.size() - 22 + 1;
   while (at-- > 0 && le(&end[at], 4) != 0x06054b50u) {
   }
-  KDP_CHECK_FOR("kdp::data::NpyReader", at < end.size(), IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), at < end.size(), IOError,
                 "'{}' is not a zip archive of arrays (.npz): no end of central directory", path);
   uint64_t entries = le(&end[at + 10], 2), cd = le(&end[at + 16], 4);
   if ((cd == 0xffffffffu || entries == 0xffff) && at >= 20 && le(&end[at - 20], 4) == 0x07064b50u) {
@@ -112,7 +112,7 @@ Member find_member(std::FILE* f, const std::string& path, const std::string& nam
   for (uint64_t e = 0; e < entries; ++e) {
     unsigned char h[46];
     read_at(f, pos, h, sizeof(h), path, "central directory");
-    KDP_CHECK_FOR("kdp::data::NpyReader", le(h, 4) == 0x02014b50u, IOError,
+    KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), le(h, 4) == 0x02014b50u, IOError,
                   "'{}' is not a zip archive of arrays (.npz): a bad directory entry", path);
     const auto name_len = static_cast<size_t>(le(h + 28, 2));
     const auto extra_len = static_cast<size_t>(le(h + 30, 2));
@@ -140,20 +140,20 @@ Member find_member(std::FILE* f, const std::string& path, const std::string& nam
     unsigned char lh[30];
     read_at(f, local, lh, sizeof(lh), path, "member header");
     m.data = local + 30 + le(lh + 26, 2) + le(lh + 28, 2);
-    KDP_CHECK_FOR("kdp::data::NpyReader", m.method == 0 || m.method == 8, IOError,
+    KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), m.method == 0 || m.method == 8, IOError,
                   "'{}' member '{}' is compressed with zip method {}; kdp reads stored (np.savez) "
                   "and deflated (np.savez_compressed) members",
                   path, name, m.method);
     return m;
   }
-  KDP_FAIL_FOR("kdp::data::NpyReader", IOError, "'{}' has no array '{}' (it has: {})", path, name,
-               fmt::join(names, ", "));
+  KDP_FAIL_FOR(KDP_ORIGIN_NAMED("NpyReader"), IOError, "'{}' has no array '{}' (it has: {})", path,
+               name, fmt::join(names, ", "));
 }
 
 // The value of 'key' in a .npy header's dictionary text.
 std::string header_value(const std::string& text, const std::string& key, const std::string& name) {
   const size_t k = text.find("'" + key + "'");
-  KDP_CHECK_FOR("kdp::data::NpyReader", k != std::string::npos, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), k != std::string::npos, IOError,
                 "'{}' is not a .npy array: its header has no '{}'", name, key);
   size_t v = text.find(':', k);
   v = text.find_first_not_of(' ', v + 1);
@@ -166,35 +166,35 @@ std::string header_value(const std::string& text, const std::string& key, const 
 NpyHeader parse_header(NpyReader::Source& s, const std::string& name) {
   unsigned char magic[10];
   KDP_CHECK_FOR(
-      "kdp::data::NpyReader",
+      KDP_ORIGIN_NAMED("NpyReader"),
       s.read(magic, sizeof(magic)) == sizeof(magic) && std::memcmp(magic, "\x93NUMPY", 6) == 0,
       IOError, "'{}' is not a .npy array (no \\x93NUMPY magic)", name);
   uint64_t len = le(magic + 8, 2);
   if (magic[6] >= 2) {  // versions 2 and 3: a 4-byte length
     unsigned char more[2];
-    KDP_CHECK_FOR("kdp::data::NpyReader", s.read(more, 2) == 2, IOError,
+    KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), s.read(more, 2) == 2, IOError,
                   "'{}' ends inside its header", name);
     len = le(magic + 8, 2) | (le(more, 2) << 16);
   }
-  KDP_CHECK_FOR("kdp::data::NpyReader", len < (1u << 20), IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), len < (1u << 20), IOError,
                 "'{}' claims a header of {} bytes", name, len);
   std::string text(static_cast<size_t>(len), '\0');
-  KDP_CHECK_FOR("kdp::data::NpyReader", s.read(text.data(), text.size()) == text.size(), IOError,
-                "'{}' ends inside its header", name);
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), s.read(text.data(), text.size()) == text.size(),
+                IOError, "'{}' ends inside its header", name);
   NpyHeader h;
   const std::string descr = header_value(text, "descr", name);
   const bool known = descr.size() >= 3 && std::strchr("<>|=", descr[0]) != nullptr &&
                      std::strchr("uifb", descr[1]) != nullptr;
-  KDP_CHECK_FOR("kdp::data::NpyReader", known, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), known, IOError,
                 "'{}' holds numpy type '{}'; kdp reads arrays of numbers (u, i, f, b)", name,
                 descr);
   h.kind = descr[1];
   h.item_bytes = std::atoi(descr.c_str() + 2);
   h.big_endian = descr[0] == '>';
-  KDP_CHECK_FOR("kdp::data::NpyReader",
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"),
                 h.item_bytes == 1 || h.item_bytes == 2 || h.item_bytes == 4 || h.item_bytes == 8,
                 IOError, "'{}' holds numpy type '{}' of {} bytes", name, descr, h.item_bytes);
-  KDP_CHECK_FOR("kdp::data::NpyReader", header_value(text, "fortran_order", name) == "False",
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("NpyReader"), header_value(text, "fortran_order", name) == "False",
                 IOError,
                 "'{}' is stored in Fortran order; save it with np.ascontiguousarray(array) "
                 "first",

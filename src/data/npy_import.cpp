@@ -105,11 +105,11 @@ int64_t copy_rows(NpyReader& r, io::h5::Dataset& d, bool classes, int64_t num_cl
     for (size_t k = 0; k < values.size(); ++k) {
       const double v = element(raw.data(), k, h);
       const int64_t sample = start + static_cast<int64_t>(k / per);
-      KDP_CHECK_FOR("kdp::data::import_npy", std::isfinite(v), IOError,
+      KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"), std::isfinite(v), IOError,
                     "value {} of sample {} in '{}' is {}: kdp takes finite numbers", k % per,
                     sample, r.name(), v);
       if (classes) {
-        KDP_CHECK_FOR("kdp::data::import_npy",
+        KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"),
                       v >= 0 && (num_classes <= 0 || v < static_cast<double>(num_classes)), IOError,
                       "label {} of sample {} in '{}' is out of range for {}", v, sample, r.name(),
                       num_classes > 0 ? fmt::format("{} classes", num_classes)
@@ -142,21 +142,21 @@ void write_npy_split(io::h5::File& file, const NpySource& src, const ImportOptio
                      const std::string& out) {
   NpyReader x(src.inputs), y(src.targets);
   const NpyHeader &xh = x.header(), &yh = y.header();
-  KDP_CHECK_FOR("kdp::data::import_npy", xh.shape.size() >= 2, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"), xh.shape.size() >= 2, IOError,
                 "'{}' has shape ({}); inputs need a sample dimension and at least one more",
                 x.name(), fmt::join(xh.shape, ", "));
-  KDP_CHECK_FOR("kdp::data::import_npy", xh.rows() > 0 && xh.row_bytes() > 0, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"), xh.rows() > 0 && xh.row_bytes() > 0, IOError,
                 "'{}' holds no samples (its shape is ({}))", x.name(), fmt::join(xh.shape, ", "));
-  KDP_CHECK_FOR("kdp::data::import_npy", xh.kind != 'b' && !(xh.kind != 'f' && xh.item_bytes == 8),
-                IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"),
+                xh.kind != 'b' && !(xh.kind != 'f' && xh.item_bytes == 8), IOError,
                 "'{}' holds {}; inputs must be numbers of uint8 to uint32/int32 or float16 to "
                 "float64",
                 x.name(), xh.dtype());
-  KDP_CHECK_FOR("kdp::data::import_npy", !yh.shape.empty() && yh.rows() == xh.rows(), IOError,
-                "'{}' has {} samples but '{}' has {} targets", x.name(), xh.rows(), y.name(),
-                yh.shape.empty() ? 0 : yh.rows());
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"), !yh.shape.empty() && yh.rows() == xh.rows(),
+                IOError, "'{}' has {} samples but '{}' has {} targets", x.name(), xh.rows(),
+                y.name(), yh.shape.empty() ? 0 : yh.rows());
   const bool classes = yh.kind != 'f';
-  KDP_CHECK_FOR("kdp::data::import_npy", !classes || yh.shape.size() == 1, IOError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED("import_npy"), !classes || yh.shape.size() == 1, IOError,
                 "'{}' holds integer targets of shape ({}); class labels are one per sample "
                 "(float targets may have any shape)",
                 y.name(), fmt::join(yh.shape, ", "));

@@ -18,15 +18,15 @@ BatchNorm::BatchNorm(std::string type_name, int64_t num_features, BatchNormOptio
                      const Device& device)
     : Module(std::move(type_name)), num_features_(num_features), options_(options) {
   if (num_features < 1) {
-    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError, "num_features {} must be >= 1",
+    KDP_FAIL_FOR(KDP_ORIGIN_NAMED(Module::type_name()), ValueError, "num_features {} must be >= 1",
                  num_features);
   }
   if (!(options.eps > 0.0) || !std::isfinite(options.eps)) {
-    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError,
+    KDP_FAIL_FOR(KDP_ORIGIN_NAMED(Module::type_name()), ValueError,
                  "eps {} must be a finite number > 0", options.eps);
   }
   if (options.momentum && !detail::is_finite_nonnegative(*options.momentum)) {
-    KDP_FAIL_FOR("kdp::nn::" + Module::type_name(), ValueError,
+    KDP_FAIL_FOR(KDP_ORIGIN_NAMED(Module::type_name()), ValueError,
                  "momentum {} must be a finite number >= 0", *options.momentum);
   }
   if (options.affine) {

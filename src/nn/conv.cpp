@@ -76,8 +76,8 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Siz
       groups_(groups) {
   const std::string what = describe(in_, out_, kernel_);
   check_parameters_fit({{"", what, parameter_bytes(in_, out_, kernel_, groups_, bias)}}, device,
-                       "kdp::nn::" + what);
-  KDP_CHECK_FOR("kdp::nn::" + what,
+                       KDP_ORIGIN_NAMED(what));
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(what),
                 stride.h >= 1 && stride.w >= 1 && dilation.h >= 1 && dilation.w >= 1 &&
                     padding.h >= 0 && padding.w >= 0,
                 ValueError, "stride {} and dilation {} must be >= 1, padding {} >= 0", stride.str(),
@@ -127,8 +127,8 @@ Conv1d::Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, i
   const std::string what = fmt::format("Conv1d({}, {}, kernel_size={})", in_, out_, kernel_);
   check_parameters_fit(
       {{"", what, Conv2d::parameter_bytes(in_, out_, Size2(1, kernel_), groups_, bias)}}, device,
-      "kdp::nn::" + what);
-  KDP_CHECK_FOR("kdp::nn::" + what, stride >= 1 && dilation >= 1 && padding >= 0, ValueError,
+      KDP_ORIGIN_NAMED(what));
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(what), stride >= 1 && dilation >= 1 && padding >= 0, ValueError,
                 "stride {} and dilation {} must be >= 1, padding {} >= 0", stride, dilation,
                 padding);
   weight_ = register_parameter("weight", Tensor::empty_labeled({out_, in_ / groups_, kernel_},
@@ -179,8 +179,8 @@ Conv3d::Conv3d(int64_t in_channels, int64_t out_channels, Size3 kernel_size, Siz
       groups_(groups) {
   const std::string what = fmt::format("Conv3d({}, {}, kernel_size={})", in_, out_, kernel_.str());
   check_parameters_fit({{"", what, parameter_bytes(in_, out_, kernel_, groups_, bias)}}, device,
-                       "kdp::nn::" + what);
-  KDP_CHECK_FOR("kdp::nn::" + what,
+                       KDP_ORIGIN_NAMED(what));
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(what),
                 stride.d >= 1 && stride.h >= 1 && stride.w >= 1 && dilation.d >= 1 &&
                     dilation.h >= 1 && dilation.w >= 1 && padding.d >= 0 && padding.h >= 0 &&
                     padding.w >= 0,

@@ -1,6 +1,5 @@
 // A build without oneDNN: nothing is sent to it (available() is false).
-#include <stdexcept>
-
+#include "core/check.hpp"
 #include "onednn.hpp"
 
 namespace kdp::ops_detail::onednn {
@@ -15,7 +14,7 @@ bool supports_bf16() {
 
 void matmul_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
                  const uint16_t*, int64_t, float, float*, int64_t) {
-  throw std::logic_error("kdp: this build has no oneDNN");
+  KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
 bool conv_supported(const ConvDims&) {
@@ -24,7 +23,7 @@ bool conv_supported(const ConvDims&) {
 
 void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const float*, float*,
                   void*) {
-  throw std::logic_error("kdp: this build has no oneDNN");
+  KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
 size_t conv_kept_input_bytes(const ConvDims&, bool, bool, bool) {
@@ -33,7 +32,7 @@ size_t conv_kept_input_bytes(const ConvDims&, bool, bool, bool) {
 
 void conv_backward(const ConvDims&, bool, const float*, const float*, const float*, float*, float*,
                    const void*) {
-  throw std::logic_error("kdp: this build has no oneDNN");
+  KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
 }  // namespace kdp::ops_detail::onednn

@@ -90,7 +90,7 @@ void guarded(const char* what, const Shape& shape, F&& call) {
   try {
     call();
   } catch (const dnnl::error& e) {
-    KDP_FAIL(StateError, "{} {} failed: {} (status {})", what, shape(), e.what(),
+    KDP_FAIL(DeviceError, "{} {} failed: {} (status {})", what, shape(), e.what(),
              static_cast<int>(e.status));
   }
 }

@@ -62,10 +62,10 @@ Adam::Adam(NamedParameters params, AdamOptions options)
 namespace {
 
 void check_options(const AdamOptions& o, const std::string& type) {
-  KDP_CHECK_FOR("kdp::optim::" + type,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type),
                 o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0, ValueError,
                 "betas ({}, {}) must be in [0, 1)", o.beta1, o.beta2);
-  KDP_CHECK_FOR("kdp::optim::" + type,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type),
                 kdp::detail::is_finite_nonnegative(o.eps) &&
                     kdp::detail::is_finite_nonnegative(o.weight_decay),
                 ValueError, "eps {} and weight_decay {} must be finite and >= 0", o.eps,

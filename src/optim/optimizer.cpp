@@ -15,21 +15,21 @@ namespace kdp::optim {
 
 Optimizer::Optimizer(std::string type, NamedParameters params, double lr)
     : type_(std::move(type)), params_(std::move(params)), lr_(lr) {
-  KDP_CHECK_FOR("kdp::optim::" + type_, kdp::detail::is_finite_nonnegative(lr), ValueError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), kdp::detail::is_finite_nonnegative(lr), ValueError,
                 "learning rate {} is not finite and >= 0", lr);
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
-    KDP_CHECK_FOR("kdp::optim::" + type_, p.defined(), StateError, "parameter '{}' is undefined",
+    KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), p.defined(), StateError, "parameter '{}' is undefined",
                   name);
     for (size_t j = 0; j < i; ++j) {
-      KDP_CHECK_FOR("kdp::optim::" + type_, params_[j].first != name, ValueError,
+      KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), params_[j].first != name, ValueError,
                     "parameter name '{}' appears twice", name);
     }
   }
 }
 
 void Optimizer::set_lr(double lr) {
-  KDP_CHECK_FOR("kdp::optim::" + type_, kdp::detail::is_finite_nonnegative(lr), ValueError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), kdp::detail::is_finite_nonnegative(lr), ValueError,
                 "learning rate {} is not finite and >= 0", lr);
   lr_ = lr;
 }
@@ -56,7 +56,7 @@ void Optimizer::step() {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (g.shape() != p.shape()) {
-      KDP_FAIL_FOR("kdp::optim::" + type_, ShapeError, "gradient {} of parameter '{}' {}",
+      KDP_FAIL_FOR(KDP_ORIGIN_NAMED(type_), ShapeError, "gradient {} of parameter '{}' {}",
                    g.shape().str(), name, p.shape().str());
     }
     if (!sharding_.range) {
@@ -73,7 +73,7 @@ void Optimizer::step() {
 }
 
 void Optimizer::set_sharding(Sharding sharding) {
-  KDP_CHECK_FOR("kdp::optim::" + type_, tensor_state_.empty() && scalar_state_.empty(), StateError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), tensor_state_.empty() && scalar_state_.empty(), StateError,
                 "shard the optimizer before its first step (it holds state for {} parameter(s))",
                 tensor_state_.size());
   sharding_ = std::move(sharding);
@@ -104,7 +104,7 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 std::pair<int64_t, int64_t> Optimizer::owned_range(const std::string& name) const {
   const Tensor* p = nn::find(params_, name);
-  KDP_CHECK_FOR("kdp::optim::" + type_, p != nullptr, ValueError,
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_), p != nullptr, ValueError,
                 "'{}' is not a parameter of the optimizer", name);
   if (sharding_.range) return sharding_.range(name);
   return {0, p->numel()};
@@ -196,7 +196,7 @@ std::vector<std::string> Optimizer::state_problems(const OptimizerState& state) 
 
 void Optimizer::load_state(const OptimizerState& state, bool adopt) {
   const std::vector<std::string> problems = state_problems(state);
-  KDP_CHECK_FOR("kdp::optim::" + type_ + "::load_state_dict", problems.empty(), ValueError, "{}",
+  KDP_CHECK_FOR(KDP_ORIGIN_NAMED(type_ + "::load_state_dict"), problems.empty(), ValueError, "{}",
                 fmt::join(problems, "; "));
   // Checked above: from here on nothing is refused.
   set_hyperparameters(state.hyperparameters);

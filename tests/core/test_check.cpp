@@ -17,6 +17,7 @@ std::string free_function(int) {
 struct Widget {
   Widget() : made_in(origin_of(__PRETTY_FUNCTION__)) {}
   std::string method() const { return origin_of(__PRETTY_FUNCTION__); }
+  std::string named(const std::string& type) const { return KDP_ORIGIN_NAMED(type); }
   template <class T>
   std::string templated(T) const {
     return origin_of(__PRETTY_FUNCTION__);
@@ -29,7 +30,14 @@ namespace {
 std::string hidden() {
   return origin_of(__PRETTY_FUNCTION__);
 }
+std::string named_in_helper(const char* name) {
+  return KDP_ORIGIN_NAMED(name);
+}
 }  // namespace
+
+std::string named_in_function(const std::string& name) {
+  return KDP_ORIGIN_NAMED(name);
+}
 
 namespace detail {
 std::string internal() {
@@ -75,6 +83,16 @@ TEST(Check, OriginIsTheFunctionTheCheckStandsIn) {
   EXPECT_EQ(probe::detail::internal(), "kdp::probe::internal") << "without detail::";
   EXPECT_EQ(probe::in_lambda(), "kdp::probe::in_lambda") << "a lambda: the function it is in";
   EXPECT_EQ(std::string(probe::pointer_result("x")), "kdp::probe::pointer_result");
+}
+
+TEST(Check, ANamedOriginTakesTheNamespacesOfTheFunction) {
+  EXPECT_EQ(probe::named_in_function("SGD"), "kdp::probe::SGD");
+  const probe::Widget w;
+  EXPECT_EQ(w.named("Conv2d"), "kdp::probe::Conv2d") << "a method's class is not a namespace";
+  EXPECT_EQ(probe::named_in_helper("NpyReader"), "kdp::probe::NpyReader")
+      << "without the anonymous namespace";
+  EXPECT_EQ(detail::origin_namespace_of("void f(int)"), "") << "no namespace";
+  EXPECT_EQ(detail::origin_namespace_of("void kdp::data::detail::g()"), "kdp::data::");
 }
 
 TEST(Check, AFailingCheckNamesItsOriginAndFormatsItsMessage) {
