@@ -2,10 +2,8 @@
 
 #include "core/cpu_isa.hpp"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(KDP_PORTABLE_KERNELS) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#if defined(KDP_X86_KERNELS)
 #include <immintrin.h>
-#define KDP_BF16_X86 1
 // GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(),
 // which its -Wmaybe-uninitialized takes for a read of an uninitialised value
 // (GCC bug 105593, fixed in 12.3).
@@ -22,7 +20,7 @@ void to_bf16_scalar(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = to_bf16(in[i]);
 }
 
-#if defined(KDP_BF16_X86)
+#if defined(KDP_X86_KERNELS)
 
 // Sixteen floats to bf16 with AVX-512's integer operations, as to_bf16().
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m256i sixteen_to_bf16(__m512 v) {
@@ -71,7 +69,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx
 }  // namespace
 
 void to_bf16_host(const float* in, uint16_t* out, int64_t n) {
-#if defined(KDP_BF16_X86)
+#if defined(KDP_X86_KERNELS)
   const CpuIsa isa = cpu_isa();
   if (isa >= CpuIsa::Avx512Bf16) return to_bf16_avx512bf16(in, out, n);
   if (isa >= CpuIsa::Avx512) return to_bf16_avx512(in, out, n);

@@ -8,6 +8,16 @@
 
 #include <string>
 
+// kdp's x86-64 vector kernels are compiled (through GCC's or clang's target
+// attributes) on x86-64, except in a device compiler's pass (nvcc, hipcc) and
+// in a portable build (KDP_PORTABLE_KERNELS, CMake's KDP_ENABLE_X86_KERNELS=OFF),
+// which takes the branch of every other CPU: scripts/test-portable.sh builds
+// the code nvcc compiles, on any machine.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__) && !defined(KDP_PORTABLE_KERNELS)
+#define KDP_X86_KERNELS 1
+#endif
+
 namespace kdp::detail {
 
 /// Levels in order: each includes the ones before it.

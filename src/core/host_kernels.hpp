@@ -19,13 +19,11 @@
 
 #define KDP_ALWAYS_INLINE inline __attribute__((always_inline))
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(KDP_PORTABLE_KERNELS) && !defined(__CUDACC__) && !defined(__HIPCC__)
-#define KDP_HOST_KERNELS_X86 1
+#if defined(KDP_X86_KERNELS)
 #include <immintrin.h>
 #endif
 
-#if defined(KDP_HOST_KERNELS_X86)
+#if defined(KDP_X86_KERNELS)
 /// Defines `void name params` running `body args` in the widest variant
 /// cpu_isa() allows. `params` and `args` are parenthesised lists.
 #define KDP_HOST_KERNEL(name, body, params, args)                                         \

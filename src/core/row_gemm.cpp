@@ -6,22 +6,13 @@
 
 #include "core/cpu_isa.hpp"
 
-// The vector kernels need x86-64 intrinsics compiled for AVX2 and FMA or
-// AVX-512 inside an otherwise baseline build (GCC or clang target attributes).
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && !defined(KDP_PORTABLE_KERNELS)
-#define KDP_ROW_GEMM_X86 1
+#if defined(KDP_X86_KERNELS)
 #include <immintrin.h>
 #endif
 
 namespace kdp::detail {
 
 namespace {
-
-// The product's inner dimension is walked in blocks of kKc (a fixed length,
-// so that no sum's order depends on m or n); C keeps the partial sums between
-// blocks, which a float holds exactly.
-constexpr int64_t kKc = 256;
 
 // op(A)(i, p) = data[i * row + p * col]; op(B) alike.
 struct Strided {
@@ -58,7 +49,12 @@ void shard_sums_portable(int64_t m, int64_t n, const int64_t* starts, int shards
   }
 }
 
-#if defined(KDP_ROW_GEMM_X86)
+#if defined(KDP_X86_KERNELS)
+
+// The product's inner dimension is walked in blocks of kKc (a fixed length,
+// so that no sum's order depends on m or n); C keeps the partial sums between
+// blocks, which a float holds exactly.
+constexpr int64_t kKc = 256;
 
 // dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
 // length ld): both kernels pack a transposed op(B) with it.
@@ -191,10 +187,10 @@ KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
 #undef KDP_RG_TARGET
 }  // namespace avx512
 
-#endif  // KDP_ROW_GEMM_X86
+#endif  // KDP_X86_KERNELS
 
 void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
-#if defined(KDP_ROW_GEMM_X86)
+#if defined(KDP_X86_KERNELS)
   if (cpu_isa() >= CpuIsa::Avx512) return avx512::sums(m, n, k, a, b, c, ldc);
   if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc);
 #endif
@@ -203,7 +199,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 
 void shard_sums(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a, Strided b,
                 double magic, double* d, int64_t ldd, bool add) {
-#if defined(KDP_ROW_GEMM_X86)
+#if defined(KDP_X86_KERNELS)
   if (cpu_isa() >= CpuIsa::Avx512)
     return avx512::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
   if (cpu_isa() >= CpuIsa::Avx2)

@@ -3,11 +3,9 @@
 // The kernel needs x86-64 intrinsics compiled for AVX2 and FMA inside an
 // otherwise baseline build (GCC or clang target attributes). CUDA and HIP
 // builds keep tensors on the GPU, where the vendor BLAS takes every product.
-// KDP_PORTABLE_KERNELS (CMake: KDP_ENABLE_X86_KERNELS=OFF) builds the branch
-// every other CPU takes, so an x86-64 machine can compile, link and test it.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && !defined(KDP_PORTABLE_KERNELS)
-#define KDP_SMALL_GEMM_AVX2 1
+#include "core/cpu_isa.hpp"
+
+#if defined(KDP_X86_KERNELS)
 #include <immintrin.h>
 
 #include <vector>
@@ -15,7 +13,7 @@
 
 namespace kdp::detail {
 
-#if defined(KDP_SMALL_GEMM_AVX2)
+#if defined(KDP_X86_KERNELS)
 
 namespace {
 

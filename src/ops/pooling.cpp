@@ -91,7 +91,7 @@ KDP_HOST_KERNEL(pool_pairs, pool_pairs_body,
                  int32_t* __restrict at),
                 (plane, g, out, at))
 
-#if defined(KDP_HOST_KERNELS_X86)
+#if defined(KDP_X86_KERNELS)
 // pool_pairs with AVX-512: sixteen windows at a time, their four candidates
 // taken apart from two rows of 32 floats, compared and selected by the same
 // rule (a larger value or a NaN replaces the best so far).
@@ -140,7 +140,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void pool_pairs_av
 
 // pool_pairs at the widest width the CPU allows.
 void pool_pairs_dispatched(const float* plane, const PoolGeometry& g, float* out, int32_t* at) {
-#if defined(KDP_HOST_KERNELS_X86)
+#if defined(KDP_X86_KERNELS)
   if (kdp::detail::cpu_isa() >= kdp::detail::CpuIsa::Avx512) {
     return pool_pairs_avx512_lanes(plane, g, out, at);
   }
