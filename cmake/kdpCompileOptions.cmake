@@ -28,8 +28,8 @@ endif()
 # sides of a select on a comparison and vectorize the loop (clang does so by
 # default). Rounding, NaN and infinity handling stay IEEE. a * b + c is not
 # contracted into a fused multiply-add: kdp's host kernels are compiled for
-# several instruction sets (core/host_kernels.hpp), and every variant must
-# round as the others do.
+# several instruction sets (kernels/native/host_kernels.hpp), and every
+# variant must round as the others do.
 add_library(kdp_codegen INTERFACE)
 target_compile_options(kdp_codegen INTERFACE
   $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math -ffp-contract=off>)

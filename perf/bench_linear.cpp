@@ -14,8 +14,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "core/small_gemm.hpp"
 #include "kdp/kdp.hpp"
+#include "kernels/native/small_gemm.hpp"
 #include "perf_reporter.hpp"
 
 using namespace kdp;

@@ -25,8 +25,8 @@
 
 #include "core/parallel_for.hpp"
 #include "kdp/kdp.hpp"
-#include "ops/gemm.hpp"
-#include "ops/onednn.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/vendor/onednn.hpp"
 #include "perf_reporter.hpp"
 
 using namespace kdp;
@@ -62,10 +62,10 @@ void RawGemmBf16(benchmark::State& state) {
   Matrix a("a", n, n), b("b", n, n), c("c", n, n);
   Kokkos::deep_copy(a, 0.5f);
   Kokkos::deep_copy(b, 0.25f);
-  const ops_detail::Bf16Matrix a16 = ops_detail::to_bf16(device, a);
-  const ops_detail::Bf16Matrix b16 = ops_detail::to_bf16(device, b);
+  const detail::Bf16Matrix a16 = detail::to_bf16(device, a);
+  const detail::Bf16Matrix b16 = detail::to_bf16(device, b);
   for (auto _ : state) {
-    ops_detail::gemm_bf16(device, false, false, 1.0f, a16, b16, 0.0f, c);
+    detail::gemm_bf16(device, false, false, 1.0f, a16, b16, 0.0f, c);
     device.fence("RawGemmBf16");
   }
   state.counters["GFLOP/s"] =
@@ -270,7 +270,7 @@ void DirectConvForward(benchmark::State& state) {
 std::string conv_path() {
   const char* asked = std::getenv("KDP_CONV_PATH");
   if (asked != nullptr && std::string(asked) == "im2col") return "im2col";
-  return ops_detail::onednn::available() ? "oneDNN" : "im2col";
+  return detail::onednn::available() ? "oneDNN" : "im2col";
 }
 
 }  // namespace

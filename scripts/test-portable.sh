@@ -19,7 +19,7 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
     -DKDP_ENABLE_EXAMPLES=OFF -DKDP_ENABLE_TOOLS=OFF -DKDP_ENABLE_PERF=OFF >/dev/null
 fi
 # The suites of the layers the x86 kernels serve (GEMMs and what runs on them).
-suites=(kdp_tests_core kdp_tests_autograd kdp_tests_ops kdp_tests_nn kdp_tests_optim)
+suites=(kdp_tests_core kdp_tests_kernels kdp_tests_autograd kdp_tests_ops kdp_tests_nn kdp_tests_optim)
 cmake --build "$build" -j "$jobs" --target "${suites[@]}"
 for suite in "${suites[@]}"; do
   "$build/tests/$suite" --gtest_brief=1 || { echo "test-portable: $suite failed"; exit 1; }

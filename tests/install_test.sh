@@ -12,12 +12,14 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 drivers=()
 [[ -x $build/tools/kdp-train ]] && drivers=(bin/kdp-train bin/kdp-data)
 for f in lib/cmake/kdp/kdpConfig.cmake lib/cmake/kdp/kdpConfigVersion.cmake include/kdp/kdp.hpp \
-         include/kdp/version.hpp include/kdp/config.hpp "${drivers[@]}"; do
+         include/kdp/version.hpp include/kdp/config.hpp include/kdp/core/execution_context.hpp \
+         include/kdp/exact/one_pass.hpp "${drivers[@]}"; do
   [[ -e $work/prefix/$f ]] || { echo "FAIL: $f was not installed"; exit 1; }
 done
 # kdp's private headers stay private.
-for f in include/kdp/io/hdf5.hpp include/kdp/core/kernels.hpp include/kdp/core/parallel_for.hpp \
-         include/kdp/core/small_gemm.hpp include/kdp/autograd/accumulate_grad.hpp; do
+for f in include/kdp/io/hdf5.hpp include/kdp/core/tensor_kernels.hpp include/kdp/core/parallel_for.hpp \
+         include/kdp/kernels/native/small_gemm.hpp include/kdp/kernels/product_policy.hpp \
+         include/kdp/exact/shard_products.hpp include/kdp/autograd/accumulate_grad.hpp; do
   [[ ! -e $work/prefix/$f ]] || { echo "FAIL: the private header $f was installed"; exit 1; }
 done
 # The examples are a C++-only project (no C compiler enabled), as a user's may be.

@@ -14,6 +14,7 @@
 #include "core/check.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/core/execution_context.hpp"
 #include "kdp/core/runtime.hpp"
 #include "kdp/core/trace.hpp"
 
@@ -63,10 +64,15 @@ class GraphTask {
       run_serial();
       return;
     }
-    // One worker per instance, each taking the ready nodes of its own devices.
+    // One worker per instance, each taking the ready nodes of its own
+    // devices in the caller's execution context (as run_serial has it).
+    const ExecutionContext context = ExecutionContext::current();
     std::vector<std::function<void()>> workers;
     for (const Device& device : worker_devices_) {
-      workers.emplace_back([this, id = device.instance_id()] { work(id); });
+      workers.emplace_back([this, &context, id = device.instance_id()] {
+        ExecutionScope scope(context);
+        work(id);
+      });
     }
     auto errors = Runtime::get().device_threads().run(workers, worker_devices_, true);
     if (error_) std::rethrow_exception(error_);

@@ -1,16 +1,14 @@
 #include "kdp/autograd/grad_mode.hpp"
 
+#include "kdp/core/execution_context.hpp"
+
 namespace kdp::autograd {
 
-namespace {
-thread_local bool grad_enabled = true;
-}
-
 bool GradMode::enabled() {
-  return grad_enabled;
+  return ExecutionContext::current().grad_enabled;
 }
 void GradMode::set_enabled(bool on) {
-  grad_enabled = on;
+  ExecutionContext::current().grad_enabled = on;
 }
 
 }  // namespace kdp::autograd

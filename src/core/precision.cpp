@@ -3,12 +3,9 @@
 #include "core/check.hpp"
 #include "core/cpu_isa.hpp"
 #include "kdp/config.hpp"
+#include "kdp/core/execution_context.hpp"
 
 namespace kdp {
-
-namespace {
-thread_local Precision current = Precision::fp32;
-}
 
 const char* precision_name(Precision precision) {
   switch (precision) {
@@ -44,15 +41,16 @@ Precision resolve_precision(Precision precision, const Device& device) {
 }
 
 Precision autocast_precision() {
-  return current;
+  return ExecutionContext::current().precision;
 }
 
-autocast::autocast(Precision precision, bool enabled, const Device& device) : previous_(current) {
-  if (enabled) current = resolve_precision(precision, device);
+autocast::autocast(Precision precision, bool enabled, const Device& device)
+    : previous_(autocast_precision()) {
+  if (enabled) ExecutionContext::current().precision = resolve_precision(precision, device);
 }
 
 autocast::~autocast() {
-  current = previous_;
+  ExecutionContext::current().precision = previous_;
 }
 
 }  // namespace kdp

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <ostream>
 
-#include "core/kernels.hpp"
 #include "core/parallel_for.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
 

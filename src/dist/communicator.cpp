@@ -9,7 +9,7 @@
 #include "backend.hpp"
 #include "collective_queue.hpp"
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/config.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/autograd/engine.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
-#include "dist/exact_sum.hpp"
+#include "dist/algorithms/exact_sum.hpp"
 #include "kdp/autograd/node.hpp"
 #include "kdp/core/binding.hpp"
 #include "kdp/core/error.hpp"
@@ -17,7 +17,7 @@ namespace {
 namespace bn = ops_detail::bn;
 
 // The sum of the replicas' parts (of one length), then over the ranks: in
-// replica order and by MPI, or exact (dist/exact_sum.hpp) for `exact_terms`
+// replica order and by MPI, or exact (dist/algorithms/exact_sum.hpp) for `exact_terms`
 // parts in all over the ranks.
 std::vector<double> sum_over_ranks(Communicator& comm,
                                    const std::vector<std::vector<double>>& parts, int exact_terms) {

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 

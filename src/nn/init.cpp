@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/error.hpp"
 
 namespace kdp::nn::init {

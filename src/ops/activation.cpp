@@ -1,8 +1,9 @@
 #include "kdp/ops/activation.hpp"
 
 #include "core/check.hpp"
-#include "core/host_kernels.hpp"
+#include "kdp/core/execution_context.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/native/host_kernels.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -288,23 +289,21 @@ Tensor keyed_dropout(const char* op, const Tensor& x, float p, int64_t plane, Sa
   return out;
 }
 
-thread_local SampleDraws* active_draws = nullptr;
-
 }  // namespace ops_detail
 
 using namespace ops_detail;
 
 SampleDraws::SampleDraws(uint64_t seed, std::vector<uint64_t> keys)
-    : seed_(seed), keys_(std::move(keys)), outer_(active_draws) {
-  active_draws = this;
+    : seed_(seed), keys_(std::move(keys)), outer_(ExecutionContext::current().sample_draws) {
+  ExecutionContext::current().sample_draws = this;
 }
 
 SampleDraws::~SampleDraws() {
-  active_draws = outer_;
+  ExecutionContext::current().sample_draws = outer_;
 }
 
 SampleDraws* SampleDraws::active() {
-  return active_draws;
+  return ExecutionContext::current().sample_draws;
 }
 
 std::vector<uint64_t> SampleDraws::next_call() {

@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "core/check.hpp"
-#include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
 #include "kdp/core/error.hpp"
+#include "kernels/native/host_kernels.hpp"
 
 KDP_LANES_ABI_IS_INTERNAL
 

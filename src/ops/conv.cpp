@@ -5,10 +5,10 @@
 #include <string>
 
 #include "core/check.hpp"
-#include "core/host_kernels.hpp"
-#include "gemm.hpp"
 #include "kdp/core/trace.hpp"
-#include "onednn.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/native/host_kernels.hpp"
+#include "kernels/vendor/onednn.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -317,9 +317,9 @@ View1 images_out(float* data, int64_t n0, int64_t count, int64_t per_image) {
   return View1(data + n0 * per_image, static_cast<size_t>(count * per_image));
 }
 
-onednn::ConvDims dims_of(const ConvGeometry& g) {
-  onednn::ConvDims d{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,
-                     g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+detail::onednn::ConvDims dims_of(const ConvGeometry& g) {
+  detail::onednn::ConvDims d{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,
+                             g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
   d.d = g.d;
   d.kd = g.kd;
   d.od = g.od;
@@ -341,9 +341,9 @@ bool on_onednn(const ConvGeometry& g, Precision precision) {
       const char* env = std::getenv("KDP_CONV_PATH");
       return std::string(env == nullptr ? "" : env);
     }();
-    if (asked == "im2col" || !onednn::available() || g.groups != 1) return false;
-    if (precision == Precision::bf16 && !onednn::supports_bf16()) return false;
-    return onednn::conv_supported(dims_of(g));
+    if (asked == "im2col" || !detail::onednn::available() || g.groups != 1) return false;
+    if (precision == Precision::bf16 && !detail::onednn::supports_bf16()) return false;
+    return detail::onednn::conv_supported(dims_of(g));
   }
 }
 
@@ -397,16 +397,16 @@ class Conv2dNode : public autograd::Node {
         Tensor cols = Tensor::empty(Shape{g.rows(), ncols}, dev);
         im2col(dev, cols.flat(), images(x, n0, c.n, g.in_image()), c);
         for (int64_t k = 0; k < g.groups; ++k) {
-          gemm(dev, "N", "T", 1.0f, block(gres.data(), k, og, ncols),
-               block(cols.data(), k, rg, ncols), n0 == 0 ? 0.0f : 1.0f,
-               block_out(gw.data(), k, og, rg), precision_);
+          detail::gemm(dev, "N", "T", 1.0f, block(gres.data(), k, og, ncols),
+                       block(cols.data(), k, rg, ncols), n0 == 0 ? 0.0f : 1.0f,
+                       block_out(gw.data(), k, og, rg), precision_);
         }
       }
       if (want_x) {  // gx = col2im(W^T gres)
         Tensor gcols = Tensor::empty(Shape{g.rows(), ncols}, dev);
         for (int64_t k = 0; k < g.groups; ++k) {
-          gemm(dev, "T", "N", 1.0f, block(w, k, og, rg), block(gres.data(), k, og, ncols), 0.0f,
-               block_out(gcols.data(), k, rg, ncols), precision_);
+          detail::gemm(dev, "T", "N", 1.0f, block(w, k, og, rg), block(gres.data(), k, og, ncols),
+                       0.0f, block_out(gcols.data(), k, rg, ncols), precision_);
         }
         col2im(dev, images_out(gx.data(), n0, c.n, g.in_image()), gcols.cflat(), c);
       }
@@ -435,10 +435,10 @@ class Conv2dNode : public autograd::Node {
                       gb.defined() ? gb.flat() : View1(), gb.defined(), g);
     }
     dev.fence("kdp::conv2d backward operands");
-    const onednn::ConvDims d = dims_of(g);
-    onednn::conv_backward(d, bf16, masked.data(), w, x, gx.defined() ? gx.data() : nullptr,
-                          gw.defined() ? gw.data() : nullptr,
-                          kept_x_.defined() ? kept_x_.data() : nullptr);
+    const detail::onednn::ConvDims d = dims_of(g);
+    detail::onednn::conv_backward(d, bf16, masked.data(), w, x, gx.defined() ? gx.data() : nullptr,
+                                  gw.defined() ? gw.data() : nullptr,
+                                  kept_x_.defined() ? kept_x_.data() : nullptr);
   }
 
  private:
@@ -516,15 +516,16 @@ Tensor convolution(const char* op, bool relu, bool volume, const Tensor& input_i
   const bool grad = autograd::needs_grad({&x, &w, &b});
   Tensor kept_x;  // x as oneDNN reads it, for the weight gradient
   if (onednn_path) {
-    const onednn::ConvDims d = dims_of(g);
+    const detail::onednn::ConvDims d = dims_of(g);
     const bool bf16 = autocast_precision() == Precision::bf16;
     if (grad && w.requires_grad()) {
-      const size_t bytes = onednn::conv_kept_input_bytes(d, bf16, relu, b.defined());
+      const size_t bytes = detail::onednn::conv_kept_input_bytes(d, bf16, relu, b.defined());
       if (bytes > 0) kept_x = Tensor::empty(Shape{static_cast<int64_t>((bytes + 3) / 4)}, dev);
     }
     dev.fence("kdp::conv2d operands");
-    onednn::conv_forward(d, bf16, relu, x.data(), w.data(), b.defined() ? b.data() : nullptr,
-                         out.data(), kept_x.defined() ? kept_x.data() : nullptr);
+    detail::onednn::conv_forward(d, bf16, relu, x.data(), w.data(),
+                                 b.defined() ? b.data() : nullptr, out.data(),
+                                 kept_x.defined() ? kept_x.data() : nullptr);
   }
   const int64_t chunk = onednn_path ? g.n : images_per_chunk(g), og = g.group_out(),
                 rg = g.group_rows();
@@ -535,8 +536,8 @@ Tensor convolution(const char* op, bool relu, bool volume, const Tensor& input_i
     im2col(dev, cols.flat(), images(x.data(), n0, c.n, g.in_image()), c);
     Tensor res = Tensor::empty(Shape{g.o, ncols}, dev);
     for (int64_t k = 0; k < g.groups; ++k) {
-      gemm(dev, "N", "N", 1.0f, block(w.data(), k, og, rg), block(cols.data(), k, rg, ncols), 0.0f,
-           block_out(res.data(), k, og, ncols));
+      detail::gemm(dev, "N", "N", 1.0f, block(w.data(), k, og, rg),
+                   block(cols.data(), k, rg, ncols), 0.0f, block_out(res.data(), k, og, ncols));
     }
     to_nchw(dev, images_out(out.data(), n0, c.n, g.o * g.out_plane()), res.cflat(),
             b.defined() ? b.cflat() : ConstView1(), b.defined(), relu, c);

@@ -5,10 +5,10 @@
 
 #include "autograd/accumulate_grad.hpp"
 #include "core/check.hpp"
-#include "core/kernels.hpp"
-#include "core/shard_products.hpp"
-#include "gemm.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/product_policy.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -57,10 +57,11 @@ class LinearNodeBase : public autograd::Node {
     if (next_edges()[0].valid()) {
       const Tensor& w = weight_.get(*this);
       gx = Tensor::empty(x_shape_, device());
-      gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)), precision_);
+      detail::gemm(device(), "N", "N", 1.0f, gm, w.cmatrix(), 0.0f, gx.matrix(rows, w.size(1)),
+                   precision_);
     }
-    if (auto* shards = kdp::detail::ShardProducts::active()) {
-      if (keep_by_shard(*shards, g)) {
+    if (auto* policy = kdp::detail::product_policy()) {
+      if (offer_gradients(*policy, g)) {
         if (has_bias_) return {gx, Tensor(), Tensor()};
         return {gx, Tensor()};
       }
@@ -69,23 +70,26 @@ class LinearNodeBase : public autograd::Node {
       const Tensor& x = x_.get(*this);
       const int64_t in_f = x.numel() / (rows == 0 ? 1 : rows);
       gw = Tensor::empty(Shape{out_f, in_f}, device());
-      gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix(), precision_);
+      detail::gemm(device(), "T", "N", 1.0f, gm, x.cmatrix(rows, in_f), 0.0f, gw.matrix(),
+                   precision_);
     }
     if (has_bias_) return {gx, gw, gb};
     return {gx, gw};
   }
 
-  // Reproducible mode's whole batch: hands the products of each shard's
-  // gradients of the weight and the bias (its own rows alone) to `shards`;
-  // false where it keeps neither (they are summed as usual).
-  bool keep_by_shard(kdp::detail::ShardProducts& shards, const Tensor& dy) const {
+  // Offers the products of the weight's and the bias's gradients to the
+  // thread's product policy (reproducible mode's whole batch, which makes
+  // each shard's from its own rows); false where it takes neither (they are
+  // summed as usual).
+  bool offer_gradients(kdp::detail::ProductPolicy& policy, const Tensor& dy) const {
     const TensorImpl* weight = leaf(1);
     const TensorImpl* bias = has_bias_ ? leaf(2) : nullptr;
     const int64_t rows = rows_and_features(dy).first;
-    KDP_CHECK(rows == shards.total_rows(), StateError,
+    KDP_CHECK(rows == policy.batch_rows(), StateError,
               "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(), rows,
-              shards.total_rows());
-    return shards.defer(weight, bias, dy, weight != nullptr ? x_.get(*this) : Tensor());
+              policy.batch_rows());
+    return policy.take_linear_gradients(weight, bias, dy,
+                                        weight != nullptr ? x_.get(*this) : Tensor());
   }
   // The leaf at edge `edge`, or null (the edge leads elsewhere).
   const TensorImpl* leaf(size_t edge) const {
@@ -133,13 +137,13 @@ class MatmulNode : public autograd::Node {
     Tensor ga, gb;
     if (next_edges()[0].valid()) {
       ga = Tensor::empty(a_shape_, device());
-      gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f, ga.matrix(),
-           precision_);
+      detail::gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f,
+                   ga.matrix(), precision_);
     }
     if (next_edges()[1].valid()) {
       gb = Tensor::empty(b_shape_, device());
-      gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f, gb.matrix(),
-           precision_);
+      detail::gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f,
+                   gb.matrix(), precision_);
     }
     return {ga, gb};
   }
@@ -296,7 +300,7 @@ Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   trace::Region region("kdp::linear_relu");
   LinearProduct p = start_linear("kdp::linear_relu", x_in, w_in, b_in);
   const Device& dev = p.x.device();
-  gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), 0.0f, p.y);
+  detail::gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), 0.0f, p.y);
   bias_relu(dev, p.y, p.b.defined() ? p.b.cflat() : ConstView1(), p.b.defined());
   record(p, [&] { return std::make_shared<LinearReluNode>(p.x, p.w, p.out, p.b.defined()); });
   return p.out;
@@ -312,7 +316,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
             "needs a [n, k] and b [k, m]; got a {} and b {}", a.shape().str(), b.shape().str());
   check_same_device("kdp::matmul", a, "a", b, "b");
   Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
-  gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
+  detail::gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
   if (autograd::needs_grad({&a, &b})) {
     auto node = std::make_shared<MatmulNode>(a, b);
     node->set_next_edges({&a, &b});
@@ -330,7 +334,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
     fill_rows(dev, p.y, p.b.cflat());
     beta = 1.0f;
   }
-  gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), beta, p.y);
+  detail::gemm(dev, "N", "T", 1.0f, p.x.cmatrix(p.rows, p.in_f), p.w.cmatrix(), beta, p.y);
   record(p, [&] { return std::make_shared<LinearNode>(p.x, p.w, p.b.defined()); });
   return p.out;
 }

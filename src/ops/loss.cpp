@@ -4,12 +4,12 @@
 #include <optional>
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
-#include "core/vector_exp.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/trace.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/reduction.hpp"
+#include "kernels/native/vector_exp.hpp"
 #include "op_util.hpp"
 
 namespace kdp {

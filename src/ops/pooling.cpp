@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "core/check.hpp"
-#include "core/host_kernels.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/native/host_kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp {

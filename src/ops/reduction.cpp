@@ -1,7 +1,7 @@
 #include "kdp/ops/reduction.hpp"
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "core/check.hpp"
-#include "core/kernels.hpp"
+#include "core/tensor_kernels.hpp"
 #include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 

@@ -6,9 +6,8 @@
 #include <thread>
 
 #include "core/check.hpp"
-#include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
-#include "kdp/core/precision.hpp"
+#include "kdp/core/execution_context.hpp"
 #include "kdp/core/runtime.hpp"
 #include "kdp/parallel/replica_group.hpp"
 
@@ -95,14 +94,12 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>
             devices.size());
   const size_t n = replicas.size();
   std::vector<Tensor> outputs(n);
-  const bool grad = autograd::GradMode::enabled();
-  const Precision precision = autocast_precision();
+  const ExecutionContext context = ExecutionContext::current();
   std::vector<std::function<void()>> tasks;
   tasks.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     tasks.emplace_back([&, i] {
-      autograd::GradModeGuard mode(grad);
-      autocast mixed(precision);
+      ExecutionScope scope(context);
       outputs[i] = replicas[i]->forward(inputs[i]);
     });
   }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "core/check.hpp"
+#include "exact/shard_pass.hpp"
 #include "fit_run.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/generator.hpp"
@@ -17,7 +18,6 @@
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/parallel/parallel_apply.hpp"
-#include "shard_pass.hpp"
 
 namespace kdp::train::detail {
 

@@ -14,7 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "exact_gradient.hpp"
+#include "exact/exact_gradient.hpp"
+#include "exact/shard_batch_norm.hpp"
+#include "exact/shard_pass.hpp"
+#include "exact/shard_replicas.hpp"
 #include "kdp/core/threads.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/nn/gradient_exchange.hpp"
@@ -22,11 +25,21 @@
 #include "kdp/train/progress.hpp"
 #include "kdp/train/trainer.hpp"
 #include "run_options.hpp"
-#include "shard_batch_norm.hpp"
-#include "shard_replicas.hpp"
 #include "start_plan.hpp"
 
 namespace kdp::train::detail {
+
+// Reproducible mode's wing (src/exact/), which FitRun drives.
+using exact::batch_norm_refusal;
+using exact::ExactGradient;
+using exact::one_pass_parameters;
+using exact::one_pass_precision;
+using exact::shard_rows;
+using exact::ShardBatchNorm;
+using exact::ShardReplicas;
+using exact::ShardRows;
+using exact::ShardSlots;
+using exact::strided_rows;
 
 using Clock = std::chrono::steady_clock;
 

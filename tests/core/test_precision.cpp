@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "core/bf16.hpp"
 #include "core/cpu_isa.hpp"
 #include "kdp/kdp.hpp"
+#include "kernels/native/bf16.hpp"
 
 using namespace kdp;
 using detail::CpuIsa;

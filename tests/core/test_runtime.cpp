@@ -5,7 +5,7 @@
 #include <limits>
 #include <string>
 
-#include "core/vector_exp.hpp"
+#include "kernels/native/vector_exp.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;

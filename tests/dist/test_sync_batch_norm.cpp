@@ -5,7 +5,7 @@
 #include <cstring>
 #include <functional>
 
-#include "dist/exact_sum.hpp"
+#include "dist/algorithms/exact_sum.hpp"
 #include "dist_test_util.hpp"
 #include "test_util.hpp"
 

@@ -10,7 +10,7 @@
 #include <cmath>
 #include <optional>
 
-#include "core/bf16.hpp"
+#include "kernels/native/bf16.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <mutex>
+
+#include "kernels/product_policy.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -35,6 +38,31 @@ class FailsOnDevice2 : public nn::Module {
   }
   using Module::forward;
   std::shared_ptr<nn::Linear> fc;
+};
+
+// Records the execution context each replica's forward ran in.
+class RecordsContext : public nn::Module {
+ public:
+  RecordsContext() : Module("RecordsContext") {}
+  Tensor forward(const Tensor& x) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(ExecutionContext::current());
+    return x;
+  }
+  using Module::forward;
+  std::mutex mutex;
+  std::vector<ExecutionContext> seen;
+};
+
+// A product policy that takes nothing (its presence is what is carried).
+class NoProducts : public detail::ProductPolicy {
+ public:
+  int64_t batch_rows() const override { return 0; }
+  int threads() const override { return 1; }
+  bool take_linear_gradients(const TensorImpl*, const TensorImpl*, const Tensor&,
+                             const Tensor&) override {
+    return false;
+  }
 };
 
 struct Result {
@@ -107,6 +135,46 @@ TEST(DataParallel, CarriesAutocastIntoTheReplicas) {
       largest = std::max(largest, std::abs(fp32.output[i] - parallel.output[i]));
     }
     EXPECT_GT(largest, 1e-4f) << "the replicas computed in fp32";
+  }
+}
+
+// parallel_apply gives each replica's thread the caller's whole execution
+// context (grad mode, precision, per-sample draws, the product policy), and
+// the threads go back to their own afterwards.
+TEST(DataParallel, CarriesTheWholeExecutionContextIntoTheReplicas) {
+  const auto devs = devices(2);
+  auto recorder = std::make_shared<RecordsContext>();
+  const std::vector<std::shared_ptr<nn::Module>> replicas{recorder, recorder};
+  const std::vector<nn::TensorList> inputs{{Tensor::zeros({1, 2}, devs[0])},
+                                           {Tensor::zeros({1, 2}, devs[1])}};
+  NoProducts policy;
+  {
+    NoGradGuard no_grad;
+    autocast bf16(Precision::bf16);
+    SampleDraws draws(7, {1});
+    ExecutionContext with = ExecutionContext::current();
+    with.products = &policy;
+    ExecutionScope scope(with);
+    parallel_apply(replicas, inputs, devs);
+    ASSERT_EQ(recorder->seen.size(), 2u);
+    for (const ExecutionContext& c : recorder->seen) {
+      EXPECT_FALSE(c.grad_enabled);
+      EXPECT_EQ(c.precision, Precision::bf16);
+      EXPECT_EQ(c.sample_draws, &draws);
+      EXPECT_EQ(c.products, &policy);
+    }
+  }
+  const ExecutionContext after = ExecutionContext::current();
+  EXPECT_TRUE(after.grad_enabled && after.precision == Precision::fp32 &&
+              after.sample_draws == nullptr && after.products == nullptr)
+      << "the caller's scopes restore its context";
+  recorder->seen.clear();
+  parallel_apply(replicas, inputs, devs);
+  ASSERT_EQ(recorder->seen.size(), 2u);
+  for (const ExecutionContext& c : recorder->seen) {
+    EXPECT_TRUE(c.grad_enabled && c.precision == Precision::fp32 && c.sample_draws == nullptr &&
+                c.products == nullptr)
+        << "a replica thread kept an earlier caller's context";
   }
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
 /// Tensor: a shared handle to contiguous float memory on a Device with a shape
-/// of rank 0 to 4 (row-major) and, when it takes part in autograd, its gradient
-/// and the node that made it. Copying a Tensor copies the handle, as in PyTorch.
+/// of rank 0 to 6 (Shape::kMaxRank; row-major) and, when it takes part in
+/// autograd, its gradient and the node that made it. Copying a Tensor copies
+/// the handle, as in PyTorch.
 
 #include <cstdint>
 #include <functional>
@@ -56,7 +57,7 @@ struct TensorImpl {
   std::string name;  // used in error messages ("fc1.weight")
 };
 
-/// A shared handle to float memory on a Device with a shape of rank 0 to 4.
+/// A shared handle to float memory on a Device with a shape of rank 0 to 6.
 class Tensor {
  public:
   /// An undefined tensor (no storage); defined() is false.

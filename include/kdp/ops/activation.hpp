@@ -35,6 +35,8 @@ Tensor dropout2d(const Tensor& x, float p, bool training = true);
 /// of the device's generator: a sample's mask is the same whichever batch,
 /// rank or device it is in (the Trainer's reproducible mode keys rows by
 /// step and sample index). An input with another row count is refused.
+/// It is part of the thread's ExecutionContext, which parallel_apply and the
+/// autograd engine carry into their threads.
 class SampleDraws {
  public:
   SampleDraws(uint64_t seed, std::vector<uint64_t> keys);
@@ -42,7 +44,7 @@ class SampleDraws {
   SampleDraws(const SampleDraws&) = delete;
   SampleDraws& operator=(const SampleDraws&) = delete;
 
-  /// The one alive on this thread (the innermost), or null.
+  /// The one alive in this thread's execution context (the innermost), or null.
   static SampleDraws* active();
   size_t rows() const { return keys_.size(); }
   /// The rows' seeds for the next dropout call.

@@ -40,6 +40,7 @@
 #include "kdp/core/precision.hpp"
 #include "kdp/data/data_loader.hpp"
 #include "kdp/dist/communicator.hpp"
+#include "kdp/exact/one_pass.hpp"
 #include "kdp/io/run_config.hpp"
 #include "kdp/nn/loss.hpp"
 #include "kdp/nn/module.hpp"
@@ -354,15 +355,6 @@ class Trainer {
   Precision precision_ = Precision::fp32;
   friend class detail::FitRun;
 };
-
-/// Whether reproducible mode takes `model`'s shards of batches with
-/// `input_dims` dimensions in one pass, where it costs about the default
-/// mode's step: an MLP (Sequential, Linear, ReLU, LeakyReLU, Dropout and
-/// Flatten modules, every parameter a linear layer's) in fp32 on memory the
-/// host can address. Other models take each shard forward and back on its own,
-/// which costs more (docs/architecture.md, "Reproducible mode").
-bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& params,
-                              int input_dims, Precision precision);
 
 /// The module inside DistributedDataParallel and DataParallel wrappers: the one
 /// whose state dict has PyTorch's bare keys (what checkpoints store).

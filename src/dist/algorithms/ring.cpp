@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "allreduce.hpp"
-#include "core/bf16.hpp"
+#include "kernels/native/bf16.hpp"
 
 namespace kdp::dist::algorithms {
 

@@ -1,6 +1,6 @@
 // fork_join and host_blocks: every block once, on the threads asked for, with
 // a block's exception brought back to the caller.
-#include "core/fork_join.hpp"
+#include "kernels/fork_join.hpp"
 
 #include <gtest/gtest.h>
 

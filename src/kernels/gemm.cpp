@@ -1,15 +1,15 @@
-#include "gemm.hpp"
+#include "kernels/gemm.hpp"
 
-#include "core/bf16.hpp"
-#include "core/fork_join.hpp"
-#include "core/kernels.hpp"
 #include "core/parallel_for.hpp"
-#include "core/row_gemm.hpp"
-#include "core/shard_products.hpp"
-#include "core/small_gemm.hpp"
-#include "onednn.hpp"
+#include "core/tensor_kernels.hpp"
+#include "kernels/fork_join.hpp"
+#include "kernels/native/bf16.hpp"
+#include "kernels/native/row_gemm.hpp"
+#include "kernels/native/small_gemm.hpp"
+#include "kernels/product_policy.hpp"
+#include "kernels/vendor/onednn.hpp"
 
-namespace kdp::ops_detail {
+namespace kdp::detail {
 
 namespace {
 
@@ -18,9 +18,9 @@ namespace {
 void scale_only(const Device& device, float beta, View2 c) {
   View1 flat(c.data(), c.extent(0) * c.extent(1));
   if (beta == 0.0f) {
-    kdp::detail::fill(device, flat, 0.0f);
+    fill(device, flat, 0.0f);
   } else {
-    kdp::detail::scale(device, flat, beta);
+    scale(device, flat, beta);
   }
 }
 
@@ -33,8 +33,8 @@ void gemm_bf16_portable(const Device& device, bool trans_a, bool trans_b, float 
     View1 out = wide.flat();
     const uint16_t* bits = m.data();
     Kokkos::parallel_for(
-        "kdp::gemm bf16 widen", kdp::detail::range(device, m.rows * m.cols),
-        KOKKOS_LAMBDA(const int64_t i) { out(i) = kdp::detail::from_bf16(bits[i]); });
+        "kdp::gemm bf16 widen", range(device, m.rows * m.cols),
+        KOKKOS_LAMBDA(const int64_t i) { out(i) = from_bf16(bits[i]); });
     return wide;
   };
   const Tensor wa = widen(a), wb = widen(b);
@@ -53,11 +53,11 @@ void row_gemm_on_threads(const Device& device, bool trans_a, bool trans_b, float
   const auto ldc = static_cast<int64_t>(c.stride(0));
   const float *ad = a.data(), *bd = b.data();
   float* cd = c.data();
-  const auto* shards = kdp::detail::ShardProducts::active();
-  const int threads = std::max(device.concurrency(), shards != nullptr ? shards->threads() : 1);
+  const ProductPolicy* policy = product_policy();
+  const int threads = std::max(device.concurrency(), policy != nullptr ? policy->threads() : 1);
   constexpr int64_t kWork = 1 << 20;  // multiply-adds below which one thread makes all
   if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kWork) {
-    return kdp::detail::row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
+    return row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
   }
   // Each thread's share of x, rounded up to a multiple of `to` (a tile's).
   const auto share = [&](int64_t x, int64_t to) {
@@ -65,14 +65,14 @@ void row_gemm_on_threads(const Device& device, bool trans_a, bool trans_b, float
     return (per + to - 1) / to * to;
   };
   if (n >= 64 * threads) {
-    kdp::detail::host_blocks(device, threads, n, share(n, 32), [=](int64_t j0, int64_t j1) {
-      kdp::detail::row_gemm(trans_a, trans_b, m, j1 - j0, k, alpha, ad, lda,
-                            bd + (trans_b ? j0 * ldb : j0), ldb, beta, cd + j0, ldc);
+    host_blocks(device, threads, n, share(n, 32), [=](int64_t j0, int64_t j1) {
+      row_gemm(trans_a, trans_b, m, j1 - j0, k, alpha, ad, lda, bd + (trans_b ? j0 * ldb : j0), ldb,
+               beta, cd + j0, ldc);
     });
   } else {
-    kdp::detail::host_blocks(device, threads, m, share(m, 6), [=](int64_t i0, int64_t i1) {
-      kdp::detail::row_gemm(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda),
-                            lda, bd, ldb, beta, cd + i0 * ldc, ldc);
+    host_blocks(device, threads, m, share(m, 6), [=](int64_t i0, int64_t i1) {
+      row_gemm(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda), lda, bd, ldb,
+               beta, cd + i0 * ldc, ldc);
     });
   }
 }
@@ -91,11 +91,10 @@ Bf16Matrix to_bf16(const Device& device, ConstView2 m) {
   if constexpr (compat::launches_are_synchronous()) {
     // Host backends: row by row on the calling thread, with the CPU's widest
     // instructions (kernels finish before their launch returns: nothing to wait for).
-    for (int64_t r = 0; r < out.rows; ++r)
-      kdp::detail::to_bf16_host(src + r * ld, bits + r * cols, cols);
+    for (int64_t r = 0; r < out.rows; ++r) to_bf16_host(src + r * ld, bits + r * cols, cols);
   } else {
     Kokkos::parallel_for(
-        "kdp::to_bf16", kdp::detail::range(device, n), KOKKOS_LAMBDA(const int64_t i) {
+        "kdp::to_bf16", range(device, n), KOKKOS_LAMBDA(const int64_t i) {
           bits[i] = kdp::detail::to_bf16(src[(i / cols) * ld + i % cols]);
         });
   }
@@ -134,7 +133,7 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   if constexpr (compat::host_accessible_memory()) {
     // Reproducible mode's whole batches: a row's bits must not depend on the
     // batch around it.
-    if (kdp::detail::row_independent_products()) {
+    if (product_policy() != nullptr) {
       device.fence("kdp::gemm row-independent operands");
       return row_gemm_on_threads(device, trans_a, trans_b, alpha, a, b, beta, c, inner);
     }
@@ -151,4 +150,4 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
 }
 
-}  // namespace kdp::ops_detail
+}  // namespace kdp::detail

@@ -6,13 +6,13 @@
 #include <set>
 #include <string>
 
+#include "exact/exact_gradient.hpp"
 #include "test_util.hpp"
-#include "train/exact_gradient.hpp"
 
 using namespace kdp;
-using kdp::train::detail::ExactGradient;
-using kdp::train::detail::shard_rows;
-using kdp::train::detail::strided_rows;
+using kdp::exact::ExactGradient;
+using kdp::exact::shard_rows;
+using kdp::exact::strided_rows;
 
 // Row l of rank r is position r + l R of the global batch; shard j holds the
 // positions p with p mod 12 = j: at every rank count dividing 12 the ranks'

@@ -1,18 +1,18 @@
-#include "exact_gradient.hpp"
+#include "exact/exact_gradient.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/check.hpp"
-#include "core/fork_join.hpp"
-#include "core/host_kernels.hpp"
 #include "core/parallel_for.hpp"
-#include "core/row_gemm.hpp"
-#include "dist/exact_sum.hpp"
+#include "dist/algorithms/exact_sum.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/fork_join.hpp"
+#include "kernels/native/host_kernels.hpp"
+#include "kernels/native/row_gemm.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 ExactGradient::ExactGradient(const optim::NamedParameters& params, dist::Communicator& comm,
                              const Device& device, int threads)
@@ -367,4 +367,4 @@ std::vector<ShardRows> shard_rows(int64_t rows, int rank, int ranks, int shards)
   return out;
 }
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

@@ -10,7 +10,7 @@
 #include "kdp/core/precision.hpp"
 #include "kdp/core/tensor.hpp"
 
-namespace kdp::ops_detail {
+namespace kdp::detail {
 
 /// A matrix's values rounded to bf16, their 16 bits row after row in scratch
 /// memory of the device. A product's node keeps its operands this way for the
@@ -34,4 +34,4 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
 void gemm_bf16(const Device& device, bool trans_a, bool trans_b, float alpha, const Bf16Matrix& a,
                const Bf16Matrix& b, float beta, View2 c);
 
-}  // namespace kdp::ops_detail
+}  // namespace kdp::detail

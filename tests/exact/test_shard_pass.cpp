@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 
+#include "exact/shard_pass.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/conv.hpp"
 #include "kdp/nn/linear.hpp"
@@ -14,12 +15,11 @@
 #include "kdp/ops/loss.hpp"
 #include "kdp/ops/reduction.hpp"
 #include "test_util.hpp"
-#include "train/shard_pass.hpp"
 
 using namespace kdp;
-using kdp::train::detail::ExactGradient;
-using kdp::train::detail::one_pass_parameters;
-using kdp::train::detail::ShardSlots;
+using kdp::exact::ExactGradient;
+using kdp::exact::one_pass_parameters;
+using kdp::exact::ShardSlots;
 
 namespace {
 

@@ -1,11 +1,11 @@
-#include "shard_replicas.hpp"
+#include "exact/shard_replicas.hpp"
 
 #include "core/check.hpp"
 #include "kdp/nn/batch_norm.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kdp/parallel/parallel_apply.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 namespace {
 
@@ -141,4 +141,4 @@ void ShardReplicas::keep_buffers() {
   for (size_t i = 0; i < to.size(); ++i) to[i].second.copy_(from[i].second);
 }
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

@@ -5,7 +5,7 @@
 // are its shard's alone, and nothing is copied), as the replicas of
 // one forward over the rank's devices (shards that share a device take turns
 // on it). The model's synchronised layers (SyncBatchNorm) meet across the
-// shards and ranks and sum their statistics exactly (dist/exact_sum.hpp): the
+// shards and ranks and sum their statistics exactly (dist/algorithms/exact_sum.hpp): the
 // whole global batch's statistics, and their gradients, are the same bits at
 // every layout.
 
@@ -17,7 +17,7 @@
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 class ShardReplicas {
  public:
@@ -53,4 +53,4 @@ class ShardReplicas {
   nn::Module& copy_on(size_t i, const Device& device);
 };
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

@@ -17,11 +17,11 @@
 #include "core/cpu_isa.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/threads.hpp"
-#include "onednn.hpp"
+#include "kernels/vendor/onednn.hpp"
 
 static_assert(DNNL_VERSION_MAJOR == 2, "kdp's oneDNN calls are written for oneDNN 2.x");
 
-namespace kdp::ops_detail::onednn {
+namespace kdp::detail::onednn {
 
 namespace {
 
@@ -432,4 +432,4 @@ void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w
       });
 }
 
-}  // namespace kdp::ops_detail::onednn
+}  // namespace kdp::detail::onednn

@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace kdp::ops_detail::onednn {
+namespace kdp::detail::onednn {
 
 /// Whether this build has oneDNN.
 bool available();
@@ -57,4 +57,4 @@ size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias)
 void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
                    float* gx, float* gw, const void* kept_x = nullptr);
 
-}  // namespace kdp::ops_detail::onednn
+}  // namespace kdp::detail::onednn

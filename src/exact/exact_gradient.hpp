@@ -16,7 +16,7 @@
 #include "kdp/dist/communicator.hpp"
 #include "kdp/optim/optimizer.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 class ExactGradient {
  public:
@@ -94,4 +94,4 @@ struct ShardRows {
 };
 std::vector<ShardRows> shard_rows(int64_t rows, int rank, int ranks, int shards);
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

@@ -1,4 +1,4 @@
-#include "core/small_gemm.hpp"
+#include "kernels/native/small_gemm.hpp"
 
 #include <gtest/gtest.h>
 

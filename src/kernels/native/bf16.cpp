@@ -1,4 +1,4 @@
-#include "core/bf16.hpp"
+#include "kernels/native/bf16.hpp"
 
 #include "core/cpu_isa.hpp"
 

@@ -1,7 +1,7 @@
 // row_gemm: every element is the fused multiply-adds of its row and column in
 // the order of the inner index (so a row's bits do not depend on the rows
 // around it), on the AVX-512, AVX2 and portable paths alike.
-#include "core/row_gemm.hpp"
+#include "kernels/native/row_gemm.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,15 +1,15 @@
-#include "shard_pass.hpp"
+#include "exact/shard_pass.hpp"
 
 #include <algorithm>
 #include <typeinfo>
 
 #include "kdp/core/kokkos_compat.hpp"
+#include "kdp/exact/one_pass.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/sequential.hpp"
-#include "kdp/train/trainer.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 namespace {
 
@@ -63,19 +63,19 @@ bool one_pass_precision(Precision precision) {
   return compat::host_accessible_memory() && precision == Precision::fp32;
 }
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact
 
 namespace kdp::train {
 
 bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& params,
                               int input_dims, Precision precision) {
-  return detail::one_pass_precision(precision) &&
-         !detail::one_pass_parameters(model, params, input_dims).empty();
+  return exact::one_pass_precision(precision) &&
+         !exact::one_pass_parameters(model, params, input_dims).empty();
 }
 
 }  // namespace kdp::train
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
                        const std::map<const TensorImpl*, size_t>& index)
@@ -84,8 +84,8 @@ ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
       index_(index),
       written_(index.size()) {}
 
-bool ShardSlots::defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
-                       const Tensor& x) {
+bool ShardSlots::take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias,
+                                       const Tensor& dy, const Tensor& x) {
   // Each leaf's index, or npos where the leaf's gradient is not kept here.
   const auto find = [&](const TensorImpl* leaf) {
     const auto it = leaf == nullptr ? index_.end() : index_.find(leaf);
@@ -103,4 +103,4 @@ bool ShardSlots::all_written() const {
   return std::all_of(written_.begin(), written_.end(), [](bool w) { return w; });
 }
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

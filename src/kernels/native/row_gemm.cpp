@@ -1,4 +1,4 @@
-#include "core/row_gemm.hpp"
+#include "kernels/native/row_gemm.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -127,7 +127,7 @@ KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
 KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
   _mm256_storeu_pd(d, add ? _mm256_add_pd(_mm256_loadu_pd(d), v) : v);
 }
-#include "core/row_gemm_kernels.inc"
+#include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx2
 
@@ -183,7 +183,7 @@ KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
 KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
   _mm512_storeu_pd(d, add ? _mm512_add_pd(_mm512_loadu_pd(d), v) : v);
 }
-#include "core/row_gemm_kernels.inc"
+#include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx512
 

@@ -1,4 +1,4 @@
-#include "core/fork_join.hpp"
+#include "kernels/fork_join.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/host_kernels.hpp"
 #include "kdp/core/threads.hpp"
+#include "kernels/native/host_kernels.hpp"
 
 namespace kdp::detail {
 

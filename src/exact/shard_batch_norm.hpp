@@ -16,7 +16,7 @@
 #include "kdp/dist/communicator.hpp"
 #include "kdp/nn/batch_norm.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 class ShardBatchNorm {
  public:
@@ -50,4 +50,4 @@ class ShardBatchNorm {
 /// (a synchronised layer, a cumulative average), or "" when it can.
 std::string batch_norm_refusal(nn::Module& model);
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

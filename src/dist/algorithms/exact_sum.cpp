@@ -1,4 +1,4 @@
-#include "dist/exact_sum.hpp"
+#include "dist/algorithms/exact_sum.hpp"
 
 #include <algorithm>
 #include <cmath>

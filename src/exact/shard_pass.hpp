@@ -10,13 +10,13 @@
 #include <map>
 #include <vector>
 
-#include "core/shard_products.hpp"
-#include "exact_gradient.hpp"
+#include "exact/exact_gradient.hpp"
+#include "exact/shard_products.hpp"
 #include "kdp/core/precision.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 /// Each parameter's index in `params` by its storage's owner, when the model
 /// takes batches of `dims` dimensions one sample per row: it is made of
@@ -33,12 +33,12 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
 bool one_pass_precision(Precision precision);
 
 /// Where the backward of one pass hands its shards' products.
-class ShardSlots : public kdp::detail::ShardProducts {
+class ShardSlots : public ShardProducts {
  public:
   ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
              const std::map<const TensorImpl*, size_t>& index);
-  bool defer(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
-             const Tensor& x) override;
+  bool take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
+                             const Tensor& x) override;
   /// Whether the backward handed the products of every parameter.
   bool all_written() const;
 
@@ -48,4 +48,4 @@ class ShardSlots : public kdp::detail::ShardProducts {
   std::vector<bool> written_;
 };
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

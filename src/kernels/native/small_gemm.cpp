@@ -1,4 +1,4 @@
-#include "core/small_gemm.hpp"
+#include "kernels/native/small_gemm.hpp"
 
 // The kernel needs x86-64 intrinsics compiled for AVX2 and FMA inside an
 // otherwise baseline build (GCC or clang target attributes). CUDA and HIP

@@ -1,14 +1,14 @@
-#include "shard_batch_norm.hpp"
+#include "exact/shard_batch_norm.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "dist/exact_sum.hpp"
+#include "dist/algorithms/exact_sum.hpp"
 #include "kdp/core/error.hpp"
 
-namespace kdp::train::detail {
+namespace kdp::exact {
 
 namespace {
 
@@ -114,4 +114,4 @@ void ShardBatchNorm::finish(int shards) {
   }
 }
 
-}  // namespace kdp::train::detail
+}  // namespace kdp::exact

@@ -1,8 +1,8 @@
 // A build without oneDNN: nothing is sent to it (available() is false).
 #include "core/check.hpp"
-#include "onednn.hpp"
+#include "kernels/vendor/onednn.hpp"
 
-namespace kdp::ops_detail::onednn {
+namespace kdp::detail::onednn {
 
 bool available() {
   return false;
@@ -35,4 +35,4 @@ void conv_backward(const ConvDims&, bool, const float*, const float*, const floa
   KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
-}  // namespace kdp::ops_detail::onednn
+}  // namespace kdp::detail::onednn
