@@ -219,7 +219,7 @@ size_t parameter_bytes(const LayerSpec& l, const Shape& in) {
   if (l.kind == "conv")
     return Conv2d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "conv1d")
-    return Conv2d::parameter_bytes(in[0], whole(l.args[0]), Size2(1, whole(l.args[1])), 1, true);
+    return Conv1d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "conv3d")
     return Conv3d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "linear") return Linear::parameter_bytes(in[0], whole(l.args[0]));

@@ -479,13 +479,11 @@ namespace {
 
 // A 1-d pool as its 2-d one over [N, C, 1, L].
 template <class Pool>
-Tensor pool1d(const char* op, const Tensor& input, int64_t kernel, std::optional<int64_t> stride,
-              const Pool& pool) {
+Tensor pool1d(const char* op, const Tensor& input, const Pool& pool) {
   KDP_CHECK_FOR(op, input.defined() && input.dim() == 3, ShapeError,
                 "input {} must be [batch, channels, length]",
                 input.defined() ? input.describe() : std::string("(undefined)"));
-  const Tensor out = pool(input.reshape({input.size(0), input.size(1), 1, input.size(2)}),
-                          Size2(1, kernel), Size2(1, stride.value_or(kernel)));
+  const Tensor out = pool(input.reshape({input.size(0), input.size(1), 1, input.size(2)}));
   return out.reshape({out.size(0), out.size(1), out.size(3)});
 }
 
@@ -569,14 +567,22 @@ Tensor avg_pool3d(const Tensor& input, Size3 kernel_size, std::optional<Size3> s
                 });
 }
 
-Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride) {
-  return pool1d("kdp::max_pool1d", input, kernel_size, stride,
-                [](const Tensor& x, Size2 k, Size2 s) { return max_pool2d(x, k, s); });
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride,
+                  int64_t padding, int64_t dilation, bool ceil_mode) {
+  const int64_t s = stride.value_or(kernel_size);
+  return pool1d("kdp::max_pool1d", input, [&](const Tensor& x) {
+    return max_pool2d(x, Size2(1, kernel_size), Size2(1, s), Size2(0, padding), Size2(1, dilation),
+                      ceil_mode);
+  });
 }
 
-Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride) {
-  return pool1d("kdp::avg_pool1d", input, kernel_size, stride,
-                [](const Tensor& x, Size2 k, Size2 s) { return avg_pool2d(x, k, s); });
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride,
+                  int64_t padding, bool ceil_mode, bool count_include_pad) {
+  const int64_t s = stride.value_or(kernel_size);
+  return pool1d("kdp::avg_pool1d", input, [&](const Tensor& x) {
+    return avg_pool2d(x, Size2(1, kernel_size), Size2(1, s), Size2(0, padding), ceil_mode,
+                      count_include_pad);
+  });
 }
 
 }  // namespace kdp

@@ -45,6 +45,14 @@ TEST(Conv2dLayer, CloneCopiesTheWeights) {
   EXPECT_EQ(copy->weight().to_vector(), conv.weight().to_vector());
   EXPECT_FALSE(copy->weight().shares_storage(conv.weight()));
   EXPECT_EQ(copy->stride(), Size2(2));
+  // The family's other members clone alike, with their own sizes.
+  nn::Conv1d line(2, 3, 5, 2, 1);
+  auto line_copy = std::dynamic_pointer_cast<nn::Conv1d>(line.clone());
+  ASSERT_TRUE(line_copy);
+  EXPECT_EQ(line_copy->weight().shape(), Shape({3, 2, 5}));
+  EXPECT_EQ(line_copy->weight().to_vector(), line.weight().to_vector());
+  EXPECT_EQ(line_copy->padding(), 1);
+  EXPECT_EQ(line.state_dict().size(), 2u);
 }
 
 TEST(PoolingLayers, ForwardAsTheFunctions) {
@@ -53,6 +61,17 @@ TEST(PoolingLayers, ForwardAsTheFunctions) {
   EXPECT_EQ(nn::AvgPool2d(3, 1, 1).forward(x).to_vector(), avg_pool2d(x, 3, 1, 1).to_vector());
   EXPECT_EQ(nn::AdaptiveAvgPool2d(1).forward(x).shape(), Shape({2, 3, 1, 1}));
   EXPECT_TRUE(nn::MaxPool2d(2).state_dict().empty());
+  // One family: PyTorch's names and reprs in every dimensionality, and a
+  // clone that pools as the original does.
+  EXPECT_EQ(nn::MaxPool1d(2).to_string(),
+            "MaxPool1d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=false)");
+  EXPECT_EQ(nn::AvgPool3d(Size3(1, 2, 2)).to_string(),
+            "AvgPool3d(kernel_size=(1, 2, 2), stride=(1, 2, 2), padding=0)");
+  EXPECT_EQ(nn::MaxPool2d(3, 1, 1, 2, true).to_string(),
+            "MaxPool2d(kernel_size=3, stride=1, padding=1, dilation=2, ceil_mode=true)");
+  const auto copy = nn::AvgPool2d(3, 1, 1, false, false).clone();
+  EXPECT_EQ(copy->type_name(), "AvgPool2d");
+  EXPECT_EQ(copy->forward(x).to_vector(), avg_pool2d(x, 3, 1, 1, false, false).to_vector());
 }
 
 TEST(BatchNormLayer, BuffersKeysAndModes) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -171,6 +172,47 @@ TEST(Pool1d, MaxAndMeanOfWindowsAlongTheLength) {
   EXPECT_THROW(max_pool1d(test::random_tensor({2, 7}, 1), 2), ShapeError);
   nn::MaxPool1d pool(2);
   EXPECT_EQ(pool.forward(x).to_vector(), mv);
+}
+
+// The 1-d pools take torch's padding, dilation, ceil_mode and
+// count_include_pad: each output against its window written out.
+TEST(Pool1d, PaddingDilationAndCeilModeAsTorchHasThem) {
+  const Tensor x = test::random_tensor({1, 2, 6}, 12);
+  const std::vector<float> v = x.to_vector();
+  const float low = -std::numeric_limits<float>::infinity();
+  // Windows of 3 with dilation 2, padding 1 (counted as -inf), stride 2:
+  // positions 2j - 1, 2j + 1, 2j + 3; floor((6 + 2 - 4 - 1) / 2) + 1 = 2
+  // outputs, and ceil_mode makes it 3 (the last starts at 3, inside).
+  const Tensor m = max_pool1d(x, 3, 2, 1, 2, true);
+  ASSERT_EQ(m.shape(), Shape({1, 2, 3}));
+  // Windows of 2 with padding 1 and stride 2, ceil_mode: starts -1, 1, 3, 5.
+  const Tensor with_pad = avg_pool1d(x, 2, 2, 1, true, true);
+  const Tensor without_pad = avg_pool1d(x, 2, 2, 1, true, false);
+  ASSERT_EQ(with_pad.shape(), Shape({1, 2, 4}));
+  const auto at = [&](int64_t c, int64_t i) { return i < 0 || i >= 6 ? low : v[c * 6 + i]; };
+  for (int64_t c = 0; c < 2; ++c) {
+    for (int64_t j = 0; j < 4; ++j) {
+      if (j < 3) {
+        const float expect = std::max({at(c, 2 * j - 1), at(c, 2 * j + 1), at(c, 2 * j + 3)});
+        EXPECT_EQ(m.to_vector()[c * 3 + j], expect) << c << " " << j;
+      }
+      float sum = 0.0f;
+      int inside = 0;
+      for (int64_t i = 2 * j - 1; i <= 2 * j; ++i) {
+        if (i >= 0 && i < 6) sum += v[c * 6 + i], ++inside;
+      }
+      // PyTorch's divisor with count_include_pad: the window clipped to the
+      // padded input [-1, 7), which every window of 2 here lies inside.
+      const float padded = 2.0f;
+      EXPECT_NEAR(with_pad.to_vector()[c * 4 + j], sum / padded, 1e-6) << c << " " << j;
+      EXPECT_NEAR(without_pad.to_vector()[c * 4 + j], sum / inside, 1e-6) << c << " " << j;
+    }
+  }
+  EXPECT_EQ(nn::MaxPool1d(3, 2, 1, 2, true).forward(x).to_vector(), m.to_vector());
+  EXPECT_EQ(nn::AvgPool1d(2, 2, 1, true, false).forward(x).to_vector(), without_pad.to_vector());
+  test::check_gradients(
+      [](const std::vector<Tensor>& t) { return avg_pool1d(t[0], 2, 2, 1, true, false); },
+      {test::leaf(x)}, {}, "avg_pool1d with padding");
 }
 
 namespace {

@@ -29,9 +29,12 @@ Tensor avg_pool2d(const Tensor& input, Size2 kernel_size, std::optional<Size2> s
 Tensor adaptive_avg_pool2d(const Tensor& input, Size2 output_size);
 
 /// max_pool2d and avg_pool2d of [N, C, L] signals over windows of `kernel_size`
-/// along L (stride: the kernel size by default), as torch's 1-d pools.
-Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
-Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {});
+/// along L (stride: the kernel size by default), as torch's 1-d pools: the
+/// same rules for ties, NaN, padding, ceil_mode and the divisor.
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {},
+                  int64_t padding = 0, int64_t dilation = 1, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, std::optional<int64_t> stride = {},
+                  int64_t padding = 0, bool ceil_mode = false, bool count_include_pad = true);
 
 /// max_pool2d and avg_pool2d over the boxes of [N, C, D, H, W] (or [C, D, H,
 /// W]) volumes, as torch's 3-d pools: the same rules for ties, NaN, padding,

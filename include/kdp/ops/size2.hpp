@@ -36,6 +36,27 @@ struct Size3 {
   std::string str() const;
 };
 
+/// The size of an N-d layer's window along its spatial dimensions: a number
+/// in 1-d, Size2 (h, w) in 2-d, Size3 (d, h, w) in 3-d; a number n means n
+/// along every dimension, as in PyTorch (nn::ConvNd, nn::PoolNd).
+template <int N>
+struct SpatialSize;
+/// 1-d: one number.
+template <>
+struct SpatialSize<1> {
+  using type = int64_t;
+};
+/// 2-d: (h, w).
+template <>
+struct SpatialSize<2> {
+  using type = Size2;
+};
+/// 3-d: (d, h, w).
+template <>
+struct SpatialSize<3> {
+  using type = Size3;
+};
+
 /// The output length of a sliding window: floor((in + 2 pad - dilation (k - 1)
 /// - 1) / stride) + 1, as PyTorch's convolutions and pooling compute it; 0
 /// when the window does not fit. With `ceil_mode` the division rounds up, but
