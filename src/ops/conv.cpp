@@ -6,6 +6,7 @@
 
 #include "core/check.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/conv_geometry.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/native/host_kernels.hpp"
 #include "kernels/vendor/onednn.hpp"
@@ -17,31 +18,7 @@ namespace ops_detail {
 
 namespace {
 
-// The sizes of one convolution: input [n, c, h, w], weight [o, c / groups, kh,
-// kw], output [n, o, oh, ow]; for volumes (conv3d) input [n, c, d, h, w],
-// weight [o, c / groups, kd, kh, kw], output [n, o, od, oh, ow]. An image is
-// a volume of depth 1 under a kernel of depth 1, so one path serves both.
-struct ConvGeometry {
-  int64_t n, c, h, w;
-  int64_t o, kh, kw;
-  int64_t oh, ow;
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t groups;
-  int64_t d = 1, kd = 1, od = 1, sd = 1, pd = 0, dd = 1;
-  bool volume = false;  // whether the tensors have a depth dimension
-
-  int64_t out_plane() const { return od * oh * ow; }                // outputs per channel
-  int64_t in_image() const { return c * d * h * w; }                // inputs per sample
-  int64_t columns() const { return n * out_plane(); }               // of the im2col matrix
-  int64_t group_rows() const { return c / groups * kd * kh * kw; }  // its rows per group
-  int64_t group_out() const { return o / groups; }
-  int64_t rows() const { return c * kd * kh * kw; }
-  Shape input_shape() const { return volume ? Shape{n, c, d, h, w} : Shape{n, c, h, w}; }
-  Shape weight_shape() const {
-    return volume ? Shape{o, c / groups, kd, kh, kw} : Shape{o, c / groups, kh, kw};
-  }
-  Shape output_shape() const { return volume ? Shape{n, o, od, oh, ow} : Shape{n, o, oh, ow}; }
-};
+using detail::ConvGeometry;
 
 // The columns x0 <= x < x1 of an output row whose input column x s - p + j d
 // lies inside [0, w): the rest of the row reads padding.
@@ -317,19 +294,6 @@ View1 images_out(float* data, int64_t n0, int64_t count, int64_t per_image) {
   return View1(data + n0 * per_image, static_cast<size_t>(count * per_image));
 }
 
-detail::onednn::ConvDims dims_of(const ConvGeometry& g) {
-  detail::onednn::ConvDims d{g.n,  g.c,  g.h,  g.w,  g.o,  g.kh, g.kw, g.oh,
-                             g.ow, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
-  d.d = g.d;
-  d.kd = g.kd;
-  d.od = g.od;
-  d.sd = g.sd;
-  d.pd = g.pd;
-  d.dd = g.dd;
-  d.volume = g.volume;
-  return d;
-}
-
 // Where a convolution runs: oneDNN on host backends of builds that have it,
 // for one group; else kdp's im2col and GEMM. KDP_CONV_PATH=im2col|onednn
 // asks for one (tests run both; a path that cannot take the shape is not taken).
@@ -343,7 +307,7 @@ bool on_onednn(const ConvGeometry& g, Precision precision) {
     }();
     if (asked == "im2col" || !detail::onednn::available() || g.groups != 1) return false;
     if (precision == Precision::bf16 && !detail::onednn::supports_bf16()) return false;
-    return detail::onednn::conv_supported(dims_of(g));
+    return detail::onednn::conv_supported(g);
   }
 }
 
@@ -435,7 +399,7 @@ class Conv2dNode : public autograd::Node {
                       gb.defined() ? gb.flat() : View1(), gb.defined(), g);
     }
     dev.fence("kdp::conv2d backward operands");
-    const detail::onednn::ConvDims d = dims_of(g);
+    const ConvGeometry& d = g;
     detail::onednn::conv_backward(d, bf16, masked.data(), w, x, gx.defined() ? gx.data() : nullptr,
                                   gw.defined() ? gw.data() : nullptr,
                                   kept_x_.defined() ? kept_x_.data() : nullptr);
@@ -516,7 +480,7 @@ Tensor convolution(const char* op, bool relu, bool volume, const Tensor& input_i
   const bool grad = autograd::needs_grad({&x, &w, &b});
   Tensor kept_x;  // x as oneDNN reads it, for the weight gradient
   if (onednn_path) {
-    const detail::onednn::ConvDims d = dims_of(g);
+    const ConvGeometry& d = g;
     const bool bf16 = autocast_precision() == Precision::bf16;
     if (grad && w.requires_grad()) {
       const size_t bytes = detail::onednn::conv_kept_input_bytes(d, bf16, relu, b.defined());

@@ -96,7 +96,7 @@ void guarded(const char* what, const Shape& shape, F&& call) {
 }
 
 // "input [n, c, h, w], weight [o, c, kh, kw]" for messages.
-std::string shape_of(const ConvDims& d) {
+std::string shape_of(const ConvGeometry& d) {
   if (d.volume) {
     return fmt::format("of input [{}, {}, {}, {}, {}] and weight [{}, {}, {}, {}, {}]", d.n, d.c,
                        d.d, d.h, d.w, d.o, d.c, d.kd, d.kh, d.kw);
@@ -169,7 +169,7 @@ struct ConvDescs {
   dims strides, dilation, pad_l, pad_r;
 };
 
-ConvDescs descs_of(const ConvDims& d, bool bf16) {
+ConvDescs descs_of(const ConvGeometry& d, bool bf16) {
   const dt in = bf16 ? dt::bf16 : dt::f32;
   dims x{d.n, d.c}, w{d.o, d.c}, y{d.n, d.o}, strides, dilation, pad_l, pad_r;
   // The spatial dimensions: depth (volumes), height, width.
@@ -260,7 +260,7 @@ struct ConvBackward {
 // activation and bias.
 using ConvKey = std::tuple<std::array<int64_t, 19>, bool, bool, bool>;
 
-ConvKey key_of(const ConvDims& d, bool bf16, bool relu, bool bias) {
+ConvKey key_of(const ConvGeometry& d, bool bf16, bool relu, bool bias) {
   return {{d.n, d.c, d.h, d.w, d.o, d.kh, d.kw, d.sh, d.sw, d.ph, d.pw, d.dh, d.dw, d.d, d.kd, d.sd,
            d.pd, d.dd, d.volume ? 1 : 0},
           bf16,
@@ -268,7 +268,7 @@ ConvKey key_of(const ConvDims& d, bool bf16, bool relu, bool bias) {
           bias};
 }
 
-ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Context& ctx) {
+ConvForward& forward_for(const ConvGeometry& d, bool bf16, bool relu, bool bias, Context& ctx) {
   thread_local std::map<ConvKey, ConvForward> made;
   const ConvKey key = key_of(d, bf16, relu, bias);
   auto it = made.find(key);
@@ -281,7 +281,7 @@ ConvForward& forward_for(const ConvDims& d, bool bf16, bool relu, bool bias, Con
   return it->second;
 }
 
-ConvBackward& backward_for(const ConvDims& d, bool bf16, Context& ctx) {
+ConvBackward& backward_for(const ConvGeometry& d, bool bf16, Context& ctx) {
   thread_local std::map<ConvKey, ConvBackward> made;
   const ConvKey key = key_of(d, bf16, false, false);
   auto it = made.find(key);
@@ -340,13 +340,13 @@ dnnl::memory for_output(const dnnl::memory& user, const dnnl::memory::desc& want
 
 }  // namespace
 
-bool conv_supported(const ConvDims& d) {
-  return far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh) >= 0 &&
+bool conv_supported(const ConvGeometry& d) {
+  return d.groups == 1 && far_padding(d.h, d.kh, d.sh, d.ph, d.dh, d.oh) >= 0 &&
          far_padding(d.w, d.kw, d.sw, d.pw, d.dw, d.ow) >= 0 &&
          far_padding(d.d, d.kd, d.sd, d.pd, d.dd, d.od) >= 0 && d.n > 0;
 }
 
-size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias) {
+size_t conv_kept_input_bytes(const ConvGeometry& d, bool bf16, bool relu, bool bias) {
   size_t bytes = 0;
   guarded(
       "convolution forward", [&] { return shape_of(d); },
@@ -364,7 +364,7 @@ size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias)
   return bytes;
 }
 
-void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
+void conv_forward(const ConvGeometry& d, bool bf16, bool relu, const float* x, const float* w,
                   const float* bias, float* y, void* keep_x) {
   guarded(
       "convolution forward", [&] { return shape_of(d); },
@@ -392,8 +392,8 @@ void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const
       });
 }
 
-void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
-                   float* gx, float* gw, const void* kept_x) {
+void conv_backward(const ConvGeometry& d, bool bf16, const float* gy, const float* w,
+                   const float* x, float* gx, float* gw, const void* kept_x) {
   guarded(
       "convolution backward", [&] { return shape_of(d); },
       [&] {

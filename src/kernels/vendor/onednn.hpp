@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/conv_geometry.hpp"
+
 namespace kdp::detail::onednn {
 
 /// Whether this build has oneDNN.
@@ -24,37 +26,27 @@ void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                  const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
                  float* c, int64_t ldc);
 
-/// A 2-D convolution's sizes: input [n, c, h, w], weight [o, c, kh, kw],
-/// output [n, o, oh, ow]; strides, padding and dilation as PyTorch has them
-/// (dilation 1: none). With `volume`, a 3-D one: input [n, c, d, h, w],
-/// weight [o, c, kd, kh, kw], output [n, o, od, oh, ow].
-struct ConvDims {
-  int64_t n, c, h, w, o, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw;
-  int64_t d = 1, kd = 1, od = 1, sd = 1, pd = 0, dd = 1;
-  bool volume = false;
-};
-
 /// Whether oneDNN takes this convolution: one group, and padding on the far
 /// side that the output size leaves non-negative.
-bool conv_supported(const ConvDims& d);
+bool conv_supported(const ConvGeometry& d);
 
 /// y = x * w + bias (then max(y, 0) with `relu`), every tensor fp32 in
 /// PyTorch's layouts (NCHW, OIHW; bias may be null); in `bf16`, x and w are
 /// rounded to bf16 and the products accumulate in fp32. With `keep_x`, x in
 /// the layout and precision oneDNN's kernels read is written there, for
 /// conv_backward's weight gradient (conv_kept_input_bytes of memory).
-void conv_forward(const ConvDims& d, bool bf16, bool relu, const float* x, const float* w,
+void conv_forward(const ConvGeometry& d, bool bf16, bool relu, const float* x, const float* w,
                   const float* bias, float* y, void* keep_x = nullptr);
 /// The bytes conv_forward(keep_x) writes: x as both the forward and the
 /// weight gradient read it; 0 where they read it differently, or read the
 /// user's x as it is (then there is nothing to keep).
-size_t conv_kept_input_bytes(const ConvDims& d, bool bf16, bool relu, bool bias);
+size_t conv_kept_input_bytes(const ConvGeometry& d, bool bf16, bool relu, bool bias);
 
 /// The input gradient gx (from gy and w) and the weight gradient gw (from x
 /// and gy; kdp sums the bias gradient in fp32), either null when not wanted;
 /// gy is reordered once for both where their kernels read the same layout.
 /// With `kept_x` (from conv_forward's keep_x), x is read from there.
-void conv_backward(const ConvDims& d, bool bf16, const float* gy, const float* w, const float* x,
-                   float* gx, float* gw, const void* kept_x = nullptr);
+void conv_backward(const ConvGeometry& d, bool bf16, const float* gy, const float* w,
+                   const float* x, float* gx, float* gw, const void* kept_x = nullptr);
 
 }  // namespace kdp::detail::onednn

@@ -17,21 +17,21 @@ void matmul_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, 
   KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
-bool conv_supported(const ConvDims&) {
+bool conv_supported(const ConvGeometry&) {
   return false;
 }
 
-void conv_forward(const ConvDims&, bool, bool, const float*, const float*, const float*, float*,
+void conv_forward(const ConvGeometry&, bool, bool, const float*, const float*, const float*, float*,
                   void*) {
   KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
-size_t conv_kept_input_bytes(const ConvDims&, bool, bool, bool) {
+size_t conv_kept_input_bytes(const ConvGeometry&, bool, bool, bool) {
   return 0;
 }
 
-void conv_backward(const ConvDims&, bool, const float*, const float*, const float*, float*, float*,
-                   const void*) {
+void conv_backward(const ConvGeometry&, bool, const float*, const float*, const float*, float*,
+                   float*, const void*) {
   KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
