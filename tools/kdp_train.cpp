@@ -148,8 +148,8 @@ int run(Options o, Runtime& runtime, dist::Communicator& comm) {
 
   const std::vector<Device> devs = devices(o.devices);
   const Model m = build_model(o, d, devs[0]);
-  const std::string mode = choose_reproducible(o, comm, m, d, devs[0]);
   if (o.sync_batchnorm) nn::convert_sync_batchnorm(m.net);
+  const std::string mode = choose_modes(o, comm, m, d, devs[0]);
   const std::shared_ptr<nn::Module> model = parallel_model(o, m.net, devs, comm);
   const auto optimizer = make_optimizer(o, m.net->named_parameters());
   std::optional<dist::ZeroRedundancyOptimizer> sharded;

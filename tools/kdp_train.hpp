@@ -61,7 +61,7 @@ struct Options {
   bool shard_optimizer = false;
   std::string checkpoint_writes = "slices";
   bool reproducible_on = false, reproducible_off = false;  // --reproducible, --no-reproducible
-  bool reproducible = false;  // the run's mode: choose_reproducible() sets it
+  bool reproducible = false;                               // the run's mode: choose_modes() sets it
   int shards = 12;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
@@ -100,15 +100,14 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
 /// Refuses a batch that the ranks and devices cannot share.
 void check_batch(const Options& o, int ranks);
 
-// Reproducible mode (o.reproducible) where --reproducible asks for it (or
+// The run's modes by train::decide_modes (the model as it will train, its
+// BatchNorm layers already synchronised where --sync-batchnorm asks):
+// reproducible mode (o.reproducible) where --reproducible asks for it (or
 // --shards), off with --no-reproducible, and otherwise on where it costs
-// about the default mode's step and changes nothing else: no comm hook, a
-// rank count that divides the shards, one device per rank (the mode computes
-// on the first), a model it takes in one pass (train::reproducible_in_one_pass:
-// an MLP in fp32; BatchNorm, convolutions and bf16 go shard by shard). Every
-// rank decides alike. The line that says so and why.
-std::string choose_reproducible(Options& o, dist::Communicator& comm, const Model& m,
-                                const TrainingData& d, const Device& device);
+// about the default mode's step and changes nothing else. The line that says
+// so and why, with the option that changes it.
+std::string choose_modes(Options& o, dist::Communicator& comm, const Model& m,
+                         const TrainingData& d, const Device& device);
 
 /// The options, by concern.
 void add_data_options(CLI::App& app, Options& o);

@@ -235,61 +235,32 @@ bool reproducible_asked(const Options& o) {
   return o.reproducible_on || o.shards != Options{}.shards;
 }
 
-// Why DDP's exchange trains this run rather than reproducible mode ("":
-// nothing stands in the way).
-std::string why_not_reproducible(const Options& o, int ranks, const Model& m, const TrainingData& d,
-                                 const Device& device) {
-  if (o.comm_hook_given) {
-    return fmt::format("--comm-hook {} reduces the gradients instead", o.comm_hook);
-  }
-  if (o.shards % ranks != 0) {
-    return fmt::format("{} ranks do not divide its {} shards", ranks, o.shards);
-  }
-  if (o.devices > 1) {
-    return fmt::format("it would compute on the first of the {} devices only", o.devices);
-  }
-  if (o.sync_batchnorm || o.model.find("batchnorm") != std::string::npos) {
-    return "it would normalise each shard's samples apart in BatchNorm";
-  }
-  const int dims = 1 + d.train->sample_shape().rank();
-  const Precision precision = resolve_precision(parse_precision(o.precision), device);
-  if (!train::reproducible_in_one_pass(*m.net, m.net->named_parameters(), dims, precision)) {
-    return precision != Precision::fp32
-               ? "its shards would go one by one in bf16, which costs more"
-               : "this model's shards would go one by one, which costs more (one pass takes "
-                 "Linear, ReLU, LeakyReLU, Dropout and Flatten layers alone)";
-  }
-  return "";
-}
-
 }  // namespace
 
-std::string choose_reproducible(Options& o, dist::Communicator& comm, const Model& m,
-                                const TrainingData& d, const Device& device) {
-  if (o.reproducible_off) {
-    o.reproducible = false;
-    return "reproducible mode off (--no-reproducible)";
+std::string choose_modes(Options& o, dist::Communicator& comm, const Model& m,
+                         const TrainingData& d, const Device& device) {
+  train::ModeRequest ask;
+  ask.reproducible = o.reproducible_off      ? train::ReproducibleMode::Off
+                     : reproducible_asked(o) ? train::ReproducibleMode::On
+                                             : train::ReproducibleMode::Auto;
+  ask.precision = parse_precision(o.precision);
+  ask.shards = o.shards;
+  ask.devices_per_rank = o.devices;
+  if (o.comm_hook_given) ask.comm_hook = o.comm_hook;
+  ask.input_dims = 1 + d.train->sample_shape().rank();
+  const train::ModeDecision modes = train::decide_modes(ask, *m.net, comm, device);
+  o.reproducible = modes.reproducible;
+  // The library's reason, with the option that changes it.
+  switch (ask.reproducible) {
+    case train::ReproducibleMode::Off:
+      return "reproducible mode off (--no-reproducible)";
+    case train::ReproducibleMode::On:
+      return modes.reason;
+    case train::ReproducibleMode::Auto:
+      break;
   }
-  std::vector<int> divisors;
-  for (int r = 1; r <= o.shards; ++r) {
-    if (o.shards % r == 0) divisors.push_back(r);
-  }
-  const std::string on = fmt::format(
-      "reproducible mode on: the same weights, bit for bit, at {} rank(s) with any "
-      "devices and threads",
-      fmt::join(divisors, ", "));
-  if (reproducible_asked(o)) {
-    o.reproducible = true;
-    return on;
-  }
-  std::string why = why_not_reproducible(o, comm.size(), m, d, device);
-  // (Auto precision may differ between ranks' devices.)
-  int64_t agreed = why.empty() ? 1 : 0;
-  comm.allreduce(&agreed, 1, dist::ReduceOp::Min);
-  if (agreed == 0 && why.empty()) why = "another rank's device computes in bf16";
-  o.reproducible = why.empty();
-  if (o.reproducible) return on + " (--no-reproducible turns it off)";
-  return fmt::format("reproducible mode off: {} (--reproducible asks for it)", why);
+  return modes.reason + (modes.reproducible ? " (--no-reproducible turns it off)"
+                                            : " (--reproducible asks for it)");
 }
 
 void check_batch(const Options& o, int ranks) {

@@ -87,6 +87,7 @@
 #include "kdp/io/run_config.hpp"
 #include "kdp/io/run_directory_error.hpp"
 #include "kdp/train/metrics_writer.hpp"
+#include "kdp/train/modes.hpp"
 #include "kdp/train/progress.hpp"
 #include "kdp/train/trainer.hpp"
 #endif

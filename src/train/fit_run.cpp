@@ -1,4 +1,5 @@
 #include "fit_run.hpp"
+#include "kdp/train/modes.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -196,13 +197,8 @@ FitResult FitRun::run() {
 // Auto is bf16 only where every rank has bf16 matrix units: the ranks of one
 // run compute in one precision.
 void FitRun::agree_on_precision() {
-  Precision& p = trainer_.precision_;
-  if (o_.precision == Precision::Auto && comm_.size() > 1) {
-    int64_t bf16 = p == Precision::bf16 ? 1 : 0;
-    comm_.allreduce(&bf16, 1, dist::ReduceOp::Min);
-    p = bf16 == 1 ? Precision::bf16 : Precision::fp32;
-  }
-  result_.precision = p;
+  trainer_.precision_ = agree_precision(o_.precision, o_.devices.front(), comm_);
+  result_.precision = trainer_.precision_;
 }
 
 // ---- where the run starts ------------------------------------------------------

@@ -185,8 +185,8 @@ echo "ok: with --shards 4, the same state at 1x1, 2x1, 4x1 and 2x2; 3 ranks, --s
 # Without --reproducible or --no-reproducible the mode is on where it applies:
 # the same state as --reproducible's at 1 and 2 ranks. Off, with its reason,
 # for a comm hook, a rank count that does not divide the shards, several
-# devices, BatchNorm, a model whose shards would go one by one (a
-# convolution, bf16), and --no-reproducible.
+# devices, BatchNorm, SyncBatchNorm, a model whose shards would go one by one
+# (a convolution, bf16), and --no-reproducible.
 for layout in "auto1 1" "auto2 2"; do
   read -r name ranks <<<"$layout"
   timeout 120 mpirun "${mpi_flags[@]}" -np "$ranks" "${plain[@]}" --threads 1 --max-steps 30 \
@@ -204,16 +204,18 @@ off() {
     { cat off.log; fail "a run with $* did not train"; }
   grep -q "reproducible mode off.*$why" off.log || { cat off.log; fail "$*: not '$why'"; }
 }
-off 2 "--comm-hook bf16 reduces the gradients instead" --comm-hook bf16
+off 2 "the comm hook bf16 reduces the gradients instead" --comm-hook bf16
 off 5 "5 ranks do not divide its 12 shards" --batch-size 25
 off 1 "on the first of the 2 devices only" --devices 2
 off 1 "normalise each shard's samples apart in BatchNorm" --model 'flatten,linear(16),batchnorm,relu,linear(10)'
+off 1 "SyncBatchNorm layers' shards would go one by one" --sync-batchnorm \
+  --model 'flatten,linear(16),batchnorm,relu,linear(10)'
 off 1 "shards would go one by one, which costs more" --model 'conv(4,3),relu,flatten,linear(10)'
 off 1 "shards would go one by one in bf16" --precision bf16
 off 1 "(--no-reproducible)" --no-reproducible
 "${plain[@]}" --reproducible --no-reproducible --max-steps 1 >both.log 2>&1 && fail "both flags were accepted"
 grep -q "excludes" both.log || { cat both.log; fail "both flags: no clear message"; }
-echo "ok: by default the mode is on (the same state at 1x1 and 2x1 as --reproducible's), and off for a comm hook, 5 ranks, 2 devices, BatchNorm, a convolution, bf16 and --no-reproducible"
+echo "ok: by default the mode is on (the same state at 1x1 and 2x1 as --reproducible's), and off for a comm hook, 5 ranks, 2 devices, BatchNorm, SyncBatchNorm, a convolution, bf16 and --no-reproducible"
 
 run stopped 4 --threads 1 --max-steps 12
 run stopped 3 --threads 1 --max-steps 30 --resume auto

@@ -1,0 +1,104 @@
+#include "kdp/train/modes.hpp"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "kdp/exact/one_pass.hpp"
+#include "kdp/nn/batch_norm.hpp"
+
+namespace kdp::train {
+
+namespace {
+
+// Whether `model` has BatchNorm layers, and whether one is synchronised.
+struct BatchNorms {
+  bool any = false, synchronised = false;
+};
+void find_batch_norms(const nn::Module& m, BatchNorms& found) {
+  if (const auto* bn = dynamic_cast<const nn::BatchNorm*>(&m)) {
+    found.any = true;
+    found.synchronised = found.synchronised || bn->synchronizes_replicas();
+  }
+  for (const auto& [name, child] : m.named_children()) find_batch_norms(*child, found);
+}
+
+// Why reproducible mode would cost more than DDP's step or change what the
+// run computes ("": nothing stands in the way).
+std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ranks,
+                                 Precision precision) {
+  if (!r.comm_hook.empty()) {
+    return fmt::format("the comm hook {} reduces the gradients instead", r.comm_hook);
+  }
+  if (r.shards < 1 || r.shards % ranks != 0) {
+    return fmt::format("{} ranks do not divide its {} shards", ranks, r.shards);
+  }
+  if (r.devices_per_rank > 1) {
+    return fmt::format("it would compute on the first of the {} devices only", r.devices_per_rank);
+  }
+  BatchNorms bn;
+  find_batch_norms(model, bn);
+  if (bn.synchronised) {
+    return "its SyncBatchNorm layers' shards would go one by one, which costs more";
+  }
+  if (bn.any) return "it would normalise each shard's samples apart in BatchNorm";
+  if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)) {
+    return precision != Precision::fp32
+               ? "its shards would go one by one in bf16, which costs more"
+               : "this model's shards would go one by one, which costs more (one pass takes "
+                 "Linear, ReLU, LeakyReLU, Dropout and Flatten layers alone)";
+  }
+  return "";
+}
+
+// "the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) ...".
+std::string on_line(int shards) {
+  std::vector<int> divisors;
+  for (int r = 1; r <= shards; ++r) {
+    if (shards % r == 0) divisors.push_back(r);
+  }
+  return fmt::format(
+      "reproducible mode on: the same weights, bit for bit, at {} rank(s) with any devices and "
+      "threads",
+      fmt::join(divisors, ", "));
+}
+
+}  // namespace
+
+Precision agree_precision(Precision asked, const Device& device, dist::Communicator& comm) {
+  Precision p = resolve_precision(asked, device);
+  if (asked == Precision::Auto && comm.size() > 1) {
+    int64_t bf16 = p == Precision::bf16 ? 1 : 0;
+    comm.allreduce(&bf16, 1, dist::ReduceOp::Min);
+    p = bf16 == 1 ? Precision::bf16 : Precision::fp32;
+  }
+  return p;
+}
+
+ModeDecision decide_modes(const ModeRequest& request, nn::Module& model, dist::Communicator& comm,
+                          const Device& device) {
+  ModeDecision d;
+  d.precision = agree_precision(request.precision, device, comm);
+  switch (request.reproducible) {
+    case ReproducibleMode::Off:
+      d.reason = "reproducible mode off (asked)";
+      return d;
+    case ReproducibleMode::On:
+      d.reproducible = true;
+      d.reason = on_line(request.shards);
+      return d;
+    case ReproducibleMode::Auto:
+      break;
+  }
+  d.why_off = why_not_reproducible(request, model, comm.size(), d.precision);
+  // Every rank decides alike (a model or a request that differs between
+  // ranks must not split the run between two modes).
+  int64_t on = d.why_off.empty() ? 1 : 0;
+  comm.allreduce(&on, 1, dist::ReduceOp::Min);
+  if (on == 0 && d.why_off.empty()) d.why_off = "another rank's model or request does not allow it";
+  d.reproducible = d.why_off.empty();
+  d.reason = d.reproducible ? on_line(request.shards) : "reproducible mode off: " + d.why_off;
+  return d;
+}
+
+}  // namespace kdp::train

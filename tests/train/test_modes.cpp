@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+
+namespace {
+
+std::shared_ptr<nn::Module> mlp() {
+  return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(8, 3)});
+}
+
+// A model of a user's own class with a BatchNorm layer under a name that
+// says nothing of it: decide_modes looks at the modules, not at words.
+class Normalised : public nn::Module {
+ public:
+  Normalised() : Module("Normalised") {
+    fc = register_module("fc", std::make_shared<nn::Linear>(4, 8));
+    scale = register_module("scale", std::make_shared<nn::BatchNorm1d>(8));
+  }
+  Tensor forward(const Tensor& x) override { return scale->forward(fc->forward(x)); }
+  using Module::forward;
+  std::shared_ptr<nn::Module> fc, scale;
+};
+
+train::ModeDecision decide(const train::ModeRequest& ask, nn::Module& model) {
+  dist::Communicator comm = dist::Communicator::world();
+  return train::decide_modes(ask, model, comm);
+}
+
+}  // namespace
+
+// Auto: on for a model the one pass takes, and off, with its reason, for each
+// thing that stands in the way; On and Off as asked, whatever the model.
+TEST(DecideModes, AutoWeighsTheRequestAndTheModelsModules) {
+  const auto net = mlp();
+  train::ModeRequest ask;
+  const train::ModeDecision on = decide(ask, *net);
+  EXPECT_TRUE(on.reproducible);
+  EXPECT_TRUE(on.why_off.empty());
+  EXPECT_EQ(on.reason,
+            "reproducible mode on: the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) "
+            "with any devices and threads");
+  EXPECT_EQ(on.precision, Precision::fp32);
+
+  const auto off_for = [&](train::ModeRequest r, nn::Module& model, const std::string& why) {
+    const train::ModeDecision d = decide(r, model);
+    EXPECT_FALSE(d.reproducible) << why;
+    EXPECT_NE(d.why_off.find(why), std::string::npos) << d.why_off;
+    EXPECT_EQ(d.reason, "reproducible mode off: " + d.why_off);
+  };
+  train::ModeRequest hook = ask;
+  hook.comm_hook = "bf16";
+  off_for(hook, *net, "the comm hook bf16 reduces the gradients instead");
+  train::ModeRequest two = ask;
+  two.devices_per_rank = 2;
+  off_for(two, *net, "on the first of the 2 devices only");
+  train::ModeRequest bf16 = ask;
+  bf16.precision = Precision::bf16;
+  off_for(bf16, *net, "one by one in bf16");
+  EXPECT_EQ(decide(bf16, *net).precision, Precision::bf16);
+  Normalised normalised;
+  off_for(ask, normalised, "apart in BatchNorm");
+  auto synced = nn::convert_sync_batchnorm(std::make_shared<Normalised>());
+  off_for(ask, *synced, "SyncBatchNorm layers' shards would go one by one");
+  nn::Conv2d conv(1, 2, 3);
+  train::ModeRequest images = ask;
+  images.input_dims = 4;
+  off_for(images, conv, "this model's shards would go one by one");
+
+  train::ModeRequest asked = images;
+  asked.reproducible = train::ReproducibleMode::On;
+  EXPECT_TRUE(decide(asked, conv).reproducible) << "asked for: fit() refuses what it cannot keep";
+  asked.reproducible = train::ReproducibleMode::Off;
+  const train::ModeDecision off = decide(asked, *net);
+  EXPECT_FALSE(off.reproducible);
+  EXPECT_EQ(off.reason, "reproducible mode off (asked)");
+}
+
+// Auto precision is what the device runs, agreed by every rank (here one).
+TEST(DecideModes, AutoPrecisionIsResolvedOnce) {
+  dist::Communicator comm = dist::Communicator::world();
+  const Device device = get_default_device();
+  EXPECT_EQ(train::agree_precision(Precision::Auto, device, comm),
+            has_bf16_matrix_units(device) ? Precision::bf16 : Precision::fp32);
+  EXPECT_EQ(train::agree_precision(Precision::bf16, device, comm), Precision::bf16);
+  EXPECT_EQ(train::agree_precision(Precision::fp32, device, comm), Precision::fp32);
+  train::ModeRequest ask;
+  ask.precision = Precision::Auto;
+  EXPECT_EQ(decide(ask, *mlp()).precision, train::agree_precision(Precision::Auto, device, comm));
+}
