@@ -42,19 +42,19 @@ void gemm_bf16_portable(const Device& device, bool trans_a, bool trans_b, float 
        Precision::fp32);
 }
 
-// row_gemm over the rank's threads (host_blocks), each on a block of C's
-// columns (or of its rows, for a narrow C): every element's sum is the same
-// whoever makes it, so the split leaves the bits as they are.
-void row_gemm_on_threads(const Device& device, bool trans_a, bool trans_b, float alpha,
-                         ConstView2 a, ConstView2 b, float beta, View2 c, size_t inner) {
+// row_gemm over the threads the device and `policy` give (host_blocks), each
+// on a block of C's columns (or of its rows, for a narrow C): every element's
+// sum is the same whoever makes it, so the split leaves the bits as they are.
+void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool trans_a,
+                         bool trans_b, float alpha, ConstView2 a, ConstView2 b, float beta, View2 c,
+                         size_t inner) {
   const auto m = static_cast<int64_t>(c.extent(0)), n = static_cast<int64_t>(c.extent(1));
   const auto k = static_cast<int64_t>(inner);
   const auto lda = static_cast<int64_t>(a.stride(0)), ldb = static_cast<int64_t>(b.stride(0));
   const auto ldc = static_cast<int64_t>(c.stride(0));
   const float *ad = a.data(), *bd = b.data();
   float* cd = c.data();
-  const ProductPolicy* policy = product_policy();
-  const int threads = std::max(device.concurrency(), policy != nullptr ? policy->threads() : 1);
+  const int threads = std::max(device.concurrency(), policy.threads());
   constexpr int64_t kWork = 1 << 20;  // multiply-adds below which one thread makes all
   if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kWork) {
     return row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
@@ -133,17 +133,16 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   if constexpr (compat::host_accessible_memory()) {
     // Reproducible mode's whole batches: a row's bits must not depend on the
     // batch around it.
-    if (product_policy() != nullptr) {
+    if (const ProductPolicy* policy = product_policy()) {
       device.fence("kdp::gemm row-independent operands");
-      return row_gemm_on_threads(device, trans_a, trans_b, alpha, a, b, beta, c, inner);
+      return row_gemm_on_threads(device, *policy, trans_a, trans_b, alpha, a, b, beta, c, inner);
     }
     // Small products (a small model's layers) skip the BLAS's fixed costs.
-    if (kdp::detail::small_gemm_preferred() &&
-        kdp::detail::small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
-                                static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner),
-                                alpha, a.data(), static_cast<int64_t>(a.stride(0)), b.data(),
-                                static_cast<int64_t>(b.stride(0)), beta, c.data(),
-                                static_cast<int64_t>(c.stride(0)))) {
+    if (small_gemm_preferred() &&
+        small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),
+                   static_cast<int64_t>(c.extent(1)), static_cast<int64_t>(inner), alpha, a.data(),
+                   static_cast<int64_t>(a.stride(0)), b.data(), static_cast<int64_t>(b.stride(0)),
+                   beta, c.data(), static_cast<int64_t>(c.stride(0)))) {
       return;
     }
   }

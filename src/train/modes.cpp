@@ -39,7 +39,7 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
   BatchNorms bn;
   find_batch_norms(model, bn);
   if (bn.synchronised) {
-    return "its SyncBatchNorm layers' shards would go one by one, which costs more";
+    return "with SyncBatchNorm its shards would go through copies of the model, which costs more";
   }
   if (bn.any) return "it would normalise each shard's samples apart in BatchNorm";
   if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)) {

@@ -208,7 +208,7 @@ off 2 "the comm hook bf16 reduces the gradients instead" --comm-hook bf16
 off 5 "5 ranks do not divide its 12 shards" --batch-size 25
 off 1 "on the first of the 2 devices only" --devices 2
 off 1 "normalise each shard's samples apart in BatchNorm" --model 'flatten,linear(16),batchnorm,relu,linear(10)'
-off 1 "SyncBatchNorm layers' shards would go one by one" --sync-batchnorm \
+off 1 "with SyncBatchNorm its shards would go through copies of the model" --sync-batchnorm \
   --model 'flatten,linear(16),batchnorm,relu,linear(10)'
 off 1 "shards would go one by one, which costs more" --model 'conv(4,3),relu,flatten,linear(10)'
 off 1 "shards would go one by one in bf16" --precision bf16

@@ -64,7 +64,7 @@ TEST(DecideModes, AutoWeighsTheRequestAndTheModelsModules) {
   Normalised normalised;
   off_for(ask, normalised, "apart in BatchNorm");
   auto synced = nn::convert_sync_batchnorm(std::make_shared<Normalised>());
-  off_for(ask, *synced, "SyncBatchNorm layers' shards would go one by one");
+  off_for(ask, *synced, "with SyncBatchNorm its shards would go through copies of the model");
   nn::Conv2d conv(1, 2, 3);
   train::ModeRequest images = ask;
   images.input_dims = 4;
