@@ -12,7 +12,6 @@ namespace kdp::exact {
 
 namespace {
 
-// The model's BatchNorm layers with their dotted names, depth first.
 void batch_norms(nn::Module& m, const std::string& name,
                  std::vector<std::pair<std::string, nn::BatchNorm*>>& out) {
   if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) out.emplace_back(name, bn);
@@ -21,18 +20,18 @@ void batch_norms(nn::Module& m, const std::string& name,
   }
 }
 
-std::vector<std::pair<std::string, nn::BatchNorm*>> batch_norms(nn::Module& model) {
-  std::vector<std::pair<std::string, nn::BatchNorm*>> out;
-  batch_norms(model, "", out);
-  return out;
-}
-
 void write(const Tensor& target, const std::vector<float>& values) {
   Tensor t = target;  // the buffer's storage
   t.copy_(Tensor::from_host(values, t.shape(), t.device()));
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, nn::BatchNorm*>> batch_norms(nn::Module& model) {
+  std::vector<std::pair<std::string, nn::BatchNorm*>> out;
+  batch_norms(model, "", out);
+  return out;
+}
 
 std::string batch_norm_refusal(nn::Module& model) {
   const std::string* synchronised = nullptr;

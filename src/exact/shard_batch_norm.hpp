@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/dist/communicator.hpp"
@@ -45,6 +46,10 @@ class ShardBatchNorm {
   std::vector<Layer> layers_;
   dist::Communicator& comm_;
 };
+
+/// The model's BatchNorm layers (SyncBatchNorm among them) with their dotted
+/// names, depth first.
+std::vector<std::pair<std::string, nn::BatchNorm*>> batch_norms(nn::Module& model);
 
 /// Why reproducible mode cannot keep `model`'s BatchNorm layers bit for bit
 /// (a synchronised layer, a cumulative average), or "" when it can.

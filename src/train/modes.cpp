@@ -2,26 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "exact/shard_batch_norm.hpp"
 #include "kdp/exact/one_pass.hpp"
 #include "kdp/nn/batch_norm.hpp"
 
 namespace kdp::train {
 
 namespace {
-
-// Whether `model` has BatchNorm layers, and whether one is synchronised.
-struct BatchNorms {
-  bool any = false, synchronised = false;
-};
-void find_batch_norms(const nn::Module& m, BatchNorms& found) {
-  if (const auto* bn = dynamic_cast<const nn::BatchNorm*>(&m)) {
-    found.any = true;
-    found.synchronised = found.synchronised || bn->synchronizes_replicas();
-  }
-  for (const auto& [name, child] : m.named_children()) find_batch_norms(*child, found);
-}
 
 // Why reproducible mode would cost more than DDP's step or change what the
 // run computes ("": nothing stands in the way).
@@ -36,12 +26,14 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
   if (r.devices_per_rank > 1) {
     return fmt::format("it would compute on the first of the {} devices only", r.devices_per_rank);
   }
-  BatchNorms bn;
-  find_batch_norms(model, bn);
-  if (bn.synchronised) {
+  const auto bn = exact::batch_norms(model);
+  const bool synchronised = std::any_of(bn.begin(), bn.end(), [](const auto& named) {
+    return named.second->synchronizes_replicas();
+  });
+  if (synchronised) {
     return "with SyncBatchNorm its shards would go through copies of the model, which costs more";
   }
-  if (bn.any) return "it would normalise each shard's samples apart in BatchNorm";
+  if (!bn.empty()) return "it would normalise each shard's samples apart in BatchNorm";
   if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)) {
     return precision != Precision::fp32
                ? "its shards would go one by one in bf16, which costs more"
