@@ -4,6 +4,8 @@
 #    literal as KDP_CHECK_FOR's or KDP_FAIL_FOR's origin: KDP_CHECK, an
 #    origin passed down, or KDP_ORIGIN_NAMED); src/ throws kdp's errors only
 #    (no `throw std::...`: a caller catches kdp::Error and its kinds);
+#  - tests' hooks: the KDP_TEST_* variables are read in src/train/test_seam.*
+#    alone (one test-only seam, nothing else in the library or the tools);
 #  - length: no function body over 80 lines, templates and lambdas included
 #    (scripts/function-lengths.py says how it counts).
 # Prints each finding as path:line and exits 1 if there is one.
@@ -43,10 +45,18 @@ if [[ -n $throws ]]; then
   status=1
 fi
 
+hooks=$(grep -rnE --include='*.cpp' --include='*.hpp' --include='*.inc' 'KDP_TEST_' src tools 2>/dev/null |
+  grep -vE '^src/train/test_seam\.(cpp|hpp):')
+if [[ -n $hooks ]]; then
+  echo "lint: a test hook outside the test seam (src/train/test_seam.hpp reads every KDP_TEST_* variable):"
+  echo "$hooks"
+  status=1
+fi
+
 if ! /usr/bin/python3 "$scripts/function-lengths.py" --limit 80 src tools examples; then
   echo "lint: functions over 80 lines: make their steps functions with names a reader can follow"
   status=1
 fi
 
-((status == 0)) && echo "lint: ok (origins, standard exceptions, function lengths)"
+((status == 0)) && echo "lint: ok (origins, standard exceptions, test hooks, function lengths)"
 exit $status

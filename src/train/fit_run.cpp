@@ -29,28 +29,6 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-EpochSums::EpochSums(const Device& device, int shards)
-    : loss_sum(Tensor::zeros(Shape{}, device)), correct(Tensor::zeros(Shape{}, device)) {
-  if (shards > 0) {
-    shard_loss = Tensor::zeros({shards}, device);
-    shard_correct = Tensor::zeros({shards}, device);
-  }
-}
-
-void EpochSums::add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels,
-                    int shard) {
-  const Tensor l = loss.to(loss_sum.device());
-  loss_sum.add_(l, n);
-  Tensor c;
-  if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
-    c = count_correct(out, labels.to(out.device())).to(correct.device());
-    correct.add_(c);
-  }
-  if (shard < 0 || !shard_loss.defined()) return;
-  shard_loss.slice(0, shard, shard + 1).add_(l.reshape({1}), n);
-  if (c.defined()) shard_correct.slice(0, shard, shard + 1).add_(c.reshape({1}));
-}
-
 std::vector<float> read_scalars(const std::vector<Tensor>& scalars) {
   std::vector<Tensor> parts;
   for (const Tensor& t : scalars) {
@@ -162,6 +140,7 @@ FitRun::FitRun(Trainer& trainer, TrainerOptions& options, Monitor monitor, Resum
       rank0_(comm.rank() == 0),
       classes_(in.train_loader.dataset().num_classes() > 0),
       batches_(in.train_loader.num_batches()),
+      test_(TestSeam::from_environment(comm.rank())),
       config_(options.run_config),
       progress_(options.progress, options.log_every_steps, comm.rank() == 0),
       slices_(options.checkpoint_slices && in.optimizer.sharded() && comm.size() > 1),
@@ -295,7 +274,7 @@ void FitRun::apply(const io::TrainingState& st, const std::string& from) {
 FitRun::Next FitRun::train_epoch(int64_t epoch) {
   data::DataLoader& loader = in_.train_loader;
   loader.set_epoch(epoch);
-  Epoch e(o_.devices.front(), exact_ ? o_.shards : 0);
+  Epoch e(o_.devices.front(), strategy_->shards());
   e.index = epoch;
   e.batch = epoch == start_epoch_ ? start_batch_ : 0;
   if (e.batch > 0) loader.set_start_batch(e.batch);
@@ -330,48 +309,25 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   return end_epoch(e);
 }
 
-// Forward and backward of one micro-batch (DDP exchanges gradients only on the
-// last of a step's micro-batches). Without a share of it (`b` null), the rank
-// runs a batch it trained on before with weight 0: every rank runs the same
-// collectives (DDP's, SyncBatchNorm's) and its gradient adds nothing.
+// Forward and backward of one micro-batch, as the step strategy goes (`b`
+// null: this rank has no share of it).
 void FitRun::train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro) {
-  if (exact_) {
-    train_shards(e, b, last_micro);
-    return;
-  }
-  const int64_t accum = o_.accumulate_grad_batches;
-  const data::Batch& batch = b != nullptr ? *b : stand_in_batch(e.index);
-  const int64_t n = b != nullptr ? batch.features.size(0) : 0;
-  // The epoch's last batch may be shared unevenly: each rank's mean is weighted
-  // by its share, so that the average over ranks is the mean over the batch.
-  const float share = e.batch + 1 == batches_ ? share_of_last_batch(n) : 1.0f;
-  std::optional<nn::GradientExchange::Pause> no_sync;
-  if (exchange_ != nullptr && !last_micro) no_sync.emplace(*exchange_);
-  Tensor out, loss;
-  {
-    trace::Region region("kdp::train::forward", "compute");
-    straggle();
-    autocast mixed(result_.precision);
-    out = in_.model.forward(batch.features);
-    loss = in_.loss(out, batch.labels);
-  }
-  {
-    trace::Region region("kdp::train::backward", "compute");
-    const float scale = share / static_cast<float>(accum);
-    (scale != 1.0f ? loss * scale : loss).backward();
-  }
+  MicroBatch m;
+  m.batch = b;
+  if (b == nullptr && strategy_->runs_stand_in()) m.stand_in = &stand_in_batch(e.index);
+  m.last_of_step = last_micro;
+  m.last_of_epoch = e.batch + 1 == batches_;
+  m.step = global_step_;
+  m.epoch = e.index;
+  m.index = e.batch;
+  const Tensor checked = strategy_->micro_batch(m, e.running);
   ++e.batch;
   NoGradGuard no_grad;
-  if (o_.detect_anomaly) {  // a stand-in batch's loss is checked as weighted: 0 when finite
-    const Tensor checked = b != nullptr ? loss.detach() : loss.detach() * 0.0f;
-    e.step_loss = e.step_loss.defined() ? e.step_loss + checked : checked;
-  }
+  if (checked.defined()) e.step_loss = e.step_loss.defined() ? e.step_loss + checked : checked;
   if (b == nullptr) return;
   last_batch_ = *b;
-  e.running.add(loss.detach(), static_cast<float>(n), classes_ ? out.detach() : Tensor(),
-                batch.labels);
-  e.samples += n;
-  log_samples(e, batch);
+  e.samples += b->features.size(0);
+  test_.log_samples(e.index, global_step_ + 1, b->indices);
 }
 
 // The optimizer step after the checks, then what the step shows and writes,
@@ -424,7 +380,8 @@ FitRun::StepProbe FitRun::probe_step(Epoch& e) {
   // Every rank knows which steps have a metrics row (progress bars draw by
   // the clock: theirs show this rank's figures in between).
   const int64_t every = std::max<int64_t>(1, o_.log_every_steps);
-  if (exact_ && (p.step % every == 0 || e.batch == batches_)) p.everywhere = running_everywhere(e);
+  if (strategy_->shards() > 0 && (p.step % every == 0 || e.batch == batches_))
+    p.everywhere = running_everywhere(e);
   e.step_loss = Tensor();
   return p;
 }
@@ -561,7 +518,7 @@ FitRun::Next FitRun::end_epoch(Epoch& e) {
 // The epoch's figures over every rank, and the validation.
 EpochRecord FitRun::epoch_record(const Epoch& e) {
   std::array<double, 3> sums;
-  if (exact_) {
+  if (strategy_->shards() > 0) {
     sums = running_everywhere(e);
   } else {
     const std::vector<float> totals = read_scalars({e.running.loss_sum, e.running.correct});

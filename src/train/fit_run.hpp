@@ -1,8 +1,10 @@
 #pragma once
 // Trainer::fit in named steps. A FitRun holds one call's state (where the run
-// stands, its files, its progress) and runs it: resume_or_start, then
-// train_epoch for each epoch (train_step for each optimizer step), end_epoch
-// with the checkpoint policy and the stopping rules, and finish.
+// stands, its files, its progress) and runs it: agree_on_precision and
+// agree_on_epoch (which choose the step strategy, step_strategy.hpp), then
+// resume_or_start, then train_epoch for each epoch (the strategy's
+// micro-batches, train_step for each optimizer step), end_epoch with the
+// checkpoint policy and the stopping rules, and finish.
 
 #include <array>
 #include <chrono>
@@ -14,11 +16,6 @@
 #include <utility>
 #include <vector>
 
-#include "exact/exact_gradient.hpp"
-#include "exact/shard_batch_norm.hpp"
-#include "exact/shard_pass.hpp"
-#include "exact/shard_replicas.hpp"
-#include "kdp/core/threads.hpp"
 #include "kdp/io/checkpoint_directory.hpp"
 #include "kdp/nn/gradient_exchange.hpp"
 #include "kdp/train/metrics_writer.hpp"
@@ -26,37 +23,14 @@
 #include "kdp/train/trainer.hpp"
 #include "run_options.hpp"
 #include "start_plan.hpp"
+#include "step_strategy.hpp"
+#include "test_seam.hpp"
 
 namespace kdp::train::detail {
-
-// Reproducible mode's wing (src/exact/), which FitRun drives.
-using exact::batch_norm_refusal;
-using exact::ExactGradient;
-using exact::one_pass_parameters;
-using exact::one_pass_precision;
-using exact::shard_rows;
-using exact::ShardBatchNorm;
-using exact::ShardReplicas;
-using exact::ShardRows;
-using exact::ShardSlots;
-using exact::strided_rows;
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t);
-
-/// Loss and correct predictions summed over an epoch, on the device; in
-/// reproducible mode also per virtual shard (each shard's terms in step
-/// order, the same bits on whichever rank the layout puts it).
-struct EpochSums {
-  Tensor loss_sum, correct;
-  Tensor shard_loss, shard_correct;  // [shards], with `shards` > 0
-  explicit EpochSums(const Device& device, int shards = 0);
-  /// loss: the batch's mean loss over n samples; out: logits when the labels
-  /// are classes (undefined otherwise); `shard`: the virtual shard they are
-  /// (-1: none).
-  void add(const Tensor& loss, float n, const Tensor& out, const Tensor& labels, int shard = -1);
-};
 
 /// Scalar tensors (undefined ones read as NaN) read back in one copy.
 std::vector<float> read_scalars(const std::vector<Tensor>& scalars);
@@ -88,16 +62,6 @@ class MetricsLog {
   void attempt(const std::function<void()>& f, bool opening = false);
   std::optional<MetricsWriter> writer_;
   std::string error_;
-};
-
-/// What one call of Trainer::fit works with.
-struct FitInputs {
-  nn::Module& model;
-  const nn::LossFunction& loss;
-  optim::Optimizer& optimizer;
-  data::DataLoader& train_loader;
-  data::DataLoader* val_loader;
-  optim::LRScheduler* scheduler;
 };
 
 /// One call of Trainer::fit.
@@ -136,21 +100,8 @@ class FitRun {
   void apply(const io::TrainingState& st, const std::string& from);
   Next train_epoch(int64_t epoch);
   void train_micro_batch(Epoch& e, const data::Batch* b, bool last_micro);
-  void train_shards(Epoch& e, const data::Batch* b, bool last_micro);
   std::array<double, 3> running_everywhere(const Epoch& e);
-  Tensor shards_one_by_one(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
-                           int64_t total, int filled);
-  Tensor shards_together(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
-                         int64_t total);
-  bool takes_one_pass(const data::Batch& b);
-  Tensor shards_in_one_pass(Epoch& e, const data::Batch& b, const std::vector<ShardRows>& shards,
-                            int64_t total);
-  float shard_weight(int64_t samples, int64_t total) const;
-  std::vector<uint64_t> sample_keys(const data::Batch& b, const ShardRows& rows) const;
-  void check_reproducible() const;
-  void log_samples(const Epoch& e, const data::Batch& b) const;
   const data::Batch& stand_in_batch(int64_t epoch);
-  float share_of_last_batch(int64_t samples);
   Next train_step(Epoch& e);
   StepProbe probe_step(Epoch& e);
   void check_step(const Epoch& e, const StepProbe& p) const;
@@ -185,20 +136,12 @@ class FitRun {
   int64_t batches_;                        // per epoch, the same on every rank (agree_on_epoch)
   int64_t global_batch_ = 0;               // samples per batch over all ranks
   std::optional<data::Batch> last_batch_;  // stand_in_batch()
-  std::unique_ptr<ExactGradient> exact_;   // reproducible mode
-  std::optional<ScopedBlasThreads> one_blas_thread_;  // and its products
-  std::unique_ptr<ShardBatchNorm> shard_bn_;          // and its BatchNorm layers
-  std::unique_ptr<ShardReplicas> replicas_;           // and its SyncBatchNorm layers
-  bool synchronised_ = false;                         // (the model has some)
-  std::map<const TensorImpl*, size_t> one_pass_;      // shards_in_one_pass's parameters
-  int one_pass_dims_ = -1;                            // the batches' dimensions it was found for
-  std::string sample_log_;  // KDP_TEST_SAMPLE_LOG: every sample trained on
+  const TestSeam test_;
+  std::unique_ptr<StepStrategy> strategy_;  // chosen by agree_on_epoch
   const Clock::time_point fit_start_ = Clock::now();
   Clock::time_point trace_origin_;
   std::string trace_path_;  // o_.trace_path, or its resumed part's name
   bool tracing_ = false;
-  double test_delay_s_ = 0.0;  // KDP_TEST_DELAY_RANK on this rank
-  void straggle() const;       // sleeps test_delay_s_ (in a micro-batch's forward)
 
   io::RunConfig config_;
   Progress progress_;

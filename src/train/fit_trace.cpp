@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "fit_run.hpp"
 #include "kdp/core/trace.hpp"
@@ -19,16 +17,8 @@
 namespace kdp::train::detail {
 
 // Rank 0 checks where the trace goes before training; every rank starts its
-// clock at one barrier, so that the ranks' times line up. KDP_TEST_DELAY_RANK
-// ("RANK:SECONDS") slows one rank's forward passes: a straggler on demand.
+// clock at one barrier, so that the ranks' times line up.
 void FitRun::start_trace() {
-  if (const char* delay = std::getenv("KDP_TEST_DELAY_RANK")) {
-    int rank = -1;
-    double seconds = 0.0;
-    if (std::sscanf(delay, "%d:%lf", &rank, &seconds) == 2 && rank == comm_.rank()) {
-      test_delay_s_ = seconds;
-    }
-  }
   if (o_.trace_path.empty()) return;
   trace_path_ = o_.trace_path;
   on_rank0(
@@ -54,11 +44,6 @@ void FitRun::start_trace() {
   trace::set_step(global_step_ + 1);
   trace::set_enabled(true);
   tracing_ = true;
-}
-
-void FitRun::straggle() const {
-  if (test_delay_s_ > 0.0)
-    std::this_thread::sleep_for(std::chrono::duration<double>(test_delay_s_));
 }
 
 // Every rank's events to rank 0, which writes them as one Chrome trace and

@@ -216,3 +216,37 @@ TEST(TrainerLayouts, ReproducibleSyncBatchNormInAUserModelMeetsAcrossShards) {
     EXPECT_EQ(got[i], want[i]) << "state entry " << i << " (" << from[i].first << ")";
   }
 }
+
+// The step strategy is chosen once for the model and the options: a model
+// that keeps a batch's rows apart goes in one pass in fp32, with SyncBatchNorm
+// the shards go together, any other model (or bf16 products) one by one.
+TEST(TrainerLayouts, TheStepStrategyFitsTheModel) {
+  dist::Communicator comm = dist::Communicator::world();
+  auto set = data::synthetic_classification(48, 6, 3, 5);
+  const auto fit = [&](std::shared_ptr<nn::Module> model, bool reproducible, Precision precision) {
+    optim::SGD opt(model->named_parameters(), optim::SGDOptions{0.5});
+    data::DataLoader loader =
+        rank_loader(set, comm, data::DistributedSamplerOptions{}.with_exact(true));
+    train::TrainerOptions t;
+    t.progress = -1;
+    t.reproducible = reproducible;
+    t.shards = 6;  // BatchNorm's two samples per shard in batches of 12
+    t.precision = precision;
+    train::Trainer trainer(t, comm);
+    nn::CrossEntropyLoss ce;
+    return trainer.fit(*model, std::ref(ce), opt, loader).step_strategy;
+  };
+  const auto with_batch_norm = [] {
+    manual_seed(11);
+    return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(6, 16), std::make_shared<nn::BatchNorm1d>(16),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(16, 3)});
+  };
+  EXPECT_EQ(fit(make_model(), false, Precision::fp32), "default");
+  EXPECT_EQ(fit(make_model(), true, Precision::fp32), "one pass");
+  EXPECT_EQ(fit(make_model(), true, Precision::bf16), "one by one");
+  EXPECT_EQ(fit(with_batch_norm(), true, Precision::fp32), "one by one");
+  auto synchronised = with_batch_norm();
+  nn::convert_sync_batchnorm(synchronised, comm);
+  EXPECT_EQ(fit(synchronised, true, Precision::fp32), "together");
+}

@@ -30,6 +30,7 @@ body() {
   echo '      "kdp::ops::relu" , ValueError, "never");'
   echo '}'
   echo 'void standard() { throw std::runtime_error("no"); }'
+  echo 'bool hooked() { return std::getenv("KDP_TEST_SLOW") != nullptr; }'
   echo 'template <class T>'
   echo 'int long_template(T x)'
   body 81
@@ -37,7 +38,8 @@ body() {
 } >"$work/tree/src/ops/bad.cpp"
 out=$("$repo/scripts/lint.sh" "$work/tree" 2>&1)
 [[ $? -eq 1 ]] || fail "the lint passed a tree with findings: $out"
-for want in "src/ops/bad.cpp:3" "src/ops/bad.cpp:4" "src/ops/bad.cpp:7:" "81 src/ops/bad.cpp:10 long_template"; do
+for want in "src/ops/bad.cpp:3" "src/ops/bad.cpp:4" "src/ops/bad.cpp:7:" "src/ops/bad.cpp:8:" \
+  "81 src/ops/bad.cpp:11 long_template"; do
   grep -qF "$want" <<<"$out" || fail "the lint did not report $want: $out"
 done
 
@@ -49,6 +51,8 @@ done
   body 80
   echo '}  // namespace kdp::ops'
 } >"$work/tree/src/ops/bad.cpp"
+mkdir -p "$work/tree/src/train"
+echo 'bool hooked() { return std::getenv("KDP_TEST_SLOW") != nullptr; }' >"$work/tree/src/train/test_seam.cpp"
 out=$("$repo/scripts/lint.sh" "$work/tree" 2>&1) || fail "the lint refused a mended tree: $out"
 
 # The counter's lengths, by kind of body.
@@ -82,4 +86,4 @@ want=$(printf '%s\n' "5 kinds.cpp:3 Widget" "4 kinds.cpp:9 inline_method" "6 kin
 $got
 where it must count
 $want"
-echo "ok: the lint reports hand-typed origins, standard exceptions and long functions, passes the mended tree; the counter measures each kind of body"
+echo "ok: the lint reports hand-typed origins, standard exceptions, test hooks outside the seam and long functions, passes the mended tree; the counter measures each kind of body"

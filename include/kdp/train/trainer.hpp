@@ -318,6 +318,10 @@ struct FitResult {
   double samples_per_s = 0.0;  // over all ranks
   /// The precision that ran (Auto resolved).
   Precision precision = Precision::fp32;
+  /// How the steps ran: "default", or in reproducible mode "one pass" (a
+  /// model that keeps a batch's rows apart: every shard in one forward and
+  /// backward), "together" (with SyncBatchNorm) or "one by one".
+  std::string step_strategy;
 };
 
 namespace detail {
