@@ -46,7 +46,8 @@ int64_t step_of(const std::string& path) {
 }
 
 // The directory's lock, and the temporary files of interrupted saves removed.
-void take_directory(const TrainerOptions& o, const io::CheckpointDirectory& dir, StartPlan& plan) {
+void take_directory(const CheckpointOptions& o, const io::CheckpointDirectory& dir,
+                    StartPlan& plan) {
   plan.directory_lock = dir.lock(o.require_locks);
   const io::CheckpointDirectory::Removed removed = dir.remove_orphaned_temporaries();
   if (removed.files > 0) {
@@ -128,7 +129,7 @@ uint64_t metrics_to_keep(const TrainerOptions& o, detail::Resume resume,
 
 // resume = never: refused over this run's checkpoints unless overwrite, which
 // may not replace a run.json that is not kdp's.
-void plan_fresh_start(const TrainerOptions& o, const io::CheckpointDirectory& dir,
+void plan_fresh_start(const CheckpointOptions& o, const io::CheckpointDirectory& dir,
                       const std::vector<std::string>& existing) {
   if (!existing.empty() && !o.overwrite) {
     throw io::RunDirectoryError(
@@ -157,7 +158,7 @@ void plan_fresh_start(const TrainerOptions& o, const io::CheckpointDirectory& di
 
 // resume = auto: the newest checkpoint that loads, or refused when there are
 // some and none does. Nothing is moved yet.
-io::CheckpointDirectory::Resumable plan_resume_newest(const TrainerOptions& o,
+io::CheckpointDirectory::Resumable plan_resume_newest(const CheckpointOptions& o,
                                                       const io::CheckpointDirectory& dir,
                                                       const nn::Module& model,
                                                       const optim::Optimizer& optimizer) {
@@ -179,7 +180,7 @@ io::CheckpointDirectory::Resumable plan_resume_newest(const TrainerOptions& o,
 
 // resume = a file: it must record this configuration and be no older than the
 // directory's newest checkpoint.
-io::Checkpoint plan_resume_file(const TrainerOptions& o, const io::RunConfig& config,
+io::Checkpoint plan_resume_file(const CheckpointOptions& o, const io::RunConfig& config,
                                 const std::vector<std::string>& existing) {
   require_regular_file(o.resume, "kdp::train", "the checkpoint ");
   io::Checkpoint c = io::read_checkpoint(o.resume);

@@ -53,8 +53,21 @@ namespace kdp::train {
 /// (EX_TEMPFAIL: "try again"); batch scripts requeue on it.
 inline constexpr int kExitRequeue = 75;
 
-/// Everything a Trainer can be told.
-struct TrainerOptions {
+/// TrainerOptions' groups, one per concern: a Trainer's options are the
+/// members of all five (`options.epochs`, `options.checkpoint_dir`), and code
+/// that needs one concern takes its group (`const CheckpointOptions&`).
+
+/// The rank's devices and the order of its samples.
+struct DataOptions {
+  /// The rank's devices (their generators are saved in checkpoints).
+  std::vector<Device> devices;
+  /// The sampler seed, recorded in checkpoints.
+  uint64_t sampler_seed = 0;
+};
+
+/// How long training runs, how each optimizer step is made, and when
+/// training stops early.
+struct OptimisationOptions {
   int64_t epochs = 1;
   /// Stop after this many optimizer steps (-1: no limit).
   int64_t max_steps = -1;
@@ -65,43 +78,10 @@ struct TrainerOptions {
   /// Step the scheduler after every optimizer step instead of every epoch.
   bool step_scheduler_per_batch = false;
 
-  /// Where checkpoints go (empty: none).
-  std::string checkpoint_dir;
-  int64_t checkpoint_every_steps = 0;  // 0: not by steps
-  bool checkpoint_every_epoch = true;
-  int keep_last = 3;
-  bool keep_best = true;
-  /// A sharded optimizer's checkpoints (dist::ZeroRedundancyOptimizer): every
-  /// rank writes its own slice of the state into the file (io::SlicedCheckpoint;
-  /// every rank must then see checkpoint_dir as one file system, or the run
-  /// falls back to gathering, saying so), or with false rank 0 gathers the
-  /// whole state and writes it. The files are the same.
-  bool checkpoint_slices = true;
   /// The metric for best checkpoints and early stopping: val_loss, val_accuracy,
   /// loss, accuracy, or for regressions val_mse, val_mae, val_r2 (losses and
   /// errors are minimised, accuracies and R² maximised).
   std::string monitor = "val_loss";
-  /// "" or "never" (start fresh), "auto" (the newest checkpoint in
-  /// checkpoint_dir that reads, fits and was written by this configuration; the
-  /// newer ones that do not are moved to its rejected/) or a checkpoint's path.
-  std::string resume;
-  /// The settings that identify this run (model, optimizer hyperparameters,
-  /// data and its normalisation, global batch, seed), recorded in
-  /// checkpoint_dir and in every checkpoint. The Trainer adds the model's size
-  /// and signature and the optimizer's type. A directory or checkpoint recorded
-  /// with other values is refused before anything is written.
-  io::RunConfig run_config;
-  /// With a fresh start: discard the checkpoints already in checkpoint_dir
-  /// and replace an existing metrics file, instead of refusing to start.
-  /// Only kdp's files are removed or replaced; others are left and named.
-  bool overwrite = false;
-  /// Rank 0 holds advisory locks on checkpoint_dir and the metrics file for
-  /// the whole run, and a run whose files another run holds is refused. With
-  /// false, a file system without working locks is accepted (the user makes
-  /// sure that one run at a time uses them); a lock held elsewhere still
-  /// refuses the run.
-  bool require_locks = true;
-
   /// Stop after this many epochs without improvement of `monitor` (0: never).
   int64_t early_stopping_patience = 0;
   double early_stopping_min_delta = 0.0;
@@ -109,14 +89,11 @@ struct TrainerOptions {
   /// accuracies, at most it for losses; NaN: never), as Lightning's
   /// EarlyStopping(stopping_threshold).
   double stopping_threshold = std::numeric_limits<double>::quiet_NaN();
+};
 
-  /// Metrics per logged step and per epoch (.csv, else JSON lines; empty: none).
-  std::string metrics_path;
-  int64_t log_every_steps = 50;
-  /// 1: progress bar, 0: log lines, -1: a bar when stdout is a terminal.
-  int progress = -1;
-  /// Check the loss and the gradients for NaN and Inf every step.
-  bool detect_anomaly = true;
+/// How the steps compute and what they guarantee: the precision, reproducible
+/// mode, the anomaly check.
+struct ModeOptions {
   /// Reproducible mode: the weights and optimizer state after N steps are the
   /// same bits at any number of ranks that divides `shards` (with the same
   /// seed, global batch and data, and DistributedSampler's exact order). Each
@@ -143,24 +120,74 @@ struct TrainerOptions {
   /// weights, optimizer state and checkpoints stay fp32 in every precision,
   /// so a run may resume in another one.
   Precision precision = Precision::fp32;
-  /// Chrome-trace JSON of every rank's step phases (data wait, forward,
-  /// backward, buckets and their reductions, optimizer), merged by rank 0 at
-  /// the end of fit(), which names the slowest rank (empty: none). An existing
-  /// file is replaced only with `overwrite`; a resumed run writes its part
-  /// beside it (run.json -> run.step1200.json, the step it resumed at).
-  std::string trace_path;
+  /// Check the loss and the gradients for NaN and Inf every step.
+  bool detect_anomaly = true;
+};
 
-  /// The rank's devices (their generators are saved in checkpoints).
-  std::vector<Device> devices;
-  /// The sampler seed, recorded in checkpoints.
-  uint64_t sampler_seed = 0;
+/// Where checkpoints go and what they record, and how a run starts beside the
+/// files of an earlier one (fresh, resumed, overwriting).
+struct CheckpointOptions {
+  /// Where checkpoints go (empty: none).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every_steps = 0;  // 0: not by steps
+  bool checkpoint_every_epoch = true;
+  int keep_last = 3;
+  bool keep_best = true;
+  /// A sharded optimizer's checkpoints (dist::ZeroRedundancyOptimizer): every
+  /// rank writes its own slice of the state into the file (io::SlicedCheckpoint;
+  /// every rank must then see checkpoint_dir as one file system, or the run
+  /// falls back to gathering, saying so), or with false rank 0 gathers the
+  /// whole state and writes it. The files are the same.
+  bool checkpoint_slices = true;
+  /// "" or "never" (start fresh), "auto" (the newest checkpoint in
+  /// checkpoint_dir that reads, fits and was written by this configuration; the
+  /// newer ones that do not are moved to its rejected/) or a checkpoint's path.
+  std::string resume;
+  /// The settings that identify this run (model, optimizer hyperparameters,
+  /// data and its normalisation, global batch, seed), recorded in
+  /// checkpoint_dir and in every checkpoint. The Trainer adds the model's size
+  /// and signature and the optimizer's type. A directory or checkpoint recorded
+  /// with other values is refused before anything is written.
+  io::RunConfig run_config;
+  /// With a fresh start: discard the checkpoints already in checkpoint_dir
+  /// and replace an existing metrics file, instead of refusing to start.
+  /// Only kdp's files are removed or replaced; others are left and named.
+  bool overwrite = false;
+  /// Rank 0 holds advisory locks on checkpoint_dir and the metrics file for
+  /// the whole run, and a run whose files another run holds is refused. With
+  /// false, a file system without working locks is accepted (the user makes
+  /// sure that one run at a time uses them); a lock held elsewhere still
+  /// refuses the run.
+  bool require_locks = true;
   /// Further numbers recorded in every checkpoint's /training attributes (the
   /// data's normalisation, say), for whoever reads it later.
   std::map<std::string, double> record;
   /// Further lists of numbers recorded in every checkpoint, one float64
   /// dataset each in /training (kdp-train: per-channel normalisation).
   std::map<std::string, std::vector<double>> record_series;
+};
 
+/// What a run shows and writes as it goes: progress, metrics, trace.
+struct LoggingOptions {
+  /// Metrics per logged step and per epoch (.csv, else JSON lines; empty: none).
+  std::string metrics_path;
+  int64_t log_every_steps = 50;
+  /// 1: progress bar, 0: log lines, -1: a bar when stdout is a terminal.
+  int progress = -1;
+  /// Chrome-trace JSON of every rank's step phases (data wait, forward,
+  /// backward, buckets and their reductions, optimizer), merged by rank 0 at
+  /// the end of fit(), which names the slowest rank (empty: none). An existing
+  /// file is replaced only with `overwrite`; a resumed run writes its part
+  /// beside it (run.json -> run.step1200.json, the step it resumed at).
+  std::string trace_path;
+};
+
+/// Everything a Trainer can be told: the five groups above.
+struct TrainerOptions : DataOptions,
+                        OptimisationOptions,
+                        ModeOptions,
+                        CheckpointOptions,
+                        LoggingOptions {
   /// Chained setters, one per option, to name each where it is set:
   /// TrainerOptions{}.with_epochs(...).with_record(...).
   TrainerOptions& with_epochs(int64_t value) {
@@ -257,6 +284,14 @@ struct TrainerOptions {
   }
   TrainerOptions& with_detect_anomaly(bool value) {
     detect_anomaly = value;
+    return *this;
+  }
+  TrainerOptions& with_reproducible(bool value) {
+    reproducible = value;
+    return *this;
+  }
+  TrainerOptions& with_shards(int value) {
+    shards = value;
     return *this;
   }
   TrainerOptions& with_precision(Precision value) {
