@@ -40,6 +40,23 @@ foreach(_space Threads OpenMP SYCL HIP Cuda)  # lowest priority first
 endforeach()
 message(STATUS "kdp: Kokkos flavour ${KDP_KOKKOS_FLAVOR} (KokkosKernels ${KokkosKernels_VERSION}), "
                "kernels on ${KDP_EXECUTION_SPACE}")
+# The other host spaces of this Kokkos, where the default one is a host space
+# too (a Kokkos 4 with OpenMP and Serial): the unit suites run on each of them
+# as well, under its name (tests/CMakeLists.txt), as Cabana's do.
+set(_kdp_other_spaces "")
+if(KDP_EXECUTION_SPACE MATCHES "^(Serial|OpenMP)$")
+  foreach(_space Serial OpenMP)
+    string(TOUPPER ${_space} _upper)
+    if(_upper IN_LIST _kdp_backends AND NOT _space STREQUAL KDP_EXECUTION_SPACE)
+      list(APPEND _kdp_other_spaces ${_space})
+    endif()
+  endforeach()
+endif()
+set(KDP_EXTRA_TEST_SPACES "${_kdp_other_spaces}" CACHE STRING
+    "Host execution spaces the unit suites also run on, beside ${KDP_EXECUTION_SPACE} (default: every other one this Kokkos enables)")
+if(KDP_EXTRA_TEST_SPACES)
+  message(STATUS "kdp: the unit suites also run on ${KDP_EXTRA_TEST_SPACES}")
+endif()
 # On CUDA, GEMMs go to cuBLAS through a handle per instance (kokkos_compat.hpp).
 set(KDP_KOKKOS_CUDA OFF)
 if(Kokkos_ENABLE_CUDA)

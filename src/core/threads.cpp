@@ -1,10 +1,11 @@
 #include "kdp/core/threads.hpp"
 
+#include <dlfcn.h>
 #include <Kokkos_Core.hpp>
 
-#include <dlfcn.h>
-
 #include <cstdint>
+
+#include "kdp/core/kokkos_compat.hpp"
 
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <pmmintrin.h>
@@ -78,15 +79,14 @@ bool set_flush_denormals(bool on) {
   if (!set_flush_denormals_here(on)) return false;
   // The host space's threads (OpenMP's): one iteration each, statically.
   if (Kokkos::is_initialized()) {
-    const int n = Kokkos::DefaultHostExecutionSpace().concurrency();
+    using Host = HostExecSpace;
+    const int n = Host().concurrency();
     if (n > 1) {
       Kokkos::parallel_for(
           "kdp::set_flush_denormals",
-          Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::Schedule<Kokkos::Static>>(
-              0, n)
-              .set_chunk_size(1),
+          Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Static>>(0, n).set_chunk_size(1),
           [on](int) { set_flush_denormals_here(on); });
-      Kokkos::DefaultHostExecutionSpace().fence();
+      Host().fence();
     }
   }
   return true;

@@ -17,10 +17,22 @@
 
 namespace kdp {
 
-/// The execution space every kdp kernel runs in, and its memory space.
+/// The execution space every kdp kernel runs in, and its memory space: Kokkos'
+/// default, or the host space a build names (KDP_EXECUTION_SPACE_SERIAL,
+/// KDP_EXECUTION_SPACE_OPENMP; the tests' per-space builds do).
+#if defined(KDP_EXECUTION_SPACE_SERIAL)
+using ExecSpace = Kokkos::Serial;
+#elif defined(KDP_EXECUTION_SPACE_OPENMP)
+using ExecSpace = Kokkos::OpenMP;
+#else
 using ExecSpace = Kokkos::DefaultExecutionSpace;
+#endif
 using MemSpace = ExecSpace::memory_space;
 using HostMirrorSpace = Kokkos::HostSpace;
+/// The host space that runs kdp's own host kernels: ExecSpace on a host
+/// backend, the default host space where kernels run on a GPU.
+using HostExecSpace = std::conditional_t<std::is_same_v<MemSpace, Kokkos::HostSpace>, ExecSpace,
+                                         Kokkos::DefaultHostExecutionSpace>;
 
 namespace compat {
 
@@ -142,16 +154,16 @@ int gpu_compute_capability(int gpu);
 ExecSpace instance_on_gpu(int gpu);
 
 /// The host instance that runs kdp's own host kernels for `space`: the
-/// instance itself on host backends (an OpenMP partition stays one), the
-/// default host instance where kernels run on a GPU (kdp sends none there).
+/// instance itself on host backends (an OpenMP partition stays one), a
+/// HostExecSpace instance where kernels run on a GPU (kdp sends none there).
 /// (A template, so that the branch a build does not take is not compiled.)
 template <class Space>
-Kokkos::DefaultHostExecutionSpace host_instance(const Space& space) {
-  if constexpr (std::is_same_v<Space, Kokkos::DefaultHostExecutionSpace>) {
+HostExecSpace host_instance(const Space& space) {
+  if constexpr (std::is_same_v<Space, HostExecSpace>) {
     return space;
   } else {
     (void)space;
-    return Kokkos::DefaultHostExecutionSpace();
+    return HostExecSpace();
   }
 }
 
@@ -197,18 +209,34 @@ inline bool same_instance(const ExecSpace& a, const ExecSpace& b) {
 #endif
 }
 
-/// Whether `partition(space, n)` can give instances that run at the same time
-/// when launched from different host threads.
-constexpr bool instances_can_be_concurrent() {
-#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || defined(KOKKOS_ENABLE_SYCL)
-  return KOKKOS_VERSION >= 30500;
-#elif defined(KOKKOS_ENABLE_OPENMP)
-  return KOKKOS_VERSION >= 40000;
-#elif defined(KOKKOS_ENABLE_SERIAL)
-  return KOKKOS_VERSION >= 40200;
+/// Whether kdp's kernels run on OpenMP, on Serial.
+constexpr bool on_openmp() {
+#if defined(KOKKOS_ENABLE_OPENMP)
+  return std::is_same_v<ExecSpace, Kokkos::OpenMP>;
 #else
   return false;
 #endif
+}
+constexpr bool on_serial() {
+#if defined(KOKKOS_ENABLE_SERIAL)
+  return std::is_same_v<ExecSpace, Kokkos::Serial>;
+#else
+  return false;
+#endif
+}
+
+/// Whether `partition(space, n)` can give instances that run at the same time
+/// when launched from different host threads.
+constexpr bool instances_can_be_concurrent() {
+  if constexpr (!std::is_same_v<MemSpace, Kokkos::HostSpace>) {
+    return KOKKOS_VERSION >= 30500;  // GPU streams
+  } else if constexpr (on_openmp()) {
+    return KOKKOS_VERSION >= 40000;
+  } else if constexpr (on_serial()) {
+    return KOKKOS_VERSION >= 40200;
+  } else {
+    return false;
+  }
 }
 
 /// The number of threads (or the concurrency) of one instance.
@@ -227,12 +255,12 @@ inline int max_partitions(const ExecSpace& space) {
     (void)space;
     return 0;
   } else {
-#if defined(KOKKOS_ENABLE_OPENMP) && !defined(KOKKOS_ENABLE_CUDA) && !defined(KOKKOS_ENABLE_HIP)
-    return concurrency(space);  // each OpenMP partition needs a thread of its own
-#else
-    (void)space;
-    return 1 << 16;
-#endif
+    if constexpr (on_openmp()) {
+      return concurrency(space);  // each OpenMP partition needs a thread of its own
+    } else {
+      (void)space;
+      return 1 << 16;
+    }
   }
 }
 

@@ -121,7 +121,7 @@ template <class F>
 void host_chunks(const char* label, const Device& device, int64_t n, int64_t chunk, const F& f) {
   if (n <= 0) return;
   chunk = std::max<int64_t>(1, chunk);
-  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Host = HostExecSpace;
   const int64_t count = (n + chunk - 1) / chunk;
   Kokkos::parallel_for(label,
                        Kokkos::RangePolicy<Host, Kokkos::IndexType<int64_t>>(
