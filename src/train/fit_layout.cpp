@@ -31,7 +31,7 @@ void FitRun::agree_on_epoch() {
   batches_ = most[0];
   global_batch_ = sums[0];
   const StepEnv env{in_, bare_, o_, comm_, exchange_, result_.precision, classes_, test_};
-  strategy_ = make_step_strategy(env, EpochLayout{batches_, global_batch_, sums[1]});
+  strategy_ = make_step_strategy(env, EpochLayout{global_batch_, sums[1]});
   result_.step_strategy = strategy_->name();
 }
 

@@ -69,7 +69,6 @@ struct StepEnv {
 
 /// The epoch as every rank agreed on it.
 struct EpochLayout {
-  int64_t batches = 0;       // per epoch, on every rank
   int64_t global_batch = 0;  // samples per batch over all ranks
   int64_t samples = 0;       // per epoch over all ranks
 };
