@@ -54,6 +54,15 @@ if(KDP_EXECUTION_SPACE MATCHES "^(Serial|OpenMP)$")
 endif()
 set(KDP_EXTRA_TEST_SPACES "${_kdp_other_spaces}" CACHE STRING
     "Host execution spaces the unit suites also run on, beside ${KDP_EXECUTION_SPACE} (default: every other one this Kokkos enables)")
+foreach(_space IN LISTS KDP_EXTRA_TEST_SPACES)
+  string(TOUPPER "${_space}" _upper)
+  if(NOT _space MATCHES "^(Serial|OpenMP)$" OR NOT _upper IN_LIST _kdp_backends
+     OR _space STREQUAL KDP_EXECUTION_SPACE)
+    message(FATAL_ERROR "KDP_EXTRA_TEST_SPACES names '${_space}': it takes Serial or OpenMP, "
+                        "enabled in this Kokkos (${_kdp_backends}) and other than the default "
+                        "space, ${KDP_EXECUTION_SPACE}")
+  endif()
+endforeach()
 if(KDP_EXTRA_TEST_SPACES)
   message(STATUS "kdp: the unit suites also run on ${KDP_EXTRA_TEST_SPACES}")
 endif()
