@@ -2,7 +2,10 @@
 # kdp as a CPU other than x86-64 builds it, checked on any machine:
 #  1. the library and its unit tests built with KDP_ENABLE_X86_KERNELS=OFF
 #     (the portable code an aarch64 or ppc64le build takes instead of kdp's
-#     AVX2 kernels) in build-portable/, and the unit tests run;
+#     AVX2 kernels) in build-portable/, and the unit tests run. This build is
+#     also the smallest kdp, without MPI and HDF5 (what scripts/gpu-check.sh
+#     builds on a GPU node, and spack's ~mpi ~hdf5): its suites of the
+#     parallel, data and distributed layers (one process) run too;
 #  2. every source file of the library compiled for aarch64 with Debian's
 #     cross-compiler (g++-aarch64-linux-gnu), against the same Kokkos, HDF5
 #     and MPI headers: objects only, nothing links or runs. Warnings are
@@ -14,12 +17,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-packages.sh" "$root/scripts/packages.txt" "$root/scripts/test-packages.txt"
 build=${KDP_PORTABLE_BUILD_DIR:-$root/build-portable}
 jobs=$(nproc)
-if [[ ! -f $build/CMakeCache.txt ]]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKDP_ENABLE_X86_KERNELS=OFF \
-    -DKDP_ENABLE_EXAMPLES=OFF -DKDP_ENABLE_TOOLS=OFF -DKDP_ENABLE_PERF=OFF >/dev/null
-fi
-# The suites of the layers the x86 kernels serve (GEMMs and what runs on them).
-suites=(kdp_tests_core kdp_tests_kernels kdp_tests_autograd kdp_tests_ops kdp_tests_nn kdp_tests_optim)
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DKDP_ENABLE_X86_KERNELS=OFF \
+  -DKDP_ENABLE_MPI=OFF -DKDP_ENABLE_HDF5=OFF \
+  -DKDP_ENABLE_EXAMPLES=OFF -DKDP_ENABLE_TOOLS=OFF -DKDP_ENABLE_PERF=OFF >/dev/null
+# The suites of the layers the x86 kernels serve (GEMMs and what runs on them),
+# and those a build without MPI and HDF5 has beside them.
+suites=(kdp_tests_core kdp_tests_kernels kdp_tests_autograd kdp_tests_ops kdp_tests_nn kdp_tests_optim
+        kdp_tests_parallel kdp_tests_data kdp_tests_dist)
 cmake --build "$build" -j "$jobs" --target "${suites[@]}"
 for suite in "${suites[@]}"; do
   "$build/tests/$suite" --gtest_brief=1 || { echo "test-portable: $suite failed"; exit 1; }
@@ -34,10 +38,11 @@ out=$build/aarch64
 mkdir -p "$out"
 flags=(-std=c++17 -O1 -Wall -Wextra -Wunused-const-variable=1 -Werror -DFMT_SHARED -I"$root/include" -I"$build/include"
        -I"$root/src")
-# The build's own include paths for Kokkos, HDF5 and MPI (headers only).
+# The build's own include paths for Kokkos, and HDF5's and MPI's (headers
+# only; the build above uses neither).
 while read -r dir; do flags+=(-isystem "$dir"); done < <(
-  sed -nE 's/^CXX_INCLUDES = //p' "$build/src/CMakeFiles/kdp.dir/flags.make" | tr ' ' '\n' |
-    sed -nE 's/^(-I)?(\/usr\/.*)$/\2/p')
+  { sed -nE 's/^CXX_INCLUDES = //p' "$build/src/CMakeFiles/kdp.dir/flags.make"
+    pkg-config --cflags-only-I hdf5 ompi-cxx; } | tr ' ' '\n' | sed -nE 's/^(-I)?(\/usr\/.*)$/\2/p')
 export cross out
 export flags_text="${flags[*]}"
 start=$SECONDS

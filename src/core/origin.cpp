@@ -8,14 +8,19 @@ namespace kdp::detail {
 
 namespace {
 
-// Removes every "<segment>::" of `name` whose segment is `drop`.
-void drop_segments(std::string& name, std::string_view drop) {
-  const std::string needle = std::string(drop) + "::";
-  for (size_t at = name.find(needle); at != std::string::npos; at = name.find(needle, at)) {
-    if (at == 0 || name[at - 1] == ':') {
-      name.erase(at, needle.size());
+enum class Match { whole, prefix };
+
+// Removes every "<segment>::" of `name` whose segment is `drop` (or, with
+// Match::prefix, begins with it).
+void drop_segments(std::string& name, std::string_view drop, Match match = Match::whole) {
+  for (size_t at = name.find(drop); at != std::string::npos; at = name.find(drop, at)) {
+    const size_t end = name.find("::", at);
+    const bool starts = at == 0 || name[at - 1] == ':';
+    const bool whole = end == at + drop.size();
+    if (starts && end != std::string::npos && (whole || match == Match::prefix)) {
+      name.erase(at, end + 2 - at);
     } else {
-      at += needle.size();
+      at += drop.size();
     }
   }
 }
@@ -43,14 +48,16 @@ std::string origin_of(const char* pretty_function) {
   const size_t open = close == std::string_view::npos ? close : opening_paren(s, close);
   if (open == std::string_view::npos) return std::string(s);
   std::string_view head = s.substr(0, open);
-  // The name is the last word before the parameters, template arguments
-  // (which may hold spaces) included.
-  int angle = 0;
+  // The name is the last word before the parameters, template arguments and
+  // Clang's "(anonymous namespace)" (which may hold spaces) included.
+  int angle = 0, paren = 0;
   size_t start = 0;
   for (size_t i = head.size(); i-- > 0;) {
     if (head[i] == '>') ++angle;
     if (head[i] == '<') --angle;
-    if (head[i] == ' ' && angle == 0) {
+    if (head[i] == ')') ++paren;
+    if (head[i] == '(') --paren;
+    if (head[i] == ' ' && angle == 0 && paren == 0) {
       start = i + 1;
       break;
     }
@@ -59,6 +66,8 @@ std::string origin_of(const char* pretty_function) {
   while (!name.empty() && (name.front() == '*' || name.front() == '&')) name.erase(0, 1);
   drop_segments(name, "{anonymous}");
   drop_segments(name, "(anonymous namespace)");
+  // nvcc's front end names an anonymous namespace after its file and a hash.
+  drop_segments(name, "_GLOBAL__N_", Match::prefix);
   drop_segments(name, "detail");
   drop_segments(name, "ops_detail");
   // A constructor "ns::X::X": the class.

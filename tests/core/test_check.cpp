@@ -85,6 +85,21 @@ TEST(Check, OriginIsTheFunctionTheCheckStandsIn) {
   EXPECT_EQ(std::string(probe::pointer_result("x")), "kdp::probe::pointer_result");
 }
 
+// The compilers' own spellings of an anonymous namespace, as their
+// __PRETTY_FUNCTION__ gives them: GCC's, Clang's, and nvcc's front end's
+// (named after the file and a hash).
+TEST(Check, EveryCompilersAnonymousNamespaceIsLeftOut) {
+  for (const char* pretty : {"std::string kdp::probe::{anonymous}::hidden()",
+                             "std::string kdp::probe::(anonymous namespace)::hidden()",
+                             "std::string kdp::probe::_GLOBAL__N__fc9a3835_14_test_check_cpp_"
+                             "0fa94d8a::hidden()"}) {
+    EXPECT_EQ(detail::origin_of(pretty), "kdp::probe::hidden") << pretty;
+  }
+  // A name that only begins like one of them stays.
+  EXPECT_EQ(detail::origin_of("void kdp::detailed::run()"), "kdp::detailed::run");
+  EXPECT_EQ(detail::origin_of("void kdp::_GLOBAL_run()"), "kdp::_GLOBAL_run");
+}
+
 TEST(Check, ANamedOriginTakesTheNamespacesOfTheFunction) {
   EXPECT_EQ(probe::named_in_function("SGD"), "kdp::probe::SGD");
   const probe::Widget w;

@@ -85,9 +85,16 @@ TEST(VectorExp, AgreesWithExpfToTwoUlpsOverTheFloatRange) {
   }
   EXPECT_LE(worst, 2.0) << "at x = " << worst_x;
   EXPECT_EQ(detail::vector_exp(0.0f), 1.0f);
-  EXPECT_GT(detail::vector_exp(-100.0f), 0.0f);
-  EXPECT_LT(detail::vector_exp(-100.0f), 1e-37f);
-  EXPECT_TRUE(std::isfinite(detail::vector_exp(200.0f)));
+  if constexpr (compat::launches_are_synchronous()) {
+    // kdp's polynomial saturates at e^-87.3 and e^88.3.
+    EXPECT_GT(detail::vector_exp(-100.0f), 0.0f);
+    EXPECT_LT(detail::vector_exp(-100.0f), 1e-37f);
+    EXPECT_TRUE(std::isfinite(detail::vector_exp(200.0f)));
+  } else {
+    // A device backend's build keeps the native exp (here its host side).
+    EXPECT_EQ(detail::vector_exp(-100.0f), std::exp(-100.0f));
+    EXPECT_EQ(detail::vector_exp(200.0f), std::exp(200.0f));
+  }
   EXPECT_TRUE(std::isnan(detail::vector_exp(std::nanf(""))));  // NaN propagates
 }
 

@@ -62,7 +62,10 @@ TEST(SyncBatchNorm, RanksAndDevicesEqualOneDeviceOnTheWholeBatch) {
       // Σ of this rank's losses scaled so that DDP's average of the ranks'
       // gradients is the gradient of the whole batch's mean loss.
       const Tensor out = ddp.forward(x.slice(0, start, end));
-      const Tensor local = cross_entropy(out, t.slice(0, start, end), Reduction::Sum);
+      // The output is on DataParallel's output device, devices[0] (another
+      // instance than the default one where the backend has several).
+      const Tensor local =
+          cross_entropy(out, t.slice(0, start, end).to(out.device()), Reduction::Sum);
       (local * (static_cast<float>(comm.size()) / static_cast<float>(batch))).backward();
       ddp.finish();
 
