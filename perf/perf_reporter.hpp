@@ -11,10 +11,16 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace kdp::perf {
 
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colours only on a terminal: a log read by a program (perf/run_suite.py)
+  // gets plain lines.
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) != 0 ? OO_ColorTabular : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     record(runs);
     ConsoleReporter::ReportRuns(runs);

@@ -50,14 +50,54 @@ def mpirun(ranks):
     return ["mpirun", *flags, "-np", str(ranks)]
 
 
+class NotHere(str):
+    """A run this machine cannot make (no network namespaces, say): reported
+    as not run, without failing the suite."""
+
+
+class CannotRun(str):
+    """A run the suite meant to make that cannot happen (a program not built,
+    no launcher, no data): reported, and the suite fails."""
+
+
 def runnable(cmd, build):
-    """Why a run cannot happen here (a launcher or a program not built), or None."""
+    """Why a run cannot happen here (a NotHere or CannotRun reason), or None."""
+    if isinstance(cmd, str):
+        return cmd
     if cmd is None:
-        return "needs mpirun for several ranks"
+        return CannotRun("needs mpirun for several ranks")
     program = next((c for c in cmd if c.startswith(build)), None)
     if program is not None and not os.path.exists(program):
-        return f"{os.path.basename(program)} is not built (an option of this build is off)"
+        return CannotRun(f"{os.path.basename(program)} is not built (an option of this build is off)")
     return None
+
+
+# Escape sequences of a terminal (colours, cursor moves): Google Benchmark
+# colours its console output when it finds a terminal, and a code in front of
+# a line would hide it from the patterns below.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def uncoloured(text):
+    return ANSI.sub("", text)
+
+
+# The dataset of the accuracy, reproducible-mode and time-to-accuracy runs: the
+# suite imports it itself (kdp-data) before the first run that reads it.
+DATA = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
+
+
+def needs_data(cmd):
+    return isinstance(cmd, list) and any(DATA in c for c in cmd)
+
+
+def with_data(runs, build):
+    """The runs, with the import of DATA in front where one of them reads it
+    and it is not there yet."""
+    if os.path.exists(DATA) or not any(needs_data(cmd) for _, cmd, _ in runs):
+        return runs
+    return [("import_fashion_mnist", [os.path.join(build, "tools", "kdp-data"), "import-fashion-mnist",
+                                      "--out", DATA], {}), *runs]
 
 
 def slug(text):
@@ -127,17 +167,14 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                              [python, peer(script), "--layout", layout, *(["--quick"] if quick else [])],
                              {}))
             if layout == "1x1":  # PyTorch's best on one core may be its bf16 autocast
-                runs.append((f"peer_torch_{layout}_{rnd}_cnn_bf16",
-                             [python, peer("torch_cnn.py"), "--layout", layout, "--precision", "bf16",
-                              *(["--quick"] if quick else [])], {}))
+                for script in ("torch_mlp.py", "torch_cnn.py"):
+                    runs.append((f"peer_torch_{layout}_{rnd}_{script[6:9]}_bf16",
+                                 [python, peer(script), "--layout", layout, "--precision", "bf16",
+                                  *(["--quick"] if quick else [])], {}))
     # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
     # same model, data, batch, optimizer, learning rate and epochs.
     if not quick:
-        data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
-        if not os.path.exists(data) and os.path.exists(os.path.join(build, "tools", "kdp-data")):
-            os.makedirs(os.path.dirname(data), exist_ok=True)
-            runs.append(("tta_import", [os.path.join(build, "tools", "kdp-data"),
-                                        "import-fashion-mnist", "--out", data], {}))
+        data = DATA
         common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
         runs.append(("tta_kdp", [os.path.join(build, "tools", "kdp-train"), "--data", data,
                                  "--model", "784,256,256,10", "--optimizer", "adam", *common,
@@ -178,11 +215,12 @@ HOOK_NAMES = ("allreduce", "bf16", "hierarchical", "hierarchical-bf16")
 def cluster_runs(bench, q, reps):
     """DDP on the emulated cluster (scripts/cluster.sh): L and D on 2 nodes x 1
     rank at each link rate, and L's hooks on 2 nodes x 2 ranks, 1 thread per
-    rank. None where this machine cannot make network namespaces."""
-    if subprocess.run([CLUSTER, "check"], capture_output=True).returncode != 0:
-        return []
+    rank. Not run where this machine cannot make network namespaces."""
+    here = cluster_here()
 
     def on_cluster(rate, nodes, per_node, *args):
+        if here is not None:
+            return here
         up = f"{CLUSTER} up --name kdpperf --nodes {nodes} --rate {rate} >/dev/null"
         run = f"{CLUSTER} run --name kdpperf --ranks-per-node {per_node} -- " + " ".join(args)
         return ["bash", "-c", f"{CLUSTER} down --name kdpperf >/dev/null; {up} && {run}; rc=$?; "
@@ -206,6 +244,19 @@ def cluster_runs(bench, q, reps):
     return runs
 
 
+def cluster_here():
+    """None where scripts/cluster.sh can make its namespaces, else why not."""
+    check = subprocess.run([CLUSTER, "check"], capture_output=True, text=True)
+    if check.returncode == 0:
+        return None
+    why = (check.stdout + check.stderr).strip().splitlines()
+    return NotHere("no emulated cluster on this machine" + (f" ({why[-1]})" if why else ""))
+
+
+def not_built(program):
+    return CannotRun(f"{os.path.basename(program)} is not built (an option of this build is off)")
+
+
 def reproducible_runs(train):
     """kdp-train's step in reproducible mode against DDP's exchange
     (--no-reproducible) on Fashion-MNIST at a global batch of 240, taking
@@ -213,9 +264,6 @@ def reproducible_runs(train):
     (the better rate of each mode counts, so that a busy moment slows both
     alike): L at 2 and 4 ranks (the target's layouts), at 1 rank with the
     rank's threads and with 2 devices, and a CNN with SyncBatchNorm at 2."""
-    data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
-    if not os.path.exists(train) or not os.path.exists(data) or mpirun(2) is None:
-        return []
     cnn = "'conv(16,3,1,1),batchnorm,relu,maxpool(2),flatten,linear(10)' --sync-batchnorm"
     cores = len(os.sched_getaffinity(0))
     layouts = (("step", "784,1024,1024,10", 2, 1, ""), ("step", "784,1024,1024,10", 4, 1, ""),
@@ -224,8 +272,12 @@ def reproducible_runs(train):
                ("step_sync_batchnorm_cnn", cnn, 2, 1, ""))
     runs = []
     for label, model, ranks, threads, extra in layouts:
+        name = f"reproducible_{label}_r{ranks}"
+        if not os.path.exists(train) or mpirun(ranks) is None:
+            runs.append((name, not_built(train) if mpirun(ranks) is not None else None, {}))
+            continue
         launch = " ".join(mpirun(ranks))
-        common = (f"{launch} {train} --data {data} --model {model} --batch-size 240 "
+        common = (f"{launch} {train} --data {DATA} --model {model} --batch-size 240 "
                   f"--threads {threads} {extra} --max-steps 60 --progress lines --log-every 1000000")
         rate = "sed -n 's/.*samples_per_s=\\([0-9.]*\\).*/\\1/p'"
         target = "(target <= 1.10)" if label == "step" and ranks in (2, 4) and threads == 1 else ""
@@ -236,21 +288,23 @@ def reproducible_runs(train):
                f"b=$(awk -v b=$b -v y=$y 'BEGIN {{print (y > b ? y : b)}}'); done; "
                f"awk -v a=\"$a\" -v b=\"$b\" 'BEGIN {{printf \"REPRODUCIBLE {label}_r{ranks} %.3f "
                f"{target}\\n\", a / b}}'")
-        runs.append((f"reproducible_{label}_r{ranks}", ["bash", "-c", cmd], {}))
+        runs.append((name, ["bash", "-c", cmd], {}))
     return runs
 
 
 def cluster_accuracy_runs(train):
-    data = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
-    if subprocess.run([CLUSTER, "check"], capture_output=True).returncode != 0 or not os.path.exists(train):
-        return []
+    here = cluster_here()
     runs = []
     for hook in HOOK_NAMES:
+        name = f"cluster_accuracy_{hook}"
+        if here is not None or not os.path.exists(train):
+            runs.append((name, here if here is not None else not_built(train), {}))
+            continue
         cmd = (f"{CLUSTER} down --name kdpacc >/dev/null; {CLUSTER} up --name kdpacc --nodes 2 --rate 1gbit "
-               f">/dev/null && {CLUSTER} run --name kdpacc --ranks-per-node 2 -- {train} --data {data} "
+               f">/dev/null && {CLUSTER} run --name kdpacc --ranks-per-node 2 -- {train} --data {DATA} "
                f"--epochs {TTA_EPOCHS} --comm-hook {hook} --seed 0 --progress lines --log-every 1000000; "
                f"rc=$?; {CLUSTER} down --name kdpacc >/dev/null; exit $rc")
-        runs.append((f"cluster_accuracy_{hook}", ["bash", "-c", cmd], {"KDP_NUM_THREADS": "1"}))
+        runs.append((name, ["bash", "-c", cmd], {"KDP_NUM_THREADS": "1"}))
     return runs
 
 
@@ -268,7 +322,7 @@ PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E",
                 ("B", "1x1"): 1.2}
 # kdp at its better precision against PyTorch at its better one (fp32 or bf16
 # autocast), one process of one thread.
-BEST_TARGETS = {"H": 1.5, "E": 1.3, "B": 1.3}
+BEST_TARGETS = {"M": 1.3, "L": 1.3, "H": 1.5, "E": 1.3, "B": 1.3}
 MLPS, CNNS = ("T", "M", "L"), ("H", "E", "B")
 
 
@@ -528,8 +582,10 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a few iterations of each (checks the suite runs)")
     ap.add_argument("--peer-python", default="/usr/bin/python3",
                     help="the interpreter with PyTorch (and Lightning) the peers run with")
-    ap.add_argument("--only", metavar="REGEX", default=None,
-                    help="run only the runs whose name matches (e.g. 'peer_|ops_'); no baseline is recorded")
+    ap.add_argument("--only", metavar="REGEX", nargs="+", default=None,
+                    help="run only the runs whose name matches one of these (e.g. 'peer_' ops_); "
+                         "no baseline is recorded")
+    ap.add_argument("--list", action="store_true", help="list the runs' names (after --only) and exit")
     ap.add_argument("--baseline-from", nargs="+", metavar="RESULTS",
                     help="write the baseline of these results.json files' machine from them")
     args = ap.parse_args()
@@ -538,32 +594,51 @@ def main():
     if not args.build:
         ap.error("--build is required to run the suite")
 
+    build = os.path.abspath(args.build)
+    only = re.compile("|".join(f"(?:{r})" for r in args.only)) if args.only else None
+    runs = with_data([r for r in benchmarks(build, args.quick, args.peer_python)
+                      if only is None or only.search(r[0])], build)
+    if args.list:
+        print("\n".join(name for name, _, _ in runs))
+        return 0
+    if not runs:
+        print(f"no run matches --only {' '.join(args.only)} (--list shows their names)")
+        return 2
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
-    metrics, models, logs, failures, skipped = {}, {}, {}, [], []
+    metrics, models, logs, failures, skipped, wall = {}, {}, {}, [], [], {}
     peers, tta, cnn_tta, versions = {}, {}, {}, {}
-    for name, cmd, env in benchmarks(args.build, args.quick, args.peer_python):
-        if args.only and not re.search(args.only, name):
-            continue
-        why = runnable(cmd, args.build)
+    suite_start = time.monotonic()
+    for name, cmd, env in runs:
+        why = runnable(cmd, build)
+        if why is None and name != "import_fashion_mnist" and needs_data(cmd) and not os.path.exists(DATA):
+            why = CannotRun(f"no {DATA} (its import did not run or failed)")
         if why:
-            print(f"== {name}: skipped: {why}", flush=True)
-            skipped.append(f"{name}: {why}")
+            print(f"== {name}: NOT RUN: {why}", flush=True)
+            (skipped if isinstance(why, NotHere) else failures).append(f"{name} not run: {why}")
             continue
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
+        if name == "import_fashion_mnist":
+            os.makedirs(os.path.dirname(DATA), exist_ok=True)
+        # No colours in the logs, whatever the terminal (Google Benchmark's flag
+        # from its environment); uncoloured() removes any that come all the same.
+        env = {"BENCHMARK_COLOR": "false", **env}
         try:
             launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
                                   timeout=RUN_TIMEOUT_S)
-            wall_s = time.monotonic() - launched
+            wall_s = wall[name] = time.monotonic() - launched
         except subprocess.TimeoutExpired as e:
             failures.append(f"{name} did not finish within {RUN_TIMEOUT_S} s")
             print(f"   {name}: stopped after {RUN_TIMEOUT_S} s", flush=True)
-            logs[name] = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            logs[name] = uncoloured((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
+                               else (e.stdout or ""))
+            wall[name] = RUN_TIMEOUT_S
             continue
-        text = proc.stdout + proc.stderr
+        print(f"   {wall_s:.1f} s", flush=True)
+        text = uncoloured(proc.stdout + proc.stderr)
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:
             f.write(text)
@@ -666,8 +741,12 @@ def main():
         best[name] = {"layout": layout, **layouts[layout]}
 
     machine = this_machine(logs)
+    known = machine["backend"] != "unknown" or args.baseline is not None
+    if not known and any(name.startswith(("models_", "peer_kdp_")) for name in logs):
+        failures.append("the benchmarks' logs name no Kokkos backend ('backend: ...'): the machine kind "
+                        "is unknown, so no baseline was compared or recorded")
     baseline_path = args.baseline or os.path.join(BASELINES, machine["key"] + ".json")
-    baseline = baselines.load(baseline_path) if os.path.exists(baseline_path) else None
+    baseline = baselines.load(baseline_path) if known and os.path.exists(baseline_path) else None
     regressions = baselines.compare(metrics, baseline, args.tolerance, args.absolute_tolerance)
 
     result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(), "machine": machine,
@@ -675,7 +754,7 @@ def main():
               "metrics": metrics, "models": models, "best_layouts": best, "peers": peers,
               "time_to_88": tta, "time_to_91_cnn": cnn_tta, "peer_versions": versions,
               "regressions": regressions, "failures": failures, "skipped": skipped,
-              "tolerance": args.tolerance}
+              "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
     pictures = charts(out, models, metrics) + peer_chart(out, peers)
@@ -686,7 +765,8 @@ def main():
              f"run unless its name ends in _us or says samples/s. Baseline: "
              + (f"{os.path.relpath(baseline_path, HERE)} ({baseline['runs']} run(s)); a regression is a "
                 f"figure beyond its recorded spread by {args.tolerance:.0%} (figures near zero: by "
-                f"{args.absolute_tolerance:g})" if baseline else "none for this machine yet")
+                f"{args.absolute_tolerance:g})" if baseline
+                else "none for this machine yet" if known else "none: the machine kind is unknown")
              + ". Peers: "
              + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "none ran")
              + f" ({args.peer_python}).", "",
@@ -707,7 +787,7 @@ def main():
         lines += ["", "## Each at its best precision, one process of one thread (samples/s)", "",
                   "| model | kdp fp32 | kdp bf16 | PyTorch fp32 | PyTorch bf16 autocast | best / best |",
                   "|---|---|---|---|---|---|"]
-        for name in CNNS:
+        for name in MLPS + CNNS:
             row = [peers.get(side, {}).get("1x1", {}).get(name) for side in ("kdp", "kdp_bf16", "torch", "torch_bf16")]
             if all(row):
                 lines.append(f"| {name} | " + " | ".join(f"{v:.0f}" for v in row)
@@ -759,9 +839,11 @@ def main():
         print("partial run (--only): not recorded as a baseline")
     elif args.quick and (baseline is None or args.update_baseline):
         print("quick run: its figures are too rough to record as a baseline")
+    elif not known:
+        print("the machine kind is unknown: no baseline compared or recorded")
     elif baseline is None or args.update_baseline:
         if failures:
-            print(f"FAILURES (no baseline recorded):\n  " + "\n  ".join(failures))
+            print("FAILURES (no baseline recorded):\n  " + "\n  ".join(failures))
             return 1
         recorded = baselines.record(baseline_path, machine, metrics, stamp, existing=baseline)
         what = "first run on this machine kind: recorded as its baseline" if baseline is None else \
@@ -770,6 +852,8 @@ def main():
         return 0
     if regressions:
         print("REGRESSIONS (beyond the tolerance):\n  " + "\n  ".join(regressions))
+    if skipped:
+        print("NOT RUN on this machine:\n  " + "\n  ".join(skipped))
     if failures:
         print("FAILURES:\n  " + "\n  ".join(failures))
     return 1 if regressions or failures else 0

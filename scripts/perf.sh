@@ -7,7 +7,14 @@
 # from a virtual environment outside the tree (scripts/peers-venv.sh).
 #
 #   scripts/perf.sh [--update-baseline] [--tolerance 0.25] [--absolute-tolerance 0.02] [--quick]
+#   scripts/perf.sh --only reproducible_ 'peer_kdp' ...   # the runs whose names match
+#   scripts/perf.sh --list [--only ...]                   # the runs' names
 #   scripts/perf.sh --baseline-from perf/results/*/results.json   # median of runs
+#
+# The suite imports data/fashion-mnist.h5 itself before the first run that
+# reads it. A run it meant to make that cannot happen (a program not built, no
+# data) fails it; one this machine cannot make (no network namespaces for the
+# emulated cluster, no PyTorch for the peers) is listed as not run.
 #   KDP_PERF_OUT=DIR scripts/perf.sh      # results elsewhere
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

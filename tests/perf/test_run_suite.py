@@ -1,0 +1,141 @@
+#!/usr/bin/python3
+"""The performance suite's own handling of its runs (perf/run_suite.py): logs
+with a terminal's colour codes, a fresh tree without the dataset, runs that
+cannot happen. The benchmarks are stand-in scripts that print a recorded log:
+no timing here.
+
+    test_run_suite.py PERF_DIR   (the repository's perf/)
+"""
+import contextlib
+import io
+import json
+import os
+import stat
+import sys
+import tempfile
+import unittest
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+sys.path.insert(0, sys.argv.pop(1) if len(sys.argv) > 1 else os.path.join(DATA, "..", "..", "..", "perf"))
+import run_suite  # noqa: E402
+
+# kdp_bench_models' output as a terminal got it (TERM=xterm): Google
+# Benchmark's colour codes, one of them in front of the "backend:" line.
+COLOURED = os.path.join(DATA, "models_coloured.log")
+
+
+def write_program(path, body):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+
+
+class Suite(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.build = os.path.join(self.dir.name, "build")
+        self.out = os.path.join(self.dir.name, "out")
+        self.data = os.path.join(self.dir.name, "data", "fashion-mnist.h5")
+        self.saved = run_suite.DATA
+        run_suite.DATA = self.data
+
+    def tearDown(self):
+        run_suite.DATA = self.saved
+        self.dir.cleanup()
+
+    def run_main(self, *args):
+        argv = ["run_suite.py", "--build", self.build, "--out", self.out, *args]
+        saved, sys.argv = sys.argv, argv
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                status = run_suite.main()
+        finally:
+            sys.argv = saved
+        with open(os.path.join(self.out, "results.json")) as f:
+            return status, json.load(f), printed.getvalue()
+
+    def test_a_coloured_log_reads_as_a_plain_one(self):
+        with open(COLOURED) as f:
+            raw = f.read()
+        self.assertIn("\x1b[", raw)
+        # Read as it is, the colour code hides the backend from the suite.
+        self.assertEqual(run_suite.this_machine({"models_1x1": raw})["backend"], "unknown")
+        text = run_suite.uncoloured(raw)
+        self.assertNotIn("\x1b", text)
+        self.assertEqual(run_suite.this_machine({"models_1x1": text})["backend"], "Serial")
+        metrics, models = {}, {}
+        run_suite.parse("models_1x1", text, metrics, models)
+        # The log's own lines: "MODEL M step 10506.5 us, ... 139.3 % of the roofline".
+        self.assertAlmostEqual(metrics["model_M_roofline_1x1"]["value"], 1.393)
+        self.assertAlmostEqual(models["T"]["1x1"]["step_us"], 89.4)
+        self.assertAlmostEqual(metrics["m_bf16_vs_fp32_step_at_1x1"]["value"], 2.286)
+
+    def test_a_run_from_a_terminal_is_compared_with_its_machine_kind(self):
+        write_program(os.path.join(self.build, "perf", "kdp_bench_models"), f"cat '{COLOURED}'")
+        baseline = os.path.join(self.dir.name, "baseline.json")
+        status, result, printed = self.run_main("--only", "^models_1x1$", "--baseline", baseline)
+        self.assertEqual(result["machine"]["backend"], "Serial", printed)
+        self.assertEqual(result["failures"], [])
+        self.assertIn("model_M_roofline_1x1", result["metrics"])
+        self.assertEqual(status, 0, printed)
+
+    def test_a_fresh_tree_imports_the_data_before_the_runs_that_read_it(self):
+        runs = run_suite.with_data(run_suite.benchmarks(self.build, False), self.build)
+        names = [name for name, _, _ in runs]
+        self.assertEqual(names[0], "import_fashion_mnist")
+        self.assertIn(self.data, runs[0][1])
+        readers = [name for name, cmd, _ in runs if run_suite.needs_data(cmd)]
+        self.assertIn("tta_kdp", readers)
+        # Once the data is there, nothing imports it again.
+        os.makedirs(os.path.dirname(self.data))
+        open(self.data, "w").close()
+        again = run_suite.with_data(run_suite.benchmarks(self.build, False), self.build)
+        self.assertNotIn("import_fashion_mnist", [name for name, _, _ in again])
+
+    def test_the_import_runs_first_and_the_reader_finds_its_data(self):
+        write_program(os.path.join(self.build, "tools", "kdp-data"), 'echo imported > "$3"')
+        # kdp-train's epoch lines, from a file the import must have made.
+        write_program(os.path.join(self.build, "tools", "kdp-train"),
+                      'test -s "$2" || exit 9\n'
+                      'echo "epoch 1 val_acc 0.8900 (50000.0 samples/s, 1.5 s)"')
+        status, result, printed = self.run_main("--only", "^tta_kdp$")
+        self.assertTrue(os.path.exists(self.data))
+        self.assertEqual(list(result["wall_s"]), ["import_fashion_mnist", "tta_kdp"], printed)
+        self.assertEqual(result["metrics"]["time_to_88_kdp_s"]["value"], 1.5)
+        self.assertEqual(result["failures"], [])
+
+    def test_a_run_that_cannot_happen_fails_the_suite(self):
+        # No build at all: the benchmark is not there.
+        status, result, printed = self.run_main("--only", "^linear$")
+        self.assertEqual(status, 1)
+        self.assertEqual(len(result["failures"]), 1)
+        self.assertIn("kdp_bench_linear is not built", result["failures"][0])
+        self.assertIn("FAILURES", printed)
+
+    def test_a_failed_import_fails_the_runs_that_need_the_data(self):
+        write_program(os.path.join(self.build, "tools", "kdp-data"), "exit 4")
+        write_program(os.path.join(self.build, "tools", "kdp-train"), "exit 0")
+        status, result, _ = self.run_main("--only", "^tta_kdp$")
+        self.assertEqual(status, 1)
+        self.assertTrue(any("import_fashion_mnist exited with 4" in f for f in result["failures"]))
+        self.assertTrue(any(f.startswith("tta_kdp not run") for f in result["failures"]))
+
+    def test_a_machine_limit_is_reported_without_failing(self):
+        why = run_suite.runnable(run_suite.NotHere("no emulated cluster on this machine"), self.build)
+        self.assertIsInstance(why, run_suite.NotHere)
+        self.assertIsInstance(run_suite.runnable(None, self.build), run_suite.CannotRun)
+
+    def test_only_takes_several_patterns_and_lists_the_runs(self):
+        argv = ["run_suite.py", "--build", self.build, "--only", "^linear$", "^checkpoint$", "--list"]
+        saved, sys.argv = sys.argv, argv
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                self.assertEqual(run_suite.main(), 0)
+        finally:
+            sys.argv = saved
+        self.assertEqual(printed.getvalue().split(), ["linear", "checkpoint"])
+
+
+if __name__ == "__main__":
+    unittest.main()
