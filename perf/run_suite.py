@@ -68,8 +68,12 @@ def runnable(cmd, build):
         return CannotRun("needs mpirun for several ranks")
     program = next((c for c in cmd if c.startswith(build)), None)
     if program is not None and not os.path.exists(program):
-        return CannotRun(f"{os.path.basename(program)} is not built (an option of this build is off)")
+        return not_built(program)
     return None
+
+
+def not_built(program):
+    return CannotRun(f"{os.path.basename(program)} is not built (an option of this build is off)")
 
 
 # Escape sequences of a terminal (colours, cursor moves): Google Benchmark
@@ -85,6 +89,7 @@ def uncoloured(text):
 # The dataset of the accuracy, reproducible-mode and time-to-accuracy runs: the
 # suite imports it itself (kdp-data) before the first run that reads it.
 DATA = os.path.join(os.path.dirname(HERE), "data", "fashion-mnist.h5")
+IMPORT = "import_fashion_mnist"
 
 
 def needs_data(cmd):
@@ -96,7 +101,7 @@ def with_data(runs, build):
     and it is not there yet."""
     if os.path.exists(DATA) or not any(needs_data(cmd) for _, cmd, _ in runs):
         return runs
-    return [("import_fashion_mnist", [os.path.join(build, "tools", "kdp-data"), "import-fashion-mnist",
+    return [(IMPORT, [os.path.join(build, "tools", "kdp-data"), "import-fashion-mnist",
                                       "--out", DATA], {}), *runs]
 
 
@@ -174,9 +179,8 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
     # same model, data, batch, optimizer, learning rate and epochs.
     if not quick:
-        data = DATA
         common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
-        runs.append(("tta_kdp", [os.path.join(build, "tools", "kdp-train"), "--data", data,
+        runs.append(("tta_kdp", [os.path.join(build, "tools", "kdp-train"), "--data", DATA,
                                  "--model", "784,256,256,10", "--optimizer", "adam", *common,
                                  "--progress", "lines", "--log-every", "1000000"], {}))
         runs.append(("tta_torch", [python, peer("torch_fmnist.py"), *common, "--target", str(TTA_TARGET)],
@@ -186,7 +190,7 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
         # loop and Lightning's Trainer with its "ddp" strategy.
         recipe = ["--epochs", str(CNN_TTA_EPOCHS), "--batch-size", "64", "--lr", "1.0", "--gamma", "0.7"]
         two = ["--processes", "2", "--threads", "1"]
-        kdp_train = launch(2, os.path.join(build, "tools", "kdp-train"), "--data", data, "--model", CNN_E,
+        kdp_train = launch(2, os.path.join(build, "tools", "kdp-train"), "--data", DATA, "--model", CNN_E,
                            "--optimizer", "adadelta", "--scheduler", "step", "--step-size", "1",
                            "--stop-at-accuracy", str(CNN_TTA_TARGET), *recipe, "--progress", "lines",
                            "--log-every", "1000000")
@@ -251,10 +255,6 @@ def cluster_here():
         return None
     why = (check.stdout + check.stderr).strip().splitlines()
     return NotHere("no emulated cluster on this machine" + (f" ({why[-1]})" if why else ""))
-
-
-def not_built(program):
-    return CannotRun(f"{os.path.basename(program)} is not built (an option of this build is off)")
 
 
 def reproducible_runs(train):
@@ -612,7 +612,7 @@ def main():
     suite_start = time.monotonic()
     for name, cmd, env in runs:
         why = runnable(cmd, build)
-        if why is None and name != "import_fashion_mnist" and needs_data(cmd) and not os.path.exists(DATA):
+        if why is None and name != IMPORT and needs_data(cmd) and not os.path.exists(DATA):
             why = CannotRun(f"no {DATA} (its import did not run or failed)")
         if why:
             print(f"== {name}: NOT RUN: {why}", flush=True)
@@ -620,11 +620,8 @@ def main():
             continue
         shown = " ".join(f"{k}={v}" for k, v in env.items())
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
-        if name == "import_fashion_mnist":
+        if name == IMPORT:
             os.makedirs(os.path.dirname(DATA), exist_ok=True)
-        # No colours in the logs, whatever the terminal (Google Benchmark's flag
-        # from its environment); uncoloured() removes any that come all the same.
-        env = {"BENCHMARK_COLOR": "false", **env}
         try:
             launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
