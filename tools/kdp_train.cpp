@@ -188,6 +188,9 @@ int run(Options o, Runtime& runtime, dist::Communicator& comm) {
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
         static_cast<long long>(o.batch_size), precision_line(trainer).c_str());
     std::printf("kdp-train: %s\n", mode.c_str());
+    if (const std::string blas = blas_kernel_advice(); !blas.empty()) {
+      std::printf("kdp-train: %s\n", blas.c_str());
+    }
     std::fflush(stdout);
   }
   if (const int signal = signal_before_training(comm); signal != 0) return 128 + signal;

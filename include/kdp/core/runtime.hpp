@@ -167,4 +167,10 @@ int gpu_for_local_rank(int local_rank, int visible_gpus);
 /// Seeds every device's generator: Runtime::get().manual_seed(seed).
 void manual_seed(uint64_t seed);
 
+/// Where the host BLAS is OpenBLAS and took generic (pre-AVX) kernels on a CPU
+/// with AVX2 or AVX-512, as a release older than the CPU does: one line saying
+/// so, with the OPENBLAS_CORETYPE to export before the program starts. Empty
+/// otherwise. kdp-train prints it.
+std::string blas_kernel_advice();
+
 }  // namespace kdp
