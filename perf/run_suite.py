@@ -595,7 +595,10 @@ def main():
         ap.error("--build is required to run the suite")
 
     build = os.path.abspath(args.build)
-    only = re.compile("|".join(f"(?:{r})" for r in args.only)) if args.only else None
+    try:
+        only = re.compile("|".join(f"(?:{r})" for r in args.only)) if args.only else None
+    except re.error as e:
+        ap.error(f"--only {' '.join(args.only)}: not a regular expression ({e})")
     runs = with_data([r for r in benchmarks(build, args.quick, args.peer_python)
                       if only is None or only.search(r[0])], build)
     if args.list:
