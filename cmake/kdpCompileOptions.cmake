@@ -29,7 +29,9 @@ endif()
 # default). Rounding, NaN and infinity handling stay IEEE. a * b + c is not
 # contracted into a fused multiply-add: kdp's host kernels are compiled for
 # several instruction sets (kernels/native/host_kernels.hpp), and every
-# variant must round as the others do.
+# variant must round as the others do. No kdp code reads errno after a math
+# function, so a square root is the instruction alone (and vectorizes) rather
+# than the instruction and a library call for negative input.
 add_library(kdp_codegen INTERFACE)
 target_compile_options(kdp_codegen INTERFACE
-  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math -ffp-contract=off>)
+  $<$<COMPILE_LANG_AND_ID:CXX,GNU,Clang>:-fno-trapping-math -ffp-contract=off -fno-math-errno>)

@@ -2,10 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "core/check.hpp"
 #include "core/tensor_kernels.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kernels/native/host_kernels.hpp"
 
 namespace kdp::nn {
 
@@ -56,6 +61,44 @@ struct NonFinite {
   }
 };
 
+// The elements of [x, x + n) that are NaN or +-Inf (every exponent bit set),
+// counted in integers: exact in any order, so vectorized.
+KDP_ALWAYS_INLINE void count_non_finite_body(const float* __restrict x, int64_t n, int64_t* count) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, x + i, sizeof(bits));
+    c += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+  }
+  *count = c;
+}
+KDP_HOST_KERNEL(count_non_finite, count_non_finite_body,
+                (const float* __restrict x, int64_t n, int64_t* count), (x, n, count))
+
+// non_finite_grad_count on a host backend: the count of each block of every
+// gradient over the host threads, then their total.
+Tensor host_non_finite_count(const std::vector<Tensor>& grads) {
+  const Device device = grads.empty() ? get_default_device() : grads.front().device();
+  constexpr int64_t kBlock = 65536;
+  std::vector<std::pair<const float*, int64_t>> blocks;
+  for (const Tensor& g : grads) {
+    for (int64_t b = 0; b < g.numel(); b += kBlock) {
+      blocks.emplace_back(g.data() + b, std::min(kBlock, g.numel() - b));
+    }
+  }
+  std::vector<int64_t> counts(blocks.size(), 0);
+  const auto* block = blocks.data();
+  int64_t* count = counts.data();
+  detail::host_chunks(
+      "kdp::non_finite_grad_count", device, static_cast<int64_t>(blocks.size()), 1,
+      [=](int64_t b, int64_t) { count_non_finite(block[b].first, block[b].second, count + b); });
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  Tensor out = Tensor::empty(Shape{}, device);
+  out.flat()(0) = static_cast<float>(total);
+  return out;
+}
+
 }  // namespace
 
 Tensor grad_norm(const std::vector<Tensor>& parameters) {
@@ -87,6 +130,9 @@ Tensor clip_grad_norm(const std::vector<Tensor>& parameters, double max_norm) {
 }
 
 Tensor non_finite_grad_count(const std::vector<Tensor>& parameters) {
+  if constexpr (compat::host_accessible_memory()) {
+    return host_non_finite_count(gradients("kdp::nn::non_finite_grad_count", parameters));
+  }
   return sum_over("kdp::non_finite_grad_count",
                   gradients("kdp::nn::non_finite_grad_count", parameters), NonFinite{});
 }

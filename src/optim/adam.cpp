@@ -9,6 +9,7 @@
 #include "core/parallel_for.hpp"
 #include "hyperparameters.hpp"
 #include "kdp/core/error.hpp"
+#include "kernels/native/host_kernels.hpp"
 
 namespace kdp::optim {
 
@@ -26,8 +27,72 @@ struct AdamStep {
   bool decoupled, amsgrad;
 };
 
+namespace {
+
+// The same arithmetic as the device kernel below, element by element (the
+// build adds no contractions, and vector square roots and divisions round as
+// the scalar ones do): over raw host pointers that do not alias, so that the
+// compiler vectorizes the divisions and square roots that bound the step.
+template <bool Decay, bool Decoupled, bool Amsgrad>
+KDP_ALWAYS_INLINE void adam_elements(float* __restrict p, const float* __restrict g,
+                                     float* __restrict m, float* __restrict v,
+                                     float* __restrict vmax, int64_t n, const AdamStep& s) {
+  for (int64_t i = 0; i < n; ++i) {
+    float grad = g[i];
+    float param = p[i];
+    if (Decay) {
+      if (Decoupled) {
+        param *= s.decay;
+      } else {
+        grad += s.weight_decay * param;
+      }
+    }
+    const float mi = m[i] + s.one_minus_beta1 * (grad - m[i]);
+    const float vi = v[i] * s.beta2 + s.one_minus_beta2 * grad * grad;
+    m[i] = mi;
+    v[i] = vi;
+    float second = vi;
+    if (Amsgrad) {
+      second = vmax[i] > vi ? vmax[i] : vi;
+      vmax[i] = second;
+    }
+    const float denom = std::sqrt(second) / s.bias2_sqrt + s.eps;
+    p[i] = param - s.step_size * (mi / denom);
+  }
+}
+
+KDP_ALWAYS_INLINE void adam_body(float* __restrict p, const float* __restrict g,
+                                 float* __restrict m, float* __restrict v, float* __restrict vmax,
+                                 int64_t n, const AdamStep& s) {
+  const bool decay = s.weight_decay != 0.0f;
+  if (s.amsgrad) {
+    if (!decay) return adam_elements<false, false, true>(p, g, m, v, vmax, n, s);
+    if (s.decoupled) return adam_elements<true, true, true>(p, g, m, v, vmax, n, s);
+    return adam_elements<true, false, true>(p, g, m, v, vmax, n, s);
+  }
+  if (!decay) return adam_elements<false, false, false>(p, g, m, v, vmax, n, s);
+  if (s.decoupled) return adam_elements<true, true, false>(p, g, m, v, vmax, n, s);
+  adam_elements<true, false, false>(p, g, m, v, vmax, n, s);
+}
+KDP_HOST_KERNEL(adam_host, adam_body,
+                (float* __restrict p, const float* __restrict g, float* __restrict m,
+                 float* __restrict v, float* __restrict vmax, int64_t n, const AdamStep& s),
+                (p, g, m, v, vmax, n, s))
+
+}  // namespace
+
 void adam_kernel(const Device& device, View1 p, ConstView1 g, View1 m, View1 v, View1 vmax,
                  AdamStep s) {
+  if constexpr (compat::launches_are_synchronous()) {
+    float *pd = p.data(), *md = m.data(), *vd = v.data(), *xd = vmax.data();
+    const float* gd = g.data();
+    kdp::detail::host_chunks("kdp::optim::Adam", device, static_cast<int64_t>(p.extent(0)), 16384,
+                             [=](int64_t b, int64_t e) {
+                               adam_host(pd + b, gd + b, md + b, vd + b,
+                                         xd != nullptr ? xd + b : nullptr, e - b, s);
+                             });
+    return;
+  }
   Kokkos::parallel_for(
       "kdp::optim::Adam", kdp::detail::range(device, static_cast<int64_t>(p.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) {

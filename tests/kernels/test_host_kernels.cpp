@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 
 #include "core/cpu_isa.hpp"
 #include "test_util.hpp"
@@ -67,5 +68,94 @@ TEST(HostKernels, EveryInstructionSetGivesTheSameBits) {
       EXPECT_TRUE(same_bits(r.out, reference.out)) << c.name << " forward at " << isa;
       EXPECT_TRUE(same_bits(r.grad, reference.grad)) << c.name << " backward at " << isa;
     }
+  }
+}
+
+namespace {
+
+// Parameters after three steps of Adam (or AdamW, AMSGrad) on 1003 elements:
+// every lane of the vector variants and a tail.
+std::vector<float> adam_steps(bool decoupled, bool amsgrad, double weight_decay) {
+  Tensor p = random_tensor({1003}, 7, -1.0f, 1.0f).requires_grad_();
+  optim::AdamOptions o;
+  o.lr = 0.01;
+  o.weight_decay = weight_decay;
+  o.amsgrad = amsgrad;
+  std::unique_ptr<optim::Optimizer> opt;
+  if (decoupled) {
+    opt = std::make_unique<optim::AdamW>(optim::NamedParameters{{"p", p}}, o);
+  } else {
+    opt = std::make_unique<optim::Adam>(optim::NamedParameters{{"p", p}}, o);
+  }
+  for (uint64_t k = 0; k < 3; ++k) {
+    p.set_grad(random_tensor({1003}, 8 + k, -1.0f, 1.0f));
+    opt->step();
+  }
+  return p.to_vector();
+}
+
+}  // namespace
+
+TEST(HostKernels, AdamGivesTheSameBitsAtEveryInstructionSetAndAsOneElementAtATime) {
+  struct Case {
+    bool decoupled, amsgrad;
+    double weight_decay;
+  };
+  const CpuIsa widest = detail::cpu_isa_detected();
+  for (const Case c : {Case{false, false, 0.0}, Case{false, false, 0.1}, Case{true, false, 0.1},
+                       Case{false, true, 0.0}, Case{true, true, 0.05}}) {
+    const std::vector<float> reference = adam_steps(c.decoupled, c.amsgrad, c.weight_decay);
+    for (int level = 0; level < static_cast<int>(widest); ++level) {
+      const CpuIsa before = detail::set_cpu_isa_limit(static_cast<CpuIsa>(level));
+      const std::vector<float> r = adam_steps(c.decoupled, c.amsgrad, c.weight_decay);
+      detail::set_cpu_isa_limit(before);
+      EXPECT_TRUE(same_bits(r, reference))
+          << "decoupled " << c.decoupled << " amsgrad " << c.amsgrad << " at "
+          << detail::cpu_isa_name(static_cast<CpuIsa>(level));
+    }
+    // Element 1001 alone, in the same float operations as PyTorch's
+    // single-tensor Adam: the vector lanes round as the scalar code does.
+    Tensor p = random_tensor({1003}, 7, -1.0f, 1.0f);
+    float param = p.to_vector()[1001], m = 0.0f, v = 0.0f, vmax = 0.0f;
+    const float lr = 0.01f, eps = 1e-8f, wd = static_cast<float>(c.weight_decay);
+    for (uint64_t k = 0; k < 3; ++k) {
+      float g = random_tensor({1003}, 8 + k, -1.0f, 1.0f).to_vector()[1001];
+      const double t = static_cast<double>(k + 1);
+      if (c.weight_decay != 0.0) {
+        if (c.decoupled) {
+          param *= static_cast<float>(1.0 - 0.01 * c.weight_decay);
+        } else {
+          g += wd * param;
+        }
+      }
+      m = m + static_cast<float>(1.0 - 0.9) * (g - m);
+      v = v * 0.999f + static_cast<float>(1.0 - 0.999) * g * g;
+      vmax = std::max(vmax, v);
+      const float denom = std::sqrt(c.amsgrad ? vmax : v) /
+                              static_cast<float>(std::sqrt(1.0 - std::pow(0.999, t))) +
+                          eps;
+      param = param - static_cast<float>(lr / (1.0 - std::pow(0.9, t))) * (m / denom);
+    }
+    EXPECT_EQ(reference[1001], param) << "decoupled " << c.decoupled << " amsgrad " << c.amsgrad;
+  }
+}
+
+TEST(HostKernels, NonFiniteGradientsAreCountedAcrossBlocksAtEveryInstructionSet) {
+  // 150001 elements: blocks of the count, vector lanes and a tail; NaN, +Inf
+  // and -Inf planted at 7 places, among them the first and the last element.
+  Tensor a = random_tensor({150001}, 9, -1e30f, 1e30f).requires_grad_();
+  Tensor b = random_tensor({17}, 10, -1.0f, 1.0f).requires_grad_();
+  std::vector<float> g = random_tensor({150001}, 11, -1e38f, 1e38f).to_vector();
+  const float bad[] = {std::nanf(""), INFINITY, -INFINITY};
+  const size_t at[] = {0, 15, 16, 65535, 65536, 100003, 150000};
+  for (size_t k = 0; k < 7; ++k) g[at[k]] = bad[k % 3];
+  a.set_grad(Tensor::from_host(g, {150001}));
+  b.set_grad(Tensor::from_host(std::vector<float>(17, -std::nanf("")), {17}));
+  const CpuIsa widest = detail::cpu_isa_detected();
+  for (int level = 0; level <= static_cast<int>(widest); ++level) {
+    const CpuIsa before = detail::set_cpu_isa_limit(static_cast<CpuIsa>(level));
+    EXPECT_EQ(nn::non_finite_grad_count({a, b}).item(), 7.0f + 17.0f)
+        << detail::cpu_isa_name(static_cast<CpuIsa>(level));
+    detail::set_cpu_isa_limit(before);
   }
 }
