@@ -167,9 +167,15 @@ TEST(RowGemm, ShardSumsAreEachShardsProductRoundedAndAdded) {
         for (int t = 0; t < 4; ++t) {
           // Grids of 2^-39 (fine) and 2^-22 (rounding every product visibly):
           // either way every partial sum below is a double without rounding.
-          for (const int e : {13, 30}) {
+          // Then grids at both ends of the integer rounding's range (2^-126,
+          // 2^60) and just past them, operands scaled by 2^-45 for the fine
+          // ones (so that the products stay below the grid's bound).
+          for (const auto& [e, shift] :
+               {std::pair<int, int>{13, 0}, {30, 0}, {-74, -45}, {-75, -45}, {112, 0}, {113, 0}}) {
             const Case s{(t & 1) != 0, (t & 2) != 0, sh.first, sh.second, k};
-            const Operands o = operands(s, 2, 0.0f, seed++);
+            Operands o = operands(s, 2, 0.0f, seed++);
+            for (float& x : o.a) x = std::ldexp(x, shift);
+            for (float& x : o.b) x = std::ldexp(x, shift);
             const double magic = std::ldexp(1.5, e);
             std::vector<double> want(static_cast<size_t>(s.m * s.n)), plain(want.size());
             for (size_t i = 0; i < want.size(); ++i)

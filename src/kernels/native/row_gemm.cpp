@@ -112,19 +112,20 @@ KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
 // Double vectors of half a Vec: lo += (v's first half + m) - m in double,
 // hi += the same of its second half; d (+)= v.
 using DVec = __m256d;
+struct Rounding {
+  DVec m;
+  KDP_RG_TARGET explicit Rounding(double magic) : m(_mm256_set1_pd(magic)) {}
+};
 KDP_RG_TARGET inline DVec dzero() {
   return _mm256_setzero_pd();
 }
-KDP_RG_TARGET inline DVec dbroadcast(double x) {
-  return _mm256_set1_pd(x);
-}
-KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
+KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, const Rounding& r) {
   lo = _mm256_add_pd(
-      lo, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m), m));
+      lo, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), r.m), r.m));
   hi = _mm256_add_pd(
-      hi, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m), m));
+      hi, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), r.m), r.m));
 }
-KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
+KDP_RG_TARGET inline void dstore(double* d, DVec v, const Rounding&, bool add) {
   _mm256_storeu_pd(d, add ? _mm256_add_pd(_mm256_loadu_pd(d), v) : v);
 }
 #include "kernels/native/row_gemm_kernels.inc"
@@ -134,7 +135,7 @@ KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
 // AVX-512: 16 floats a vector (twice the peak where a core has two 512-bit
 // FMA units).
 namespace avx512 {
-#define KDP_RG_TARGET __attribute__((target("avx512f,avx2,fma")))
+#define KDP_RG_TARGET __attribute__((target("avx512f,avx512dq,avx2,fma")))
 using Vec = __m512;
 using Mask = __mmask16;
 constexpr int kLanes = 16;
@@ -162,26 +163,35 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
-using DVec = __m512d;
+// The rounded values in grid units, as 64-bit integers: v times 2^-q (q
+// the grid's exponent; exact, or below 2^-126 and so rounded to 0 either
+// way) converted with the rounding to nearest even, which is what (v + m) -
+// m does in double; |v| / 2^q < 2^51, so the integers' sums are exact too,
+// and their double times 2^q is the double path's sum, bit for bit (0 is
+// +0). For grids whose scale is a normal float (integer_grid()).
+using DVec = __m512i;
+struct Rounding {
+  __m512 scale;
+  __m512d grid;
+  KDP_RG_TARGET explicit Rounding(double magic)
+      : scale(_mm512_set1_ps(static_cast<float>(1.5 * 0x1p52 / magic))),
+        grid(_mm512_set1_pd(magic / (1.5 * 0x1p52))) {}
+};
 KDP_RG_TARGET inline DVec dzero() {
-  return _mm512_setzero_pd();
+  return _mm512_setzero_si512();
 }
-KDP_RG_TARGET inline DVec dbroadcast(double x) {
-  return _mm512_set1_pd(x);
+KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, const Rounding& r) {
+  // (The zero-masked extractions: GCC's plain ones read an "undefined"
+  // vector that -Wmaybe-uninitialized reports.)
+  const __m512d units = _mm512_castps_pd(_mm512_mul_ps(v, r.scale));
+  lo = _mm512_add_epi64(
+      lo, _mm512_cvtps_epi64(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, units, 0))));
+  hi = _mm512_add_epi64(
+      hi, _mm512_cvtps_epi64(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, units, 1))));
 }
-KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, DVec m) {
-  // (The zero-masked forms: GCC's plain ones read an "undefined" vector that
-  // -Wmaybe-uninitialized reports.)
-  const __m512d both = _mm512_castps_pd(v);
-  const __m512d l =
-      _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 0)));
-  const __m512d h =
-      _mm512_maskz_cvtps_pd(0xff, _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, both, 1)));
-  lo = _mm512_add_pd(lo, _mm512_sub_pd(_mm512_add_pd(l, m), m));
-  hi = _mm512_add_pd(hi, _mm512_sub_pd(_mm512_add_pd(h, m), m));
-}
-KDP_RG_TARGET inline void dstore(double* d, DVec v, bool add) {
-  _mm512_storeu_pd(d, add ? _mm512_add_pd(_mm512_loadu_pd(d), v) : v);
+KDP_RG_TARGET inline void dstore(double* d, DVec v, const Rounding& r, bool add) {
+  const __m512d value = _mm512_mul_pd(_mm512_cvtepi64_pd(v), r.grid);
+  _mm512_storeu_pd(d, add ? _mm512_add_pd(_mm512_loadu_pd(d), value) : value);
 }
 #include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
@@ -197,10 +207,18 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   sums_portable(m, n, k, a, b, c, ldc);
 }
 
+// Whether the AVX-512 kernel's integer rounding serves the grid that `magic`
+// (1.5 2^(q + 52)) sets: 2^-q a normal float, and q small enough that no
+// product it bounds reaches a float's range (the bound is below 2^(q + 51)).
+bool integer_grid(double magic) {
+  const int q = std::ilogb(magic) - 52;
+  return q >= -126 && q <= 60;
+}
+
 void shard_sums(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a, Strided b,
                 double magic, double* d, int64_t ldd, bool add) {
 #if defined(KDP_X86_KERNELS)
-  if (cpu_isa() >= CpuIsa::Avx512)
+  if (cpu_isa() >= CpuIsa::Avx512 && integer_grid(magic))
     return avx512::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
   if (cpu_isa() >= CpuIsa::Avx2)
     return avx2::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
