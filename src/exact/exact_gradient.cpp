@@ -197,9 +197,11 @@ void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& 
     double* sum = sum_.data() + offset_[d.weight];
     const float *dy = d.dy.data(), *x = d.x.data();
     const int64_t* starts = d.starts.data();
-    // Rows of the weight's gradient in chunks of 16 tiles' height, over the
-    // rank's threads.
-    kdp::detail::host_blocks(device_, threads_, out, 96, [=](int64_t b, int64_t e) {
+    // Rows of the weight's gradient in one block a thread (a multiple of the
+    // kernel's 4-row tiles): each block packs x's rows anew.
+    const int64_t workers = std::max(threads_, device_.concurrency());
+    const int64_t block = ((out + workers - 1) / workers + 3) / 4 * 4;
+    kdp::detail::host_blocks(device_, threads_, out, block, [=](int64_t b, int64_t e) {
       kdp::detail::row_gemm_shard_sums(true, false, e - b, in, starts, shards, dy + b, out, x, in,
                                        m, sum + b * in, in, add);
     });
