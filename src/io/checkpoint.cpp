@@ -20,6 +20,7 @@
 #include "kdp/io/atomic_file.hpp"
 #include "kdp/io/output_file.hpp"
 #include "kdp/version.hpp"
+#include "kernels/native/finite.hpp"
 
 namespace kdp::io {
 
@@ -32,8 +33,8 @@ constexpr int64_t kFormatVersion = 1;
 // elements [first, first + n) of a tensor of `shape`.
 std::string first_non_finite(const float* values, int64_t n, const Shape& shape,
                              int64_t first = 0) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isfinite(values[i])) continue;
+  const int64_t i = detail::first_non_finite(values, n);
+  if (i < n) {
     std::vector<int64_t> position(static_cast<size_t>(shape.rank()));
     int64_t rest = first + i;
     for (int d = shape.rank() - 1; d >= 0; --d) {

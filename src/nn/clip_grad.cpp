@@ -10,6 +10,7 @@
 #include "core/tensor_kernels.hpp"
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
+#include "kernels/native/finite.hpp"
 #include "kernels/native/host_kernels.hpp"
 
 namespace kdp::nn {
@@ -61,20 +62,6 @@ struct NonFinite {
   }
 };
 
-// The elements of [x, x + n) that are NaN or +-Inf (every exponent bit set),
-// counted in integers: exact in any order, so vectorized.
-KDP_ALWAYS_INLINE void count_non_finite_body(const float* __restrict x, int64_t n, int64_t* count) {
-  int64_t c = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    __builtin_memcpy(&bits, x + i, sizeof(bits));
-    c += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
-  }
-  *count = c;
-}
-KDP_HOST_KERNEL(count_non_finite, count_non_finite_body,
-                (const float* __restrict x, int64_t n, int64_t* count), (x, n, count))
-
 // non_finite_grad_count on a host backend: the count of each block of every
 // gradient over the host threads, then their total.
 Tensor host_non_finite_count(const std::vector<Tensor>& grads) {
@@ -89,9 +76,10 @@ Tensor host_non_finite_count(const std::vector<Tensor>& grads) {
   std::vector<int64_t> counts(blocks.size(), 0);
   const auto* block = blocks.data();
   int64_t* count = counts.data();
-  detail::host_chunks(
-      "kdp::non_finite_grad_count", device, static_cast<int64_t>(blocks.size()), 1,
-      [=](int64_t b, int64_t) { count_non_finite(block[b].first, block[b].second, count + b); });
+  detail::host_chunks("kdp::non_finite_grad_count", device, static_cast<int64_t>(blocks.size()), 1,
+                      [=](int64_t b, int64_t) {
+                        count[b] = detail::count_non_finite(block[b].first, block[b].second);
+                      });
   int64_t total = 0;
   for (int64_t c : counts) total += c;
   Tensor out = Tensor::empty(Shape{}, device);

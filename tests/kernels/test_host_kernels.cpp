@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/cpu_isa.hpp"
+#include "kernels/native/finite.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -156,6 +157,26 @@ TEST(HostKernels, NonFiniteGradientsAreCountedAcrossBlocksAtEveryInstructionSet)
     const CpuIsa before = detail::set_cpu_isa_limit(static_cast<CpuIsa>(level));
     EXPECT_EQ(nn::non_finite_grad_count({a, b}).item(), 7.0f + 17.0f)
         << detail::cpu_isa_name(static_cast<CpuIsa>(level));
+    detail::set_cpu_isa_limit(before);
+  }
+}
+
+TEST(HostKernels, TheFirstNonFiniteValueIsFoundAtEveryInstructionSet) {
+  // Around the scan's blocks of 4096 and the vector lanes, and nowhere.
+  const int64_t n = 3 * 4096 + 5;
+  const std::vector<float> finite = random_tensor({n}, 12, -1e38f, 1e38f).to_vector();
+  const CpuIsa widest = detail::cpu_isa_detected();
+  for (int level = 0; level <= static_cast<int>(widest); ++level) {
+    const CpuIsa before = detail::set_cpu_isa_limit(static_cast<CpuIsa>(level));
+    const char* isa = detail::cpu_isa_name(static_cast<CpuIsa>(level));
+    EXPECT_EQ(detail::first_non_finite(finite.data(), n), n) << isa;
+    for (const int64_t at : {int64_t{0}, int64_t{15}, int64_t{4095}, int64_t{4096}, n - 1}) {
+      std::vector<float> x = finite;
+      x[static_cast<size_t>(at)] = at % 2 == 0 ? -INFINITY : std::nanf("");
+      if (at + 3 < n) x[static_cast<size_t>(at + 3)] = INFINITY;  // a later one is not the first
+      EXPECT_EQ(detail::first_non_finite(x.data(), n), at) << isa;
+      EXPECT_EQ(detail::count_non_finite(x.data(), n), at + 3 < n ? 2 : 1) << isa;
+    }
     detail::set_cpu_isa_limit(before);
   }
 }

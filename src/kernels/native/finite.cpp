@@ -1,0 +1,46 @@
+#include "kernels/native/finite.hpp"
+
+#include <algorithm>
+
+#include "kernels/native/host_kernels.hpp"
+
+namespace kdp::detail {
+
+namespace {
+
+// Counted in integers from the bits: exact in any order, so vectorized.
+KDP_ALWAYS_INLINE void count_body(const float* __restrict x, int64_t n, int64_t* count) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, x + i, sizeof(bits));
+    c += (bits & 0x7f800000u) == 0x7f800000u ? 1 : 0;
+  }
+  *count = c;
+}
+KDP_HOST_KERNEL(count_block, count_body, (const float* __restrict x, int64_t n, int64_t* count),
+                (x, n, count))
+
+}  // namespace
+
+int64_t count_non_finite(const float* x, int64_t n) {
+  int64_t count = 0;
+  if (n > 0) count_block(x, n, &count);
+  return count;
+}
+
+int64_t first_non_finite(const float* x, int64_t n) {
+  constexpr int64_t kBlock = 4096;  // counted whole; the one that holds one is searched
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    if (count_non_finite(x + b, e - b) == 0) continue;
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t bits;
+      __builtin_memcpy(&bits, x + i, sizeof(bits));
+      if ((bits & 0x7f800000u) == 0x7f800000u) return i;
+    }
+  }
+  return n;
+}
+
+}  // namespace kdp::detail
