@@ -58,20 +58,29 @@ bool is_count_entry(const std::string& name) {
 void write_tensor(const h5::Group& g, const std::string& name, const Tensor& t,
                   const std::string& entry, const std::string& path) {
   std::vector<int64_t> dims = t.shape().to_vector();
-  const std::vector<float> values = t.to_vector();
+  // Memory the host can read is written as it is (a tensor is contiguous);
+  // a device's is copied over first.
+  std::vector<float> copied;
+  const float* values = t.data();
+  if constexpr (compat::host_accessible_memory()) {
+    t.device().fence("kdp::io::save_checkpoint");
+  } else {
+    copied = t.to_vector();
+    values = copied.data();
+  }
   // A checkpoint is what a run goes back to: one with a NaN would carry it
   // into every run resumed from it.
-  const std::string bad = first_non_finite(values.data(), t.numel(), t.shape());
+  const std::string bad = first_non_finite(values, t.numel(), t.shape());
   KDP_CHECK(bad.empty(), NumericalError, "'{}' holds {}; '{}' was not written", entry, bad, path);
   if (is_count_entry(name)) {
     // PyTorch stores BatchNorm's count as int64: so does the file.
-    std::vector<int64_t> counts(values.size());
-    for (size_t i = 0; i < values.size(); ++i) counts[i] = static_cast<int64_t>(values[i]);
+    std::vector<int64_t> counts(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<int64_t>(values[i]);
     g.create_dataset(name, h5::Type::Int64, dims).write_all(counts.data());
     return;
   }
   h5::Dataset d = g.create_dataset(name, h5::Type::Float32, dims);  // rank 0 for scalars
-  d.write_all(values.data());
+  d.write_all(values);
 }
 
 // A tensor read from a checkpoint holds only finite values.
