@@ -46,6 +46,7 @@ int64_t iterations_for(int64_t bytes, bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   const bool quick = perf::take_quick_flag(argc, argv);
   RuntimeOptions options;
   Runtime runtime(argc, argv, options);

@@ -80,6 +80,7 @@ void Load(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   RuntimeOptions options;
   options.init_mpi = false;
   Runtime runtime(argc, argv, options);

@@ -199,6 +199,7 @@ void Comm(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   quick = perf::take_quick_flag(argc, argv);
   take_options(argc, argv);
   Runtime runtime(argc, argv);

@@ -186,6 +186,7 @@ BENCHMARK(TinyGemmFloor)->Name("TinyGemmFloor/T")->Unit(benchmark::kMicrosecond)
 BENCHMARK(TinySmallGemm)->Name("TinySmallGemm/T")->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   RuntimeOptions options;
   options.init_mpi = false;
   Runtime runtime(argc, argv, options);

@@ -133,6 +133,7 @@ void TrainingWait(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   RuntimeOptions options;
   options.init_mpi = false;
   Runtime runtime(argc, argv, options);

@@ -164,6 +164,7 @@ void CnnStep(benchmark::State& state, const CnnSpec& spec, Precision precision) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   quick = perf::take_quick_flag(argc, argv);
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--kdp_devices=", 14) == 0)

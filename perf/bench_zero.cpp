@@ -237,6 +237,7 @@ void report_steps(const Setup& s, const Trainee& replicated, const std::vector<d
 }  // namespace
 
 int main(int argc, char** argv) {
+  kdp::use_the_cpus_blas_kernels(argv);  // before MPI and Kokkos start
   const bool quick = perf::take_quick_flag(argc, argv);
   Runtime runtime(argc, argv);
   dist::Communicator comm = dist::Communicator::world();

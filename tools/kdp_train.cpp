@@ -188,7 +188,7 @@ int run(Options o, Runtime& runtime, dist::Communicator& comm) {
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
         static_cast<long long>(o.batch_size), precision_line(trainer).c_str());
     std::printf("kdp-train: %s\n", mode.c_str());
-    if (const std::string blas = blas_kernel_advice(); !blas.empty()) {
+    if (const std::string blas = blas_kernel_line(); !blas.empty()) {
       std::printf("kdp-train: %s\n", blas.c_str());
     }
     std::fflush(stdout);
@@ -320,7 +320,10 @@ int main_with_options(Options& o, int argc, char** argv) {
 
 }  // namespace
 
+namespace {}  // namespace
+
 int main(int argc, char** argv) {
+  use_the_cpus_blas_kernels(argv);
   // First of all: SIGTERM, SIGINT or SIGUSR1 from now on are noted, not fatal,
   // so a job stopped during start-up still ends with a message.
   StopSignal stop_signal;

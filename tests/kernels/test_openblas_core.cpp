@@ -21,6 +21,12 @@ TEST(OpenBlasCore, AGenericFallbackOnAWiderCpuIsReported) {
   EXPECT_EQ(openblas_core_advice("Cooperlake", CpuIsa::Avx512Bf16), "");
   EXPECT_EQ(openblas_core_advice("Haswell", CpuIsa::Avx2), "");
   EXPECT_EQ(openblas_core_advice("Prescott", CpuIsa::Baseline), "");
+
+  // The core type kdp-train restarts with: the one the advice names.
+  EXPECT_EQ(kdp::kernels::openblas_core_for("Prescott", CpuIsa::Avx512Bf16), "SkylakeX");
+  EXPECT_EQ(kdp::kernels::openblas_core_for("nehalem", CpuIsa::Avx2), "Haswell");
+  EXPECT_EQ(kdp::kernels::openblas_core_for("SkylakeX", CpuIsa::Avx512), "");
+  EXPECT_EQ(kdp::kernels::openblas_core_for("Prescott", CpuIsa::Baseline), "");
 }
 
 // What kdp-train prints here: empty, or the advice for this machine's BLAS.

@@ -173,4 +173,19 @@ void manual_seed(uint64_t seed);
 /// otherwise. kdp-train prints it.
 std::string blas_kernel_advice();
 
+/// OpenBLAS chooses its kernels as it loads, before main(). Where it took
+/// generic ones on a CPU with AVX2 or AVX-512 (blas_kernel_advice() has
+/// advice) and OPENBLAS_CORETYPE is not set, restarts the program at once as
+/// the same process (exec of /proc/self/exe with `argv`) with
+/// OPENBLAS_CORETYPE naming the CPU's own kernels: several times faster
+/// products. Call it first in main(), before MPI starts. A user's own
+/// OPENBLAS_CORETYPE is kept, and the restarted program, which has one, goes
+/// on. Returns (without restarting) where nothing needs doing or exec fails.
+void use_the_cpus_blas_kernels(char** argv);
+
+/// The line a program's header gives the BLAS: the kernels
+/// use_the_cpus_blas_kernels() restarted with, or blas_kernel_advice(), or
+/// "" where OpenBLAS chose well or the BLAS is another.
+std::string blas_kernel_line();
+
 }  // namespace kdp

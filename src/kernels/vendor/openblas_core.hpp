@@ -11,9 +11,13 @@
 
 namespace kdp::kernels {
 
-/// The advice for OpenBLAS's kernels named `core` (openblas_get_corename) on a
-/// CPU of level `isa`: what to export where the kernels are a generic
-/// fallback below the CPU's AVX2 or AVX-512, else "".
+/// The OPENBLAS_CORETYPE that gives a CPU of level `isa` its own kernels
+/// where OpenBLAS's, named `core` (openblas_get_corename), are a generic
+/// fallback below the CPU's AVX2 or AVX-512 ("SkylakeX", "Haswell"); else "".
+std::string openblas_core_for(const std::string& core, detail::CpuIsa isa);
+
+/// The advice for OpenBLAS's kernels named `core` on a CPU of level `isa`:
+/// what to export where openblas_core_for() names a core, else "".
 std::string openblas_core_advice(const std::string& core, detail::CpuIsa isa);
 
 }  // namespace kdp::kernels
