@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -132,6 +136,49 @@ TEST(Autograd, HooksFireInReverseLayerOrderAndCanBeRemoved) {
   order.clear();
   sum(linear(relu(linear(x, w1)), w2)).backward();
   EXPECT_EQ(order, (std::vector<int>{2}));
+}
+
+namespace {
+
+// An identity op whose backward notes that it ran.
+class Probe : public autograd::Node {
+ public:
+  Probe(const Tensor& x, std::vector<std::string>& events) : Node(x.device()), events_(events) {
+    set_next_edges({&x});
+  }
+  const char* name() const override { return "probe"; }
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    events_.push_back("probe");
+    return {grads[0]};
+  }
+
+ private:
+  std::vector<std::string>& events_;
+};
+
+Tensor probe(const Tensor& x, std::vector<std::string>& events) {
+  Tensor out = x.detach();
+  autograd::set_history(out, std::make_shared<Probe>(x, events));
+  return out;
+}
+
+}  // namespace
+
+// A parameter's gradient is final as soon as its layer's backward has run, at
+// every step: its accumulator, made at the first step and kept, runs before
+// the ops below the layer (here the probe), not after all of them.
+TEST(Autograd, ALayersGradientIsFinalBeforeTheLayersBelowRunAtEveryStep) {
+  Tensor w1 = leaf(test::random_tensor({4, 3}, 1));
+  Tensor w2 = leaf(test::random_tensor({2, 4}, 2));
+  std::vector<std::string> events;
+  w1.add_grad_ready_hook([&](Tensor&) { events.push_back("w1"); });
+  w2.add_grad_ready_hook([&](Tensor&) { events.push_back("w2"); });
+  Tensor x = test::random_tensor({5, 3}, 3);
+  for (int step = 0; step < 3; ++step) {
+    events.clear();
+    sum(linear(probe(relu(linear(x, w1)), events), w2)).backward();
+    EXPECT_EQ(events, (std::vector<std::string>{"w2", "probe", "w1"})) << "step " << step;
+  }
 }
 
 TEST(Autograd, BackwardWithSeveralOutputs) {
