@@ -207,6 +207,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   sums_portable(m, n, k, a, b, c, ldc);
 }
 
+#if defined(KDP_X86_KERNELS)
 // Whether the AVX-512 kernel's integer rounding serves the grid that `magic`
 // (1.5 2^(q + 52)) sets: 2^-q a normal float, and q small enough that no
 // product it bounds reaches a float's range (the bound is below 2^(q + 51)).
@@ -214,6 +215,7 @@ bool integer_grid(double magic) {
   const int q = std::ilogb(magic) - 52;
   return q >= -126 && q <= 60;
 }
+#endif
 
 void shard_sums(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a, Strided b,
                 double magic, double* d, int64_t ldd, bool add) {
