@@ -32,19 +32,26 @@ KEEP_RUNS = 7
 NEAR_ZERO = 0.1
 
 
-def cpu_model():
-    """The CPU's model name as the kernel reports it (x86-64: "model name";
-    POWER: "cpu"; Arm: implementer and part numbers), else the architecture."""
+def cpu_model(cpuinfo="/proc/cpuinfo"):
+    """The CPU's model name as the kernel reports it (x86-64: "model name" with
+    its family and model numbers, as names such as "Intel(R) Xeon(R)
+    Processor" cover CPUs of different generations; POWER: "cpu"; Arm:
+    implementer and part numbers), else the architecture."""
     fields = {}
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             for line in f:
                 key, sep, value = line.partition(":")
                 if sep and key.strip().lower() not in fields:
                     fields[key.strip().lower()] = value.strip()
     except OSError:
         pass
-    for key in ("model name", "cpu model", "cpu"):
+    if fields.get("model name"):
+        numbers = ""
+        if fields.get("cpu family") and fields.get("model"):
+            numbers = f" (family {fields['cpu family']} model {fields['model']})"
+        return fields["model name"] + numbers
+    for key in ("cpu model", "cpu"):
         if fields.get(key):
             return fields[key]
     if "cpu part" in fields:

@@ -41,6 +41,20 @@ class Baselines(unittest.TestCase):
         self.assertNotEqual(baselines.machine_key("AMD EPYC 7B12", 2, "Serial"),
                             baselines.machine_key("AMD EPYC 7B12", 2, "OpenMP"))
 
+    def test_two_generations_under_one_model_name_get_two_keys(self):
+        keys = []
+        for model in (167, 207):
+            path = os.path.join(self.dir.name, f"cpuinfo-{model}")
+            with open(path, "w") as f:
+                for cpu in (0, 1):  # the first processor's fields count
+                    f.write(f"processor\t: {cpu}\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                            f"model\t\t: {model}\nmodel name\t: Intel(R) Xeon(R) Processor\n\n")
+            cpu = baselines.cpu_model(path)
+            self.assertEqual(cpu, f"Intel(R) Xeon(R) Processor (family 6 model {model})")
+            keys.append(baselines.machine_key(cpu, 2, "Serial"))
+        self.assertEqual(keys[0], "intel-r-xeon-r-processor-family-6-model-167-2c-serial")
+        self.assertNotEqual(keys[0], keys[1])
+
     def test_a_baseline_keeps_the_spread_of_its_runs(self):
         b = self.three_runs()
         self.assertEqual(b["runs"], 3)
