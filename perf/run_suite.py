@@ -155,7 +155,7 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
         runs.append((f"models_{ranks}x{devs}",
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
     if not quick:  # the quick suite (a CTest smoke test) makes no namespaces
-        runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of up to 1 s
+        runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of L, 12 of D
         # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks.
         runs += cluster_accuracy_runs(os.path.join(build, "tools", "kdp-train"))
         runs += reproducible_runs(os.path.join(build, "tools", "kdp-train"))
@@ -309,6 +309,12 @@ def cluster_accuracy_runs(train):
 
 
 TTA_EPOCHS = 10
+# Runs whose figures are information only and which a full run leaves out to
+# keep within 30 minutes on 2 cores: --only NAME (or --extra) runs them.
+EXTRA = {
+    "ops_im2col_1thread": "kdp's own im2col path beside oneDNN's convolution",
+    "tta_cnn_lightning": "Lightning's fp32 time to 91 % (its bf16-mixed run, the target's peer, stays)",
+}
 # A run that hangs (a collective whose peer died, say) is stopped and reported.
 RUN_TIMEOUT_S = 900
 TTA_TARGET = 0.88
@@ -585,6 +591,8 @@ def main():
     ap.add_argument("--only", metavar="REGEX", nargs="+", default=None,
                     help="run only the runs whose name matches one of these (e.g. 'peer_' ops_); "
                          "no baseline is recorded")
+    ap.add_argument("--extra", action="store_true",
+                    help="also the runs a full run leaves out (information only: " + ", ".join(EXTRA) + ")")
     ap.add_argument("--list", action="store_true", help="list the runs' names (after --only) and exit")
     ap.add_argument("--baseline-from", nargs="+", metavar="RESULTS",
                     help="write the baseline of these results.json files' machine from them")
@@ -599,10 +607,10 @@ def main():
         only = re.compile("|".join(f"(?:{r})" for r in args.only)) if args.only else None
     except re.error as e:
         ap.error(f"--only {' '.join(args.only)}: not a regular expression ({e})")
-    runs = with_data([r for r in benchmarks(build, args.quick, args.peer_python)
-                      if only is None or only.search(r[0])], build)
+    chosen = lambda name: only.search(name) if only else args.extra or name not in EXTRA  # noqa: E731
+    runs = with_data([r for r in benchmarks(build, args.quick, args.peer_python) if chosen(r[0])], build)
     if args.list:
-        print("\n".join(name for name, _, _ in runs))
+        print("\n".join(name + (f"  (extra: {EXTRA[name]})" if name in EXTRA else "") for name, _, _ in runs))
         return 0
     if not runs:
         print(f"no run matches --only {' '.join(args.only)} (--list shows their names)")

@@ -9,6 +9,7 @@
 #   scripts/perf.sh [--update-baseline] [--tolerance 0.25] [--absolute-tolerance 0.02] [--quick]
 #   scripts/perf.sh --only reproducible_ 'peer_kdp' ...   # the runs whose names match
 #   scripts/perf.sh --list [--only ...]                   # the runs' names
+#   scripts/perf.sh --extra               # also the information-only runs a full run leaves out
 #   scripts/perf.sh --baseline-from perf/results/*/results.json   # median of runs
 #
 # The suite imports data/fashion-mnist.h5 itself before the first run that

@@ -136,6 +136,26 @@ class Suite(unittest.TestCase):
             sys.argv = saved
         self.assertEqual(printed.getvalue().split(), ["linear", "checkpoint"])
 
+    def listed(self, *args):
+        argv = ["run_suite.py", "--build", self.build, *args, "--list"]
+        saved, sys.argv = sys.argv, argv
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as printed:
+                self.assertEqual(run_suite.main(), 0)
+        finally:
+            sys.argv = saved
+        return [line.split()[0] for line in printed.getvalue().splitlines()]
+
+    def test_a_full_run_leaves_the_extra_runs_to_only_and_extra(self):
+        full = self.listed()
+        self.assertTrue(run_suite.EXTRA)
+        for name in run_suite.EXTRA:
+            self.assertNotIn(name, full)
+            self.assertIn(name, self.listed("--extra"))
+            self.assertEqual(self.listed("--only", f"^{name}$"), [name])
+        # Everything else a full run does, --extra does too.
+        self.assertEqual([n for n in self.listed("--extra") if n not in run_suite.EXTRA], full)
+
 
 if __name__ == "__main__":
     unittest.main()
