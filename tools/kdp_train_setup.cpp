@@ -259,8 +259,7 @@ std::string choose_modes(Options& o, dist::Communicator& comm, const Model& m,
     case train::ReproducibleMode::Auto:
       break;
   }
-  return modes.reason + (modes.reproducible ? " (--no-reproducible turns it off)"
-                                            : " (--reproducible asks for it)");
+  return modes.reason + " (--reproducible asks for it)";  // Auto leaves the mode off
 }
 
 void check_batch(const Options& o, int ranks) {

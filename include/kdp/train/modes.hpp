@@ -23,9 +23,12 @@ namespace kdp::train {
 
 /// What a run asks of reproducible mode.
 enum class ReproducibleMode {
-  Auto,  ///< on where it costs about DDP's step and changes nothing else
-  On,    ///< on (fit() refuses what the mode cannot keep)
-  Off,   ///< DDP's exchange
+  /// DDP's exchange, with the reason the mode is off: what stands in its way
+  /// for this model and request, else its cost (its exact sums cost 1.1-1.4x
+  /// DDP's step on some CPUs, more than a default may: docs/performance.md).
+  Auto,
+  On,   ///< on (fit() refuses what the mode cannot keep)
+  Off,  ///< DDP's exchange
 };
 
 /// What decide_modes() weighs besides the model.
@@ -49,13 +52,13 @@ struct ModeDecision {
   bool reproducible = false;
   /// fp32 or bf16: Auto resolved and agreed by every rank.
   Precision precision = Precision::fp32;
-  /// Why Auto left reproducible mode off ("" where it is on or was asked
-  /// for either way).
+  /// Why Auto left reproducible mode off ("" where it was asked for either
+  /// way).
   std::string why_off;
   /// One line saying which mode runs and why: "reproducible mode on: the same
   /// weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) with any devices and
-  /// threads", "reproducible mode off: 5 ranks do not divide its 12 shards",
-  /// "reproducible mode off (asked)".
+  /// threads" (asked for), "reproducible mode off: 5 ranks do not divide its
+  /// 12 shards", "reproducible mode off (asked)".
   std::string reason;
 };
 
