@@ -6,6 +6,7 @@
 //   --kdp_model=L|D  --kdp_hook=allreduce|bf16|hierarchical|hierarchical-bf16
 //   --kdp_label=TEXT (the link, for the figure's name: 1gbit, 250mbit)
 //   --kdp_bucket_mb=MB (DDPOptions::bucket_cap_mb)
+//   --kdp_steps=N (steps timed: 30 of L and 12 of D unless given)
 //
 //   step:        the full step, buckets reduced during backward (the default)
 //   step_after:  the full step, buckets reduced after backward (overlap Never)
@@ -42,6 +43,7 @@ MPI_Comm raw_comm = MPI_COMM_NULL;
 bool quick = false;
 std::string model_name = "L", hook_name = "allreduce", label;
 double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
+int64_t steps = 0;  // 0: the model's default
 
 std::vector<int64_t> layers() {
   if (model_name == "D") {
@@ -66,6 +68,8 @@ void take_options(int& argc, char** argv) {
       bucket_mb = std::stod(a.substr(16));
     } else if (a.rfind("--kdp_label=", 0) == 0) {
       label = a.substr(12);
+    } else if (a.rfind("--kdp_steps=", 0) == 0) {
+      steps = std::stoll(a.substr(12));
     } else {
       argv[out++] = argv[i];
     }
@@ -209,7 +213,7 @@ int main(int argc, char** argv) {
   setup = &s;
   benchmark::Initialize(&argc, argv);
   // D's step is about four of L's: 12 of them take about as long as L's 30.
-  const int64_t iters = quick ? 2 : model_name == "D" ? 12 : 30;
+  const int64_t iters = quick ? 2 : steps > 0 ? steps : model_name == "D" ? 12 : 30;
   benchmark::RegisterBenchmark("ddp/step", Step)
       ->Iterations(iters)
       ->UseManualTime()

@@ -117,18 +117,21 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     # noisy neighbour slows both alike instead of one of them.
     mixed = [] if quick else ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
                               "--benchmark_report_aggregates_only=true"]
+    # The convolutions' long runs take three turns (two minutes at five).
+    mixed3 = [] if quick else ["--benchmark_repetitions=3", "--benchmark_enable_random_interleaving=true",
+                               "--benchmark_report_aggregates_only=true"]
     short = ["--benchmark_min_time=0.05"] if quick else []
     q = ["--kdp_quick"] if quick else []
     p = lambda name: os.path.join(build, "perf", name)  # noqa: E731
     one_thread = {"KDP_NUM_THREADS": "1"}
     runs = [
         ("linear", [p("kdp_bench_linear"), *short, *mixed], {}),
-        ("ops", [p("kdp_bench_ops"), *short, *mixed], {}),
+        ("ops", [p("kdp_bench_ops"), *short, *mixed3], {}),
         # The convolution against one core's GEMM, as PyTorch's figures are given.
-        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed],
+        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed3],
          one_thread),
         # The same on kdp's own im2col and GEMM path: the two paths per shape.
-        ("ops_im2col_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed],
+        ("ops_im2col_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed3],
          {**one_thread, "KDP_CONV_PATH": "im2col"}),
         ("data_parallel", [p("kdp_bench_data_parallel"), *short, *mixed], {}),
         # Logical devices run one after another: on one thread DataParallel's own
@@ -232,15 +235,18 @@ def cluster_runs(bench, q, reps):
     one = {"KDP_NUM_THREADS": "1"}
     runs = []
     for rate in CLUSTER_RATES:
+        # On the slow link a step takes about twice as long: half the steps.
+        steps = {"L": [], "D": []} if rate != "250mbit" or q else {"L": ["--kdp_steps=15"],
+                                                                   "D": ["--kdp_steps=6"]}
         for model in ("L", "D"):
             runs.append((f"cluster_{model}_{rate}",
                          on_cluster(rate, 2, 1, bench, f"--kdp_model={model}", f"--kdp_label={rate}", *q,
-                                    *reps), one))
+                                    *steps[model], *reps), one))
         # 3 and 4 nodes check the scaling model's ring (2 cores: ranks share them).
         for nodes in (3, 4):
             runs.append((f"cluster{nodes}n_L_{rate}",
                          on_cluster(rate, nodes, 1, bench, "--kdp_model=L", f"--kdp_label={rate}_{nodes}n",
-                                    *q, *reps), one))
+                                    *q, *steps["L"], *reps), one))
     for hook in HOOK_NAMES:
         runs.append((f"cluster2x2_L_1gbit_{hook}",
                      on_cluster("1gbit", 2, 2, bench, "--kdp_model=L", "--kdp_label=1gbit_2x2",
@@ -314,6 +320,8 @@ TTA_EPOCHS = 10
 EXTRA = {
     "ops_im2col_1thread": "kdp's own im2col path beside oneDNN's convolution",
     "tta_cnn_lightning": "Lightning's fp32 time to 91 % (its bf16-mixed run, the target's peer, stays)",
+    "tta_cnn_torch": "PyTorch's fp32 time to 91 % (the fp32-only comparison; the target compares each "
+                     "side's best precision, against its bf16 run)",
 }
 # A run that hangs (a collective whose peer died, say) is stopped and reported.
 RUN_TIMEOUT_S = 900
