@@ -626,7 +626,7 @@ def main():
     stamp = datetime.datetime.utcnow().strftime("%Y%m%dT%H%M%SZ")
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
-    metrics, models, logs, failures, skipped, wall = {}, {}, {}, [], [], {}
+    metrics, models, logs, failures, skipped, wall, retried = {}, {}, {}, [], [], {}, []
     peers, tta, cnn_tta, versions = {}, {}, {}, {}
     suite_start = time.monotonic()
     for name, cmd, env in runs:
@@ -645,6 +645,13 @@ def main():
             launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
                                   timeout=RUN_TIMEOUT_S)
+            if proc.returncode not in (0, 3) and cmd[0] == args.peer_python:
+                # A peer's own failure (its DDP processes over gloo, say) gets
+                # one more try; kdp's runs get none.
+                print(f"   the peer exited with {proc.returncode}: once more", flush=True)
+                retried.append(f"{name} (exit {proc.returncode} the first time)")
+                proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
+                                      timeout=RUN_TIMEOUT_S)
             wall_s = wall[name] = time.monotonic() - launched
         except subprocess.TimeoutExpired as e:
             failures.append(f"{name} did not finish within {RUN_TIMEOUT_S} s")
@@ -769,7 +776,7 @@ def main():
               "baseline": baseline_path if baseline else None,
               "metrics": metrics, "models": models, "best_layouts": best, "peers": peers,
               "time_to_88": tta, "time_to_91_cnn": cnn_tta, "peer_versions": versions,
-              "regressions": regressions, "failures": failures, "skipped": skipped,
+              "regressions": regressions, "failures": failures, "skipped": skipped, "retried": retried,
               "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
@@ -844,6 +851,8 @@ def main():
         lines += ["", "## Failures", ""] + [f"- {r}" for r in failures]
     if skipped:
         lines += ["", "## Not run here", ""] + [f"- {r}" for r in skipped]
+    if retried:
+        lines += ["", "## Peers that failed once and ran again", ""] + [f"- {r}" for r in retried]
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

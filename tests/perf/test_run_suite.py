@@ -121,6 +121,29 @@ class Suite(unittest.TestCase):
         self.assertTrue(any("import_fashion_mnist exited with 4" in f for f in result["failures"]))
         self.assertTrue(any(f.startswith("tta_kdp not run") for f in result["failures"]))
 
+    def peer_that_fails(self, times):
+        """A stand-in peer interpreter that exits 1 its first `times` calls."""
+        python = os.path.join(self.dir.name, "python")
+        count = os.path.join(self.dir.name, "calls")
+        write_program(python, f'n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}\n'
+                              f'[ "$n" -ge {times} ] || exit 1\n'
+                              'echo \'{"layout": "1x1", "processes": 1, "threads": 1, "models": {}}\'')
+        return python, count
+
+    def test_a_peer_that_fails_once_runs_again(self):
+        python, count = self.peer_that_fails(1)
+        status, result, printed = self.run_main("--only", "^peer_torch_1x1_0_mlp$", "--peer-python", python)
+        self.assertEqual(result["failures"], [], printed)
+        self.assertEqual(result["retried"], ["peer_torch_1x1_0_mlp (exit 1 the first time)"])
+        self.assertEqual(open(count).read().strip(), "2")
+
+    def test_a_peer_that_fails_twice_fails_the_suite(self):
+        python, count = self.peer_that_fails(2)
+        status, result, _ = self.run_main("--only", "^peer_torch_1x1_0_mlp$", "--peer-python", python)
+        self.assertEqual(status, 1)
+        self.assertEqual(result["failures"], ["peer_torch_1x1_0_mlp exited with 1"])
+        self.assertEqual(open(count).read().strip(), "2")
+
     def test_a_machine_limit_is_reported_without_failing(self):
         why = run_suite.runnable(run_suite.NotHere("no emulated cluster on this machine"), self.build)
         self.assertIsInstance(why, run_suite.NotHere)
