@@ -142,6 +142,10 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
         # OpenBLAS threads spin and starve it when every core runs one).
         ("loader_1thread", [p("kdp_bench_loader"), "--benchmark_filter=training_wait"], one_thread),
         ("checkpoint", [p("kdp_bench_checkpoint"), *short, *mixed], {}),
+        # Attention alone on one thread, kdp and PyTorch's SDPA (fp32, bf16).
+        ("attention", [p("kdp_bench_attention"), *(["--quick"] if quick else [])], one_thread),
+        ("attention_torch", [python, os.path.join(HERE, "peers", "torch_attention.py"),
+                             *(["--quick"] if quick else [])], {}),
     ]
     # Scaling from 1 to 2 ranks compares like with like: the single rank gets
     # the threads each of the two ranks gets (cores / 2), as one node of two would.
@@ -338,6 +342,8 @@ PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E",
 # autocast), one process of one thread.
 BEST_TARGETS = {"M": 1.3, "L": 1.3, "H": 1.5, "E": 1.3, "B": 1.3}
 MLPS, CNNS = ("T", "M", "L"), ("H", "E", "B")
+# kdp's attention step against PyTorch's SDPA (its time over kdp's).
+ATTENTION_TARGET = 1.2
 
 
 def parse_peer(run, text, peers):
@@ -441,6 +447,8 @@ PATTERNS = [
      lambda m, run: (f"loader_wait_share{suffix(run)}", float(m[1]) / 100.0, 0.02, "lower")),
     (re.compile(r"SHARE (.+?)\s+(-?[\d.]+)\s*$", re.M),
      lambda m, run: (slug(m[1]) + suffix(run), float(m[2]), None, "info")),
+    (re.compile(r"MEMORY attention peak T=(\d+) / T=(\d+) ([\d.]+) \(target <= ([\d.]+)\)"),
+     lambda m, run: (f"attention_peak_memory_T{m[1]}_vs_T{m[2]}", float(m[3]), float(m[4]), "lower")),
     (re.compile(r"INFO  (\w) bf16 vs fp32 step at (\w+): ([\d.]+)x"),
      lambda m, run: (f"model_{m[1]}_bf16_vs_fp32_{m[2]}", float(m[3]), None, "info")),
     (re.compile(r"MODEL (\w) step ([\d.]+) ([um]s), ([\d.]+) samples/s, ([\d.]+) GFLOP/s, ([\d.]+) %"),
@@ -471,6 +479,24 @@ def parse(run, text, metrics, models):
                 continue
             key, value, target, better = made
             metrics[key] = {"value": value, "target": target, "better": better}
+
+
+def attention_ratios(logs, metrics):
+    """kdp's attention step against PyTorch's SDPA at each shape: PyTorch's
+    time over kdp's (higher is better), fp32 against fp32 (the target) and
+    kdp's fp32 against PyTorch's bf16 (information)."""
+    times = {}
+    for run in ("attention", "attention_torch"):
+        for m in re.finditer(r"ATTENTION (kdp|torch) T=(\d+) (full|causal) (fp32|bf16) fwd\+bwd ([\d.]+) ms",
+                             logs.get(run, "")):
+            times[(m[1], int(m[2]), m[3], m[4])] = float(m[5])
+    for (side, t, mask, precision), ms in sorted(times.items()):
+        mine = times.get(("kdp", t, mask, "fp32"))
+        if side != "torch" or not mine:
+            continue
+        target = ATTENTION_TARGET if precision == "fp32" else None
+        metrics[f"kdp_vs_torch_attention_T{t}_{mask}_{precision}"] = {
+            "value": ms / mine, "target": target, "better": "higher" if target else "info"}
 
 
 def met(entry):
@@ -726,6 +752,7 @@ def main():
     if len(acc["kdp"]) == 3 and len(acc["kdp_bf16"]) == 3 and None not in acc["kdp"] + acc["kdp_bf16"]:
         metrics["cnn_bf16_accuracy_points_lost_epoch_3"] = {
             "value": 100 * (acc["kdp"][2] - acc["kdp_bf16"][2]), "target": 0.3, "better": "lower"}
+    attention_ratios(logs, metrics)
     # The convolution paths per layer and precision (the faster one is what a
     # build with oneDNN should take: docs/performance.md).
     convs = {}

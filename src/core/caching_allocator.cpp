@@ -55,6 +55,11 @@ void CachingAllocator::note_dedicated_allocation() {
   stats_.dedicated_allocations++;
 }
 
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak_bytes_in_use = stats_.bytes_in_use;
+}
+
 AllocatorStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;

@@ -149,4 +149,16 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   compat::gemm(device.blas(), ta, tb, alpha, a, b, beta, c);
 }
 
+void batched_gemm(const Device& device, const char* ta, const char* tb, int64_t batch, float alpha,
+                  const float* a, int64_t a_rows, int64_t a_cols, const float* b, int64_t b_rows,
+                  int64_t b_cols, float beta, float* c, int64_t c_rows, int64_t c_cols,
+                  Precision precision) {
+  const int64_t a_size = a_rows * a_cols, b_size = b_rows * b_cols, c_size = c_rows * c_cols;
+  for (int64_t i = 0; i < batch; ++i) {
+    gemm(device, ta, tb, alpha, ConstView2(a + i * a_size, a_rows, a_cols),
+         ConstView2(b + i * b_size, b_rows, b_cols), beta, View2(c + i * c_size, c_rows, c_cols),
+         precision);
+  }
+}
+
 }  // namespace kdp::detail

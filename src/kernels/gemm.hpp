@@ -30,6 +30,14 @@ Bf16Matrix to_bf16(const Device& device, ConstView2 m);
 void gemm(const Device& device, const char* ta, const char* tb, float alpha, ConstView2 a,
           ConstView2 b, float beta, View2 c, Precision precision = autocast_precision());
 
+/// C_i = alpha op(A_i) op(B_i) + beta C_i for i in [0, batch): A_i is the
+/// a_rows x a_cols row-major matrix at a + i a_rows a_cols, B_i and C_i
+/// alike (torch.bmm's contiguous operands), each product as gemm() makes it.
+void batched_gemm(const Device& device, const char* ta, const char* tb, int64_t batch, float alpha,
+                  const float* a, int64_t a_rows, int64_t a_cols, const float* b, int64_t b_rows,
+                  int64_t b_cols, float beta, float* c, int64_t c_rows, int64_t c_cols,
+                  Precision precision = autocast_precision());
+
 /// C = alpha op(A) op(B) + beta C with bf16 operands and fp32 accumulation.
 void gemm_bf16(const Device& device, bool trans_a, bool trans_b, float alpha, const Bf16Matrix& a,
                const Bf16Matrix& b, float beta, View2 c);

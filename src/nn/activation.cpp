@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/ops/activation.hpp"
@@ -39,11 +41,15 @@ std::shared_ptr<Module> Sigmoid::clone() const {
   return std::make_shared<Sigmoid>();
 }
 
+GELU::GELU(std::string approximate) : Module("GELU"), approximate_(std::move(approximate)) {
+  KDP_CHECK(approximate_ == "none" || approximate_ == "tanh", ValueError,
+            "GELU: approximate='{}' is not one of 'none', 'tanh'", approximate_);
+}
 Tensor GELU::forward(const Tensor& input) {
-  return gelu(input);
+  return gelu(input, approximate_);
 }
 std::shared_ptr<Module> GELU::clone() const {
-  return std::make_shared<GELU>();
+  return std::make_shared<GELU>(approximate_);
 }
 
 Dropout::Dropout(float p) : Module("Dropout"), p_(p) {

@@ -43,6 +43,20 @@ struct GeluF {
   }
 };
 
+// PyTorch's tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
+struct GeluTanhF {
+  static constexpr float kRoot2OverPi = 0.79788456080286536f;
+  static constexpr float kCube = 0.044715f;
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const {
+    return 0.5f * x * (1.0f + math::tanh(kRoot2OverPi * (x + kCube * x * x * x)));
+  }
+  KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const {
+    const float t = math::tanh(kRoot2OverPi * (x + kCube * x * x * x));
+    const float du = kRoot2OverPi * (1.0f + 3.0f * kCube * x * x);
+    return g * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+};
+
 // Softmax family along the middle of [outer, size, inner]; one work item per
 // (outer, inner) pair.
 void softmax_kernel(const Device& device, View1 out, ConstView1 x, DimSplit s, bool log) {
@@ -325,7 +339,10 @@ Tensor sigmoid(const Tensor& x) {
 Tensor tanh(const Tensor& x) {
   return unary("kdp::tanh", x, TanhF{});
 }
-Tensor gelu(const Tensor& x) {
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "tanh") return unary("kdp::gelu", x, GeluTanhF{});
+  KDP_CHECK(approximate == "none", ValueError, "approximate='{}' is not one of 'none', 'tanh'",
+            approximate);
   return unary("kdp::gelu", x, GeluF{});
 }
 Tensor softmax(const Tensor& x, int dim) {

@@ -7,6 +7,7 @@
 #include "core/check.hpp"
 #include "core/tensor_kernels.hpp"
 #include "kdp/core/trace.hpp"
+#include "kdp/ops/shape.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/product_policy.hpp"
 #include "op_util.hpp"
@@ -144,6 +145,45 @@ class MatmulNode : public autograd::Node {
       gb = Tensor::empty(b_shape_, device());
       detail::gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f,
                    gb.matrix(), precision_);
+    }
+    return {ga, gb};
+  }
+  void release_saved() override {
+    a_.reset();
+    b_.reset();
+  }
+
+ private:
+  autograd::SavedTensor a_, b_;
+  Shape a_shape_, b_shape_;
+  Precision precision_;
+};
+
+// a [B, n, k] times b [B, k, m]: ga_i = g_i b_i^T, gb_i = a_i^T g_i.
+class BmmNode : public autograd::Node {
+ public:
+  BmmNode(const Tensor& a, const Tensor& b)
+      : Node(a.device()),
+        a_(b.requires_grad() ? autograd::SavedTensor(a) : autograd::SavedTensor()),
+        b_(a.requires_grad() ? autograd::SavedTensor(b) : autograd::SavedTensor()),
+        a_shape_(a.shape()),
+        b_shape_(b.shape()),
+        precision_(autocast_precision()) {}
+  const char* name() const override { return "kdp::bmm"; }
+
+  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
+    const Tensor& g = grads[0];
+    const int64_t batch = a_shape_[0], n = a_shape_[1], k = a_shape_[2], m = b_shape_[2];
+    Tensor ga, gb;
+    if (next_edges()[0].valid()) {
+      ga = Tensor::empty(a_shape_, device());
+      detail::batched_gemm(device(), "N", "T", batch, 1.0f, g.data(), n, m, b_.get(*this).data(), k,
+                           m, 0.0f, ga.data(), n, k, precision_);
+    }
+    if (next_edges()[1].valid()) {
+      gb = Tensor::empty(b_shape_, device());
+      detail::batched_gemm(device(), "T", "N", batch, 1.0f, a_.get(*this).data(), n, k, g.data(), n,
+                           m, 0.0f, gb.data(), k, m, precision_);
     }
     return {ga, gb};
   }
@@ -306,19 +346,92 @@ Tensor linear_relu(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   return p.out;
 }
 
+namespace {
+
+// a [n, k] times b [k, m] (checked by the caller).
+Tensor matmul_2d(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
+  detail::gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<MatmulNode>(a, b);
+    node->set_next_edges({&a, &b});
+    autograd::set_history(out, node);
+  }
+  return out;
+}
+
+std::vector<int64_t> leading(const Shape& s) {
+  std::vector<int64_t> dims = s.to_vector();
+  dims.resize(dims.size() - 2);
+  return dims;
+}
+
+std::vector<int64_t> with_matrix(std::vector<int64_t> batch, int64_t rows, int64_t cols) {
+  batch.push_back(rows);
+  batch.push_back(cols);
+  return batch;
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   trace::Region region("kdp::matmul");
   const Tensor& a = resolve(a_in);
   const Tensor& b = resolve(b_in);
   check_defined("kdp::matmul", a, "a");
   check_defined("kdp::matmul", b, "b");
-  KDP_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0), ShapeError,
-            "needs a [n, k] and b [k, m]; got a {} and b {}", a.shape().str(), b.shape().str());
   check_same_device("kdp::matmul", a, "a", b, "b");
-  Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
-  detail::gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
+  KDP_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError,
+            "needs operands of at least 1 dimension; got a {} and b {}", a.shape().str(),
+            b.shape().str());
+  if (a.dim() == 2 && b.dim() == 2) {
+    KDP_CHECK(a.size(1) == b.size(0), ShapeError, "needs a [n, k] and b [k, m]; got a {} and b {}",
+              a.shape().str(), b.shape().str());
+    return matmul_2d(a, b);
+  }
+  // A vector's dimension joins as a matrix's and leaves the result.
+  if (a.dim() == 1 && b.dim() == 1) {
+    KDP_CHECK(a.size(0) == b.size(0), ShapeError, "the vectors a {} and b {} differ in length",
+              a.shape().str(), b.shape().str());
+    return matmul_2d(unsqueeze(a, 0), unsqueeze(b, 1)).reshape({});
+  }
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+  const int64_t n = a.size(-2), k = a.size(-1), m = b.size(-1);
+  KDP_CHECK(b.size(-2) == k, ShapeError,
+            "a {} has {} columns but b {} has {} rows (a [..., n, k] times b [..., k, m])",
+            a.shape().str(), k, b.shape().str(), b.size(-2));
+  if (b.dim() == 2) {  // the batch's rows stacked: one product
+    const std::vector<int64_t> batch = leading(a.shape());
+    int64_t rows = n;
+    for (int64_t d : batch) rows *= d;
+    return matmul_2d(a.reshape({rows, k}), b).reshape(with_matrix(batch, n, m));
+  }
+  const Shape batch =
+      broadcast_shapes("kdp::matmul", Shape(leading(a.shape())), Shape(leading(b.shape())));
+  const std::vector<int64_t> dims = batch.to_vector();
+  const int64_t count = batch.numel();
+  const Tensor ab = expand(a, with_matrix(dims, n, k)).reshape({count, n, k});
+  const Tensor bb = expand(b, with_matrix(dims, k, m)).reshape({count, k, m});
+  return bmm(ab, bb).reshape(with_matrix(dims, n, m));
+}
+
+Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
+  trace::Region region("kdp::bmm");
+  const Tensor& a = resolve(a_in);
+  const Tensor& b = resolve(b_in);
+  check_defined("kdp::bmm", a, "a");
+  check_defined("kdp::bmm", b, "b");
+  KDP_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
+            ShapeError, "needs a [B, n, k] and b [B, k, m]; got a {} and b {}", a.shape().str(),
+            b.shape().str());
+  check_same_device("kdp::bmm", a, "a", b, "b");
+  const int64_t batch = a.size(0), n = a.size(1), k = a.size(2), m = b.size(2);
+  Tensor out = Tensor::empty(Shape{batch, n, m}, a.device());
+  detail::batched_gemm(a.device(), "N", "N", batch, 1.0f, a.data(), n, k, b.data(), k, m, 0.0f,
+                       out.data(), n, m);
   if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<MatmulNode>(a, b);
+    auto node = std::make_shared<BmmNode>(a, b);
     node->set_next_edges({&a, &b});
     autograd::set_history(out, node);
   }

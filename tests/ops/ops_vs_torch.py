@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """kdp's fp32 ops against PyTorch's on the same inputs: conv3d, conv1d,
-max_pool3d, avg_pool3d and the regression losses, forward and gradients
-(kdp_torch_probe writes kdp's side; PyTorch computes in float64 here).
+max_pool3d, avg_pool3d, the regression losses and the transformer's ops,
+forward and gradients (kdp_torch_probe writes kdp's side; PyTorch computes
+in float64 here, and in float32 for the transformer's ops, whose error kdp's
+may exceed by at most 2x).
 
 A result of kdp's is a float32 sum of at most K terms, each product or term
 rounded once: it is within gamma = (K + 2) u S of the exact value, where u =
@@ -88,6 +90,74 @@ def main():
             check(name, "y", arrays[f"{name}.y"], y, k * u * sy)
         for i in range(grads):
             check(name, f"g{i}", arrays[f"{name}.g{i}"], g[i], k * u * sg[i])
+    # The transformer's ops: kdp's error against float64 at most twice
+    # PyTorch float32's on the same inputs (plus 8 u of the result's largest
+    # magnitude, for the cases where PyTorch's float32 is exact).
+    ids = arrays["embedding.ids"].long()
+    mask = arrays["sdpa_mask.mask"]
+
+    def sdpa(q, k, v, attn_mask=None, is_causal=False, scale=None):
+        # PyTorch's fused function where it has one (2.0+), else its
+        # definition (what its math path computes).
+        if hasattr(F, "scaled_dot_product_attention"):
+            kwargs = {} if scale is None else {"scale": scale}
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                                  **kwargs)
+        s = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)
+        if attn_mask is not None:
+            s = s + attn_mask
+        if is_causal:
+            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        return torch.softmax(s, -1) @ v
+    against_float32 = {
+        "matmul_broadcast": lambda a, b: torch.matmul(a, b),
+        "bmm": lambda a, b: torch.bmm(a, b),
+        "permute": lambda x: x.permute(2, 0, 1),
+        "layer_norm": lambda x, w, b: F.layer_norm(x, (3, 8), w, b),
+        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "embedding": lambda w: F.embedding(ids, w, padding_idx=2),
+        "sdpa": lambda q, k, v: sdpa(q, k, v),
+        "sdpa_causal": lambda q, k, v: sdpa(q, k, v, is_causal=True),
+        "sdpa_mask": lambda q, k, v: sdpa(q, k, v, attn_mask=mask.to(q.dtype), scale=0.7),
+    }
+    for name, op in against_float32.items():
+        inputs = []
+        while f"{name}.in{len(inputs)}" in arrays:
+            inputs.append(arrays[f"{name}.in{len(inputs)}"])
+        grads = sum(1 for i in range(len(inputs)) if f"{name}.g{i}" in arrays)
+        gy = arrays[f"{name}.gy"]
+        y, g = run(op, inputs, gy, grads)
+        y32, g32 = run(op, [t.float() for t in inputs], gy.float(), grads)
+        for what, mine, ref, theirs in [("y", arrays[f"{name}.y"], y, y32)] + [
+                (f"g{i}", arrays[f"{name}.g{i}"], g[i], g32[i]) for i in range(grads)]:
+            err = (mine - ref).abs().max().item()
+            allowed = 2 * (theirs.double() - ref).abs().max().item() + 8 * u * ref.abs().max().item()
+            print(f"{name} {what}: kdp {err:.3g}, PyTorch float32 {(theirs.double() - ref).abs().max().item():.3g}")
+            if err > allowed:
+                failures.append(f"{name} {what}: kdp's error {err:.3g} > {allowed:.3g} (2x PyTorch float32's)")
+    # A pre-norm encoder layer loaded with kdp's parameters by name.
+    def encoder_layer(dtype):
+        layer = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=12, dropout=0.0,
+                                                 activation="gelu", batch_first=True,
+                                                 norm_first=True).to(dtype)
+        prefix = "encoder_layer.param."
+        state = {k[len(prefix):]: v.to(dtype) for k, v in arrays.items() if k.startswith(prefix)}
+        layer.load_state_dict(state, strict=True)
+        x = arrays["encoder_layer.x"].to(dtype).clone().requires_grad_(True)
+        causal = torch.full((5, 5), float("-inf"), dtype=dtype).triu(1)
+        y = layer(x, src_mask=causal)
+        y.backward(arrays["encoder_layer.gy"].to(dtype))
+        grads = {"gx": x.grad}
+        grads.update({f"grad.{k}": p.grad for k, p in layer.named_parameters()})
+        return {"y": y.detach(), **grads}
+    ref, ours32 = encoder_layer(torch.float64), encoder_layer(torch.float32)
+    for what, r in ref.items():
+        mine = arrays[f"encoder_layer.{what}"]
+        err = (mine - r).abs().max().item()
+        theirs = (ours32[what].double() - r).abs().max().item()
+        print(f"encoder_layer {what}: kdp {err:.3g}, PyTorch float32 {theirs:.3g}")
+        if err > 2 * theirs + 8 * u * r.abs().max().item():
+            failures.append(f"encoder_layer {what}: kdp's error {err:.3g} > 2x PyTorch float32's {theirs:.3g}")
     print(f"PyTorch {torch.__version__}")
     if failures:
         print("\n".join(failures))

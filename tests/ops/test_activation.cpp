@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "test_util.hpp"
@@ -24,6 +25,29 @@ TEST(Activation, ForwardValues) {
   }
 }
 
+// PyTorch's tanh form, against its formula in double, and apart from the
+// exact form (by up to ~1e-3 near |x| = 2, so a mix-up shows).
+TEST(Activation, GeluTanhFormAndItsErrors) {
+  Tensor x = Tensor::from_host({-3, -2, -0.5, 0, 0.5, 2, 3}, {7});
+  const auto y = gelu(x, "tanh").to_vector();
+  const auto exact = gelu(x).to_vector();
+  const std::vector<float> xv = x.to_vector();
+  double apart = 0.0;
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const double v = xv[i];
+    const double want =
+        0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    EXPECT_NEAR(y[i], want, 1e-6) << "x = " << v;
+    apart = std::max(apart, std::fabs(double(y[i]) - exact[i]));
+  }
+  EXPECT_GT(apart, 1e-4) << "the tanh form equals the exact one";
+  EXPECT_THROW(gelu(x, "sigmoid"), ValueError);
+  EXPECT_THROW(nn::GELU("fast"), ValueError);
+  nn::GELU module("tanh");
+  EXPECT_EQ(module.forward(x).to_vector(), y);
+  EXPECT_EQ(std::dynamic_pointer_cast<nn::GELU>(module.clone())->approximate(), "tanh");
+}
+
 TEST(Activation, GradientsMatchFiniteDifferences) {
   struct Case {
     const char* name;
@@ -36,6 +60,7 @@ TEST(Activation, GradientsMatchFiniteDifferences) {
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, {}},
       {"tanh", [](const Tensor& x) { return tanh(x); }, {}},
       {"gelu", [](const Tensor& x) { return gelu(x); }, {}},
+      {"gelu tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, {}},
   };
   uint64_t seed = 1;
   for (const auto& c : cases) {

@@ -149,3 +149,86 @@ TEST(Linear, MismatchedShapesNameTheShapes) {
   EXPECT_THROW(linear(Tensor::zeros({4, 10}), w, Tensor::zeros({99})), ShapeError);
   EXPECT_THROW(linear(Tensor::zeros({4, 10}), Tensor::zeros({10})), ShapeError);
 }
+
+namespace {
+
+// a [n, k] times b [k, m] in double, from host copies at offsets.
+std::vector<double> naive_product(const std::vector<float>& a, size_t a_at,
+                                  const std::vector<float>& b, size_t b_at, int64_t n, int64_t k,
+                                  int64_t m) {
+  std::vector<double> c(size_t(n * m), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < m; ++j) {
+      for (int64_t p = 0; p < k; ++p) {
+        c[size_t(i * m + j)] += double(a[a_at + size_t(i * k + p)]) * b[b_at + size_t(p * m + j)];
+      }
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+// [2, 1, 3, 4] times [5, 4, 2]: the batch broadcasts to [2, 5]; every
+// product is the triple loop's of the matrices its batch index picks.
+TEST(Linear, MatmulBroadcastsBatchesAsTorch) {
+  const Tensor a = random_tensor({2, 1, 3, 4}, 21);
+  const Tensor b = random_tensor({5, 4, 2}, 22);
+  const Tensor c = matmul(a, b);
+  ASSERT_EQ(c.shape(), (Shape{2, 5, 3, 2}));
+  const auto av = a.to_vector(), bv = b.to_vector(), cv = c.to_vector();
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 5; ++j) {
+      const auto want = naive_product(av, size_t(i * 12), bv, size_t(j * 8), 3, 4, 2);
+      for (size_t e = 0; e < want.size(); ++e) {
+        EXPECT_NEAR(cv[size_t((i * 5 + j) * 6) + e], want[e], 1e-5) << i << "," << j;
+      }
+    }
+  }
+  // A batch times a matrix, a vector on either side, two vectors.
+  const Tensor m = random_tensor({4, 2}, 23);
+  EXPECT_EQ(matmul(a, m).shape(), (Shape{2, 1, 3, 2}));
+  test::expect_close(matmul(a, m).to_vector(),
+                     bmm(a.reshape({2, 3, 4}), expand(m, {2, 4, 2})).to_vector(), 1e-6, 1e-6);
+  const Tensor v = random_tensor({4}, 24);
+  EXPECT_EQ(matmul(a, v).shape(), (Shape{2, 1, 3}));
+  EXPECT_EQ(matmul(v, b).shape(), (Shape{5, 2}));
+  const Tensor dot = matmul(v, v);
+  EXPECT_EQ(dot.dim(), 0);
+  double want = 0.0;
+  for (float x : v.to_vector()) want += double(x) * x;
+  EXPECT_NEAR(dot.item(), want, 1e-5);
+}
+
+TEST(Linear, BatchedMatmulGradientsMatchFiniteDifferences) {
+  Tensor a = leaf(random_tensor({2, 1, 3, 4}, 25));
+  Tensor b = leaf(random_tensor({3, 4, 2}, 26));
+  check_gradients([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {a, b}, {},
+                  "broadcast matmul");
+  Tensor x = leaf(random_tensor({2, 3, 4}, 27));
+  Tensor y = leaf(random_tensor({2, 4, 5}, 28));
+  check_gradients([](const std::vector<Tensor>& in) { return bmm(in[0], in[1]); }, {x, y}, {},
+                  "bmm");
+  Tensor m = leaf(random_tensor({4, 3}, 29));
+  check_gradients([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {x, m}, {},
+                  "batch times matrix");
+  Tensor v = leaf(random_tensor({4}, 30));
+  check_gradients([](const std::vector<Tensor>& in) { return matmul(in[1], in[0]); }, {y, v}, {},
+                  "vector times batch");
+}
+
+TEST(Linear, BatchedMatmulShapesAreNamed) {
+  try {
+    matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 6}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[2, 3, 4]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 5, 6]"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})), ShapeError)
+      << "batches 2 and 3 do not broadcast";
+  EXPECT_THROW(bmm(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})), ShapeError);
+  EXPECT_THROW(bmm(Tensor::zeros({3, 4}), Tensor::zeros({4, 5})), ShapeError);
+  EXPECT_THROW(matmul(Tensor::scalar(1.0f), Tensor::zeros({2})), ShapeError);
+}

@@ -1,6 +1,7 @@
 // Writes kdp's fp32 results on fixed inputs for ops_vs_torch.py, which runs
-// PyTorch's ops on the same inputs: the 3-d and 1-d convolutions and pools
-// and the regression losses, forward and gradients. DIR/NAME.f32 (raw
+// PyTorch's ops on the same inputs: the 3-d and 1-d convolutions and pools,
+// the regression losses and the transformer's ops (batched matmul, permute,
+// layer_norm, gelu's tanh form, embedding, attention), forward and gradients. DIR/NAME.f32 (raw
 // float32, row-major) for every input, result and gradient, and
 // DIR/manifest.txt with a line "NAME d0 d1 ..." per array.
 //
@@ -46,6 +47,36 @@ void probe(const std::string& name, const std::vector<Shape>& shapes, size_t wit
   put(name + ".y", y.detach());
   put(name + ".gy", gy);
   for (size_t i = 0; i < with_grad; ++i) put(name + ".g" + std::to_string(i), in[i].grad());
+}
+
+// A pre-norm encoder layer with GELU, batch first, causal: its parameters
+// (encoder_layer.param.NAME), input, output, output gradient, and the
+// gradients of the input and every parameter (encoder_layer.grad.NAME).
+void probe_encoder_layer() {
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 12;
+  o.dropout = 0.0f;
+  o.batch_first = true;
+  o.norm_first = true;
+  o.activation = "gelu";
+  nn::TransformerEncoderLayer layer(8, 2, o);
+  {
+    NoGradGuard no_grad;  // nonzero biases and norms, so that each shows
+    uint64_t seed = 200;
+    for (auto& [name, p] : layer.named_parameters()) p.copy_(random_tensor(p.shape(), seed++));
+  }
+  Tensor x = leaf(random_tensor({2, 5, 8}, 190));
+  const Tensor y = layer.forward(x, Tensor(), true);
+  const Tensor gy = random_tensor(y.shape(), 191);
+  y.backward(gy);
+  put("encoder_layer.x", x.detach());
+  put("encoder_layer.y", y.detach());
+  put("encoder_layer.gy", gy);
+  put("encoder_layer.gx", x.grad());
+  for (const auto& [name, p] : layer.named_parameters()) {
+    put("encoder_layer.param." + name, p.detach());
+    put("encoder_layer.grad." + name, p.grad());
+  }
 }
 
 }  // namespace
@@ -97,5 +128,55 @@ int main(int argc, char** argv) {
   probe(
       "huber", {{40, 3}, {40, 3}}, 1,
       [](const V& t) { return huber_loss(t[0], t[1], Reduction::Sum, 0.3); }, 91);
+  // The transformer's ops (ops_vs_torch.py holds them to 2x PyTorch
+  // float32's error against float64).
+  probe(
+      "matmul_broadcast", {{2, 1, 3, 4}, {3, 4, 5}}, 2,
+      [](const V& t) { return matmul(t[0], t[1]); }, 101);
+  probe(
+      "bmm", {{3, 4, 5}, {3, 5, 2}}, 2, [](const V& t) { return bmm(t[0], t[1]); }, 111);
+  probe(
+      "permute", {{2, 3, 4}}, 1,
+      [](const V& t) {
+        return permute(t[0], {2, 0, 1});
+      },
+      121);
+  probe(
+      "layer_norm", {{4, 3, 8}, {3, 8}, {3, 8}}, 3,
+      [](const V& t) {
+        return layer_norm(t[0], {3, 8}, t[1], t[2]);
+      },
+      131);
+  probe(
+      "gelu_tanh", {{40, 3}}, 1, [](const V& t) { return gelu(t[0], "tanh"); }, 141);
+  const Tensor ids = Tensor::from_host({3, 0, 6, 3, 1, 6, 6, 2, 0, 5}, {2, 5});
+  put("embedding.ids", ids);
+  probe(
+      "embedding", {{7, 4}}, 1, [&](const V& t) { return embedding(ids, t[0], 2); }, 151);
+  probe(
+      "sdpa", {{2, 2, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 3}}, 3,
+      [](const V& t) { return scaled_dot_product_attention(t[0], t[1], t[2]); }, 161);
+  probe(
+      "sdpa_causal", {{2, 2, 9, 4}, {2, 2, 9, 4}, {2, 2, 9, 3}}, 3,
+      [](const V& t) {
+        AttentionOptions o;
+        o.is_causal = true;
+        return scaled_dot_product_attention(t[0], t[1], t[2], o);
+      },
+      171);
+  std::vector<float> m(9 * 11, 0.0f);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = (i * 7) % 5 == 1 && i % 11 != 0 ? -1e30f : 0.25f;
+  const Tensor mask = Tensor::from_host(m, {9, 11});
+  put("sdpa_mask.mask", mask);
+  probe(
+      "sdpa_mask", {{2, 2, 9, 4}, {2, 2, 11, 4}, {2, 2, 11, 3}}, 3,
+      [&](const V& t) {
+        AttentionOptions o;
+        o.attn_mask = mask;
+        o.scale = 0.7;
+        return scaled_dot_product_attention(t[0], t[1], t[2], o);
+      },
+      181);
+  probe_encoder_layer();
   return writer.close() ? 0 : 1;
 }

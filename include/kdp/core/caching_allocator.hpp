@@ -52,6 +52,9 @@ class CachingAllocator {
   void note_dedicated_allocation();
 
   AllocatorStats stats() const;
+  /// Starts peak_bytes_in_use again from the bytes in use now (as
+  /// torch.cuda.reset_peak_memory_stats), to measure one step's peak.
+  void reset_peak();
   /// Gives every cached block back to the memory space.
   void empty_cache();
 

@@ -3,6 +3,8 @@
 /// Activation modules (stateless wrappers of kdp/ops/activation.hpp), Dropout and
 /// Flatten.
 
+#include <string>
+
 #include "kdp/nn/module.hpp"
 
 namespace kdp::nn {
@@ -48,13 +50,18 @@ class Sigmoid : public Module {
   std::shared_ptr<Module> clone() const override;
 };
 
-/// The exact GELU activation.
+/// The GELU activation, exact ("none", the default) or in PyTorch's "tanh"
+/// form (see kdp::gelu); another word is a ValueError.
 class GELU : public Module {
  public:
-  GELU() : Module("GELU") {}
+  explicit GELU(std::string approximate = "none");
   Tensor forward(const Tensor& input) override;
   using Module::forward;
   std::shared_ptr<Module> clone() const override;
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
 };
 
 /// Zeroes elements with probability p in training mode (scaling the rest by

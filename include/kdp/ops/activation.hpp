@@ -3,6 +3,7 @@
 /// Activations, softmax and dropout. All differentiable.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kdp/core/tensor.hpp"
@@ -13,8 +14,10 @@ Tensor relu(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, float negative_slope = 0.01f);
 Tensor sigmoid(const Tensor& x);
 Tensor tanh(const Tensor& x);
-/// The exact GELU, x * Phi(x), as PyTorch's default.
-Tensor gelu(const Tensor& x);
+/// GELU as torch.nn.functional.gelu: with `approximate` "none" the exact
+/// x * Phi(x), with "tanh" 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+/// Another word is a ValueError.
+Tensor gelu(const Tensor& x, const std::string& approximate = "none");
 /// exp(x) / sum(exp(x)) along `dim` (computed without overflow).
 Tensor softmax(const Tensor& x, int dim = -1);
 /// x - logsumexp(x) along `dim`.

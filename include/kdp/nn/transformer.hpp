@@ -1,0 +1,123 @@
+#pragma once
+/// \file
+/// The transformer's modules with PyTorch's arguments, parameter names and
+/// initialisation, so that a state_dict crosses both ways:
+/// MultiheadAttention (in_proj_weight, in_proj_bias, out_proj.weight,
+/// out_proj.bias), TransformerEncoderLayer (self_attn.*, linear1, linear2,
+/// norm1, norm2) and TransformerEncoder (layers.{i}.*, and norm.* where given).
+/// Attention runs fused (kdp::scaled_dot_product_attention).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kdp/nn/activation.hpp"
+#include "kdp/nn/layer_norm.hpp"
+#include "kdp/nn/linear.hpp"
+#include "kdp/nn/module.hpp"
+#include "kdp/nn/sequential.hpp"
+
+namespace kdp::nn {
+
+/// torch.nn.MultiheadAttention for query, key and value of embed_dim
+/// features (kdim = vdim = embed_dim): [T, B, E] in and out, or [B, T, E]
+/// with batch_first (unbatched [T, E] too). in_proj_weight is
+/// Xavier-uniform, the biases zero, out_proj a Linear's default. Attention
+/// weights are not returned (need_weights=False): the fused kernel never
+/// forms them.
+class MultiheadAttention : public Module {
+ public:
+  /// Throws ShapeError where num_heads does not divide embed_dim.
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout = 0.0f, bool bias = true,
+                     bool batch_first = false, const Device& device = get_default_device());
+
+  /// Self-attention: forward(x, x, x).
+  Tensor forward(const Tensor& x) override;
+  using Module::forward;
+  /// attn_mask: additive, [T, S] or [B * num_heads, T, S] as PyTorch's
+  /// (-inf masks a key out); is_causal masks key j > query i.
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& attn_mask = Tensor(), bool is_causal = false);
+  std::shared_ptr<Module> clone() const override;
+  std::string extra_repr() const override;
+
+  int64_t embed_dim() const { return embed_dim_; }
+  int64_t num_heads() const { return num_heads_; }
+  bool batch_first() const { return batch_first_; }
+  const Tensor& in_proj_weight() const { return in_proj_weight_; }
+  const Tensor& in_proj_bias() const { return in_proj_bias_; }
+  const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
+
+ private:
+  int64_t embed_dim_, num_heads_;
+  float dropout_;
+  bool batch_first_;
+  Tensor in_proj_weight_, in_proj_bias_;
+  std::shared_ptr<Linear> out_proj_;
+};
+
+/// The options of a TransformerEncoderLayer (PyTorch's defaults).
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  float dropout = 0.1f;
+  /// "relu" or "gelu" (exact); "gelu_tanh" for GELU's tanh form.
+  std::string activation = "relu";
+  double layer_norm_eps = 1e-5;
+  bool batch_first = false;
+  bool norm_first = false;
+  bool bias = true;
+};
+
+/// torch.nn.TransformerEncoderLayer: self-attention and a feed-forward block,
+/// each with dropout and a residual connection, normalised after each
+/// (norm_first = false) or before (norm_first = true).
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead,
+                          TransformerEncoderLayerOptions options = {},
+                          const Device& device = get_default_device());
+
+  Tensor forward(const Tensor& src) override;
+  using Module::forward;
+  /// src_mask: additive, as MultiheadAttention's; is_causal masks the future.
+  Tensor forward(const Tensor& src, const Tensor& src_mask, bool is_causal);
+  std::shared_ptr<Module> clone() const override;
+
+  int64_t d_model() const { return d_model_; }
+  int64_t nhead() const { return nhead_; }
+  const TransformerEncoderLayerOptions& options() const { return options_; }
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+  int64_t d_model_, nhead_;
+  TransformerEncoderLayerOptions options_;
+  std::shared_ptr<MultiheadAttention> self_attn_;
+  std::shared_ptr<Linear> linear1_, linear2_;
+  std::shared_ptr<LayerNorm> norm1_, norm2_;
+  std::shared_ptr<Dropout> dropout_, dropout1_, dropout2_;
+  std::shared_ptr<Module> activation_;
+};
+
+/// torch.nn.TransformerEncoder: num_layers copies of `layer` (each with its
+/// own parameters, as `layers.{i}`), then `norm` where given.
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(const TransformerEncoderLayer& layer, int num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr);
+
+  Tensor forward(const Tensor& src) override;
+  using Module::forward;
+  Tensor forward(const Tensor& src, const Tensor& mask, bool is_causal);
+  std::shared_ptr<Module> clone() const override;
+
+  int num_layers() const { return static_cast<int>(layers_->size()); }
+  /// Layer i.
+  TransformerEncoderLayer& layer(int i) const;
+
+ private:
+  TransformerEncoder() : Module("TransformerEncoder") {}
+  std::shared_ptr<Sequential> layers_;
+  std::shared_ptr<LayerNorm> norm_;
+};
+
+}  // namespace kdp::nn

@@ -1,0 +1,42 @@
+#pragma once
+/// \file
+/// Scaled dot-product attention, as
+/// torch.nn.functional.scaled_dot_product_attention, fused in the manner of
+/// flash attention: each query row meets the keys in blocks with a running
+/// (online) softmax, and backward recomputes the scores from the saved
+/// log-sum-exp, so neither direction ever holds a T x S matrix: memory grows
+/// linearly with the sequence.
+
+#include <cstdint>
+#include <optional>
+
+#include "kdp/core/tensor.hpp"
+
+namespace kdp {
+
+/// The options of scaled_dot_product_attention (PyTorch's keyword arguments).
+struct AttentionOptions {
+  /// Added to the scores before the softmax: [T, S], or q's leading shape +
+  /// [T, S]; -infinity masks a key out. Undefined: none. It gets no gradient.
+  Tensor attn_mask;
+  /// Dropout on the attention weights: drawn from the device's generator, or
+  /// per sample (a batch entry of q's first dimension) under a SampleDraws
+  /// (reproducible mode), and drawn again in backward, never stored.
+  float dropout_p = 0.0f;
+  /// Key j is masked out for query i where j > i (PyTorch's top-left causal
+  /// mask); with attn_mask too, both apply.
+  bool is_causal = false;
+  /// The factor of the scores; none: 1 / sqrt(D).
+  std::optional<double> scale;
+};
+
+/// softmax(q k^T * scale + mask) v for q [..., T, D], k [..., S, D] and
+/// v [..., S, Dv] with the same leading dimensions (e.g. [B, H]); out is
+/// [..., T, Dv]. D and Dv are at most 256. A query row whose keys are all
+/// masked out gets zeros (and passes no gradient). The scores are summed in
+/// fp32 in a fixed order, forward and backward, so the results are the same
+/// bits at every thread count. Differentiable in q, k and v.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionOptions& options = {});
+
+}  // namespace kdp

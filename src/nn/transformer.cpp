@@ -1,0 +1,230 @@
+#include "kdp/nn/transformer.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <utility>
+
+#include "core/check.hpp"
+#include "kdp/autograd/grad_mode.hpp"
+#include "kdp/core/error.hpp"
+#include "kdp/nn/init.hpp"
+#include "kdp/ops/attention.hpp"
+#include "kdp/ops/elementwise.hpp"
+#include "kdp/ops/linear.hpp"
+#include "kdp/ops/shape.hpp"
+
+namespace kdp::nn {
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, float dropout,
+                                       bool bias, bool batch_first, const Device& device)
+    : Module("MultiheadAttention"),
+      embed_dim_(embed_dim),
+      num_heads_(num_heads),
+      dropout_(dropout),
+      batch_first_(batch_first) {
+  KDP_CHECK(embed_dim >= 1 && num_heads >= 1 && embed_dim % num_heads == 0, ShapeError,
+            "num_heads {} does not divide embed_dim {}", num_heads, embed_dim);
+  KDP_CHECK(dropout >= 0.0f && dropout < 1.0f, ValueError, "dropout {} is not in [0, 1)", dropout);
+  in_proj_weight_ = register_parameter(
+      "in_proj_weight", Tensor::empty_labeled({3 * embed_dim, embed_dim}, device,
+                                              "kdp::MultiheadAttention::in_proj_weight"));
+  if (bias) {
+    in_proj_bias_ = register_parameter(
+        "in_proj_bias",
+        Tensor::empty_labeled({3 * embed_dim}, device, "kdp::MultiheadAttention::in_proj_bias"));
+  }
+  out_proj_ =
+      register_module("out_proj", std::make_shared<Linear>(embed_dim, embed_dim, bias, device));
+  NoGradGuard no_grad;
+  init::xavier_uniform_(in_proj_weight_);
+  if (bias) {
+    in_proj_bias_.zero_();
+    Tensor out_bias = out_proj_->bias();
+    out_bias.zero_();
+  }
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x) {
+  return forward(x, x, x);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& attn_mask, bool is_causal) {
+  const int64_t e = embed_dim_, h = num_heads_, dh = e / h;
+  KDP_CHECK(query.dim() == key.dim() && key.dim() == value.dim() &&
+                (query.dim() == 2 || query.dim() == 3) && query.size(-1) == e &&
+                key.size(-1) == e && value.size(-1) == e,
+            ShapeError,
+            "query {}, key {} and value {} must be [T, B, {}] ([B, T, {}] with batch_first) or "
+            "unbatched [T, {}]",
+            query.shape().str(), key.shape().str(), value.shape().str(), e, e, e);
+  const bool unbatched = query.dim() == 2;
+  // As [B, T, E]: the batch first.
+  auto batch_major = [&](const Tensor& t) {
+    if (unbatched) return unsqueeze(t, 0);
+    return batch_first_ ? t : transpose(t, 0, 1);
+  };
+  const Tensor q_in = batch_major(query), k_in = batch_major(key), v_in = batch_major(value);
+  KDP_CHECK(
+      q_in.size(0) == k_in.size(0) && k_in.size(0) == v_in.size(0) && k_in.size(1) == v_in.size(1),
+      ShapeError, "query {}, key {} and value {} differ in batch or key length",
+      query.shape().str(), key.shape().str(), value.shape().str());
+  const int64_t b = q_in.size(0), t = q_in.size(1), s = k_in.size(1);
+  Tensor q, k, v;
+  if (query.is_same(key) && key.is_same(value)) {  // self-attention: one product
+    const auto qkv = split(linear(q_in, in_proj_weight_, in_proj_bias_), e, -1);
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+  } else {
+    auto project = [&](const Tensor& x, int64_t part) {
+      const Tensor w = narrow(in_proj_weight_, 0, part * e, e);
+      const Tensor bias =
+          in_proj_bias_.defined() ? narrow(in_proj_bias_, 0, part * e, e) : Tensor();
+      return linear(x, w, bias);
+    };
+    q = project(q_in, 0);
+    k = project(k_in, 1);
+    v = project(v_in, 2);
+  }
+  // [B, L, E] -> [B, H, L, Dh]
+  auto heads = [&](const Tensor& x, int64_t len) {
+    return permute(x.reshape({b, len, h, dh}), {0, 2, 1, 3});
+  };
+  AttentionOptions o;
+  if (attn_mask.defined()) {
+    const bool shared = attn_mask.shape() == Shape({t, s});
+    KDP_CHECK(shared || attn_mask.shape() == Shape({b * h, t, s}), ShapeError,
+              "attn_mask {} is neither [T, S] = [{}, {}] nor [B * num_heads, T, S] = "
+              "[{}, {}, {}]",
+              attn_mask.shape().str(), t, s, b * h, t, s);
+    o.attn_mask = attn_mask.dim() == 3 ? attn_mask.reshape({b, h, t, s}) : attn_mask;
+  }
+  o.dropout_p = is_training() ? dropout_ : 0.0f;
+  o.is_causal = is_causal;
+  const Tensor a = scaled_dot_product_attention(heads(q, t), heads(k, s), heads(v, s), o);
+  Tensor y = out_proj_->forward(permute(a, {0, 2, 1, 3}).reshape({b, t, e}));
+  if (unbatched) return squeeze(y, 0);
+  return batch_first_ ? y : transpose(y, 0, 1);
+}
+
+std::shared_ptr<Module> MultiheadAttention::clone() const {
+  auto copy = std::make_shared<MultiheadAttention>(embed_dim_, num_heads_, dropout_,
+                                                   in_proj_bias_.defined(), batch_first_, device());
+  copy->load_state_dict(state_dict());
+  copy->train(is_training());
+  return copy;
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return fmt::format("embed_dim={}, num_heads={}, dropout={}, batch_first={}", embed_dim_,
+                     num_heads_, dropout_, batch_first_);
+}
+
+namespace {
+
+std::shared_ptr<Module> feed_forward_activation(const std::string& name) {
+  if (name == "relu") return std::make_shared<ReLU>();
+  if (name == "gelu") return std::make_shared<GELU>();
+  if (name == "gelu_tanh") return std::make_shared<GELU>("tanh");
+  KDP_FAIL(ValueError, "activation '{}' is not one of relu, gelu, gelu_tanh", name);
+}
+
+}  // namespace
+
+TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
+                                                 TransformerEncoderLayerOptions options,
+                                                 const Device& device)
+    : Module("TransformerEncoderLayer"),
+      d_model_(d_model),
+      nhead_(nhead),
+      options_(std::move(options)) {
+  const auto& o = options_;
+  KDP_CHECK(o.dim_feedforward >= 1, ShapeError, "dim_feedforward {} must be at least 1",
+            o.dim_feedforward);
+  activation_ = feed_forward_activation(o.activation);
+  // PyTorch's order of registration (its state_dict's order).
+  self_attn_ =
+      register_module("self_attn", std::make_shared<MultiheadAttention>(
+                                       d_model, nhead, o.dropout, o.bias, o.batch_first, device));
+  linear1_ = register_module("linear1",
+                             std::make_shared<Linear>(d_model, o.dim_feedforward, o.bias, device));
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  linear2_ = register_module("linear2",
+                             std::make_shared<Linear>(o.dim_feedforward, d_model, o.bias, device));
+  norm1_ =
+      register_module("norm1", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model},
+                                                           o.layer_norm_eps, true, o.bias, device));
+  norm2_ =
+      register_module("norm2", std::make_shared<LayerNorm>(std::vector<int64_t>{d_model},
+                                                           o.layer_norm_eps, true, o.bias, device));
+  dropout1_ = register_module("dropout1", std::make_shared<Dropout>(o.dropout));
+  dropout2_ = register_module("dropout2", std::make_shared<Dropout>(o.dropout));
+}
+
+Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
+  return dropout2_->forward(
+      linear2_->forward(dropout_->forward(activation_->forward(linear1_->forward(x)))));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src) {
+  return forward(src, Tensor(), false);
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, bool is_causal) {
+  auto attend = [&](const Tensor& x) {
+    return dropout1_->forward(self_attn_->forward(x, x, x, src_mask, is_causal));
+  };
+  Tensor x = src;
+  if (options_.norm_first) {
+    x = x + attend(norm1_->forward(x));
+    return x + feed_forward(norm2_->forward(x));
+  }
+  x = norm1_->forward(x + attend(x));
+  return norm2_->forward(x + feed_forward(x));
+}
+
+std::shared_ptr<Module> TransformerEncoderLayer::clone() const {
+  auto copy = std::make_shared<TransformerEncoderLayer>(d_model_, nhead_, options_, device());
+  copy->load_state_dict(state_dict());
+  copy->train(is_training());
+  return copy;
+}
+
+TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, int num_layers,
+                                       std::shared_ptr<LayerNorm> norm)
+    : Module("TransformerEncoder") {
+  KDP_CHECK(num_layers >= 1, ValueError, "num_layers {} must be at least 1", num_layers);
+  layers_ = register_module("layers", std::make_shared<Sequential>());
+  for (int i = 0; i < num_layers; ++i) layers_->push_back(layer.clone());
+  if (norm) norm_ = register_module("norm", std::move(norm));
+}
+
+TransformerEncoderLayer& TransformerEncoder::layer(int i) const {
+  KDP_CHECK(i >= 0 && i < num_layers(), ValueError, "layer {} of {}", i, num_layers());
+  return static_cast<TransformerEncoderLayer&>(*(*layers_)[static_cast<size_t>(i)]);
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src) {
+  return forward(src, Tensor(), false);
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, bool is_causal) {
+  Tensor x = src;
+  for (int i = 0; i < num_layers(); ++i) x = layer(i).forward(x, mask, is_causal);
+  return norm_ ? norm_->forward(x) : x;
+}
+
+std::shared_ptr<Module> TransformerEncoder::clone() const {
+  std::shared_ptr<TransformerEncoder> copy(new TransformerEncoder());
+  copy->layers_ =
+      copy->register_module("layers", std::static_pointer_cast<Sequential>(layers_->clone()));
+  if (norm_)
+    copy->norm_ =
+        copy->register_module("norm", std::static_pointer_cast<LayerNorm>(norm_->clone()));
+  copy->train(is_training());
+  return copy;
+}
+
+}  // namespace kdp::nn

@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::check_gradients;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+std::vector<std::string> names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : m.named_parameters()) out.push_back(name);
+  return out;
+}
+
+// Multi-head self-attention from unfused ops: the projections, then per head
+// softmax(q k^T / sqrt(dh)) v with the whole score matrix, then out_proj.
+Tensor unfused_attention(nn::MultiheadAttention& mha, const Tensor& x) {
+  const int64_t e = mha.embed_dim(), h = mha.num_heads();
+  const int64_t dh = e / h;
+  const Tensor qkv = linear(x, mha.in_proj_weight(), mha.in_proj_bias());
+  auto head = [&](int part, int64_t i) {
+    return narrow(narrow(qkv, 2, part * e, e), 2, i * dh, dh);  // [B, T, dh]
+  };
+  std::vector<Tensor> outs;
+  for (int64_t i = 0; i < h; ++i) {
+    const Tensor scores = matmul(head(0, i), transpose(head(1, i), 1, 2)) / std::sqrt(float(dh));
+    outs.push_back(matmul(softmax(scores, -1), head(2, i)));
+  }
+  return mha.out_proj()->forward(cat(outs, 2));
+}
+
+}  // namespace
+
+TEST(MultiheadAttention, ParametersAsPyTorchNamesAndInitialisesThem) {
+  nn::MultiheadAttention mha(8, 2);
+  EXPECT_EQ(names(mha), (std::vector<std::string>{"in_proj_weight", "in_proj_bias",
+                                                  "out_proj.weight", "out_proj.bias"}));
+  EXPECT_EQ(mha.in_proj_weight().shape(), (Shape{24, 8}));
+  EXPECT_EQ(mha.in_proj_bias().to_vector(), std::vector<float>(24, 0.0f));
+  EXPECT_EQ(mha.out_proj()->bias().to_vector(), std::vector<float>(8, 0.0f));
+  const float bound = std::sqrt(6.0f / (8 + 24));  // Xavier-uniform of [24, 8]
+  for (float w : mha.in_proj_weight().to_vector()) EXPECT_LE(std::fabs(w), bound);
+  EXPECT_THROW(nn::MultiheadAttention(8, 3), ShapeError);
+  EXPECT_EQ(names(nn::MultiheadAttention(8, 2, 0.0f, false)),
+            (std::vector<std::string>{"in_proj_weight", "out_proj.weight"}));
+}
+
+TEST(MultiheadAttention, FusedEqualsTheUnfusedOpsInEitherLayout) {
+  nn::MultiheadAttention mha(8, 2, 0.0f, true, true);
+  {
+    NoGradGuard no_grad;
+    Tensor b = mha.in_proj_bias();
+    b.copy_(random_tensor({24}, 81));  // nonzero biases, so a mix-up shows
+  }
+  const Tensor x = random_tensor({3, 5, 8}, 82);
+  test::expect_close(mha.forward(x).to_vector(), unfused_attention(mha, x).to_vector(), 1e-5, 1e-4,
+                     "batch_first");
+  nn::MultiheadAttention seq_first(8, 2);
+  seq_first.load_state_dict(mha.state_dict());
+  EXPECT_EQ(transpose(seq_first.forward(transpose(x, 0, 1)), 0, 1).to_vector(),
+            mha.forward(x).to_vector());
+  // Unbatched [T, E] is a batch of one; key and value apart give the same as x.
+  test::expect_close(mha.forward(select(x, 0, 1)).to_vector(),
+                     select(mha.forward(x), 0, 1).to_vector(), 1e-6, 1e-5, "unbatched");
+  const Tensor x2 = x.clone();
+  test::expect_close(mha.forward(x, x2, x2.clone()).to_vector(), mha.forward(x).to_vector(), 1e-6,
+                     1e-6, "cross-attention path");
+}
+
+TEST(MultiheadAttention, GradientsMatchFiniteDifferences) {
+  nn::MultiheadAttention mha(4, 2, 0.0f, true, true);
+  Tensor x = leaf(random_tensor({2, 3, 4}, 83));
+  Tensor mask = Tensor::from_host({0, -1e9f, 0, 0, 0, -1e9f, 0, 0, 0}, {3, 3});
+  check_gradients(
+      [&](const std::vector<Tensor>& in) { return mha.forward(in[0], in[0], in[0], mask, false); },
+      {x}, {}, "self-attention with a mask");
+  check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        return mha.forward(in[0], in[0], in[0], Tensor(), true);
+      },
+      {x}, {}, "causal self-attention");
+}
+
+// PyTorch's state_dict keys, in its order, for TransformerEncoder(layer, 2).
+TEST(TransformerEncoder, StateDictKeysAsPyTorchHasThem) {
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 16;
+  nn::TransformerEncoderLayer layer(8, 2, o);
+  std::vector<std::string> per_layer = {"self_attn.in_proj_weight",
+                                        "self_attn.in_proj_bias",
+                                        "self_attn.out_proj.weight",
+                                        "self_attn.out_proj.bias",
+                                        "linear1.weight",
+                                        "linear1.bias",
+                                        "linear2.weight",
+                                        "linear2.bias",
+                                        "norm1.weight",
+                                        "norm1.bias",
+                                        "norm2.weight",
+                                        "norm2.bias"};
+  EXPECT_EQ(names(layer), per_layer);
+  nn::TransformerEncoder encoder(layer, 2,
+                                 std::make_shared<nn::LayerNorm>(std::vector<int64_t>{8}));
+  std::vector<std::string> want;
+  for (int i = 0; i < 2; ++i) {
+    for (const auto& n : per_layer) want.push_back("layers." + std::to_string(i) + "." + n);
+  }
+  want.push_back("norm.weight");
+  want.push_back("norm.bias");
+  EXPECT_EQ(names(encoder), want);
+  // Each layer has parameters of its own.
+  EXPECT_FALSE(encoder.layer(0).named_parameters()[0].second.shares_storage(
+      encoder.layer(1).named_parameters()[0].second));
+  EXPECT_THROW(nn::TransformerEncoderLayer(8, 2,
+                                           [] {
+                                             nn::TransformerEncoderLayerOptions bad;
+                                             bad.activation = "swish";
+                                             return bad;
+                                           }()),
+               ValueError);
+}
+
+// Post-norm and pre-norm against the composition of the modules (evaluation
+// mode: no dropout), and the encoder as its layers one after another.
+TEST(TransformerEncoder, LayersComposeAsPyTorchDefinesThem) {
+  const Tensor x = random_tensor({2, 5, 8}, 84);
+  for (bool norm_first : {false, true}) {
+    nn::TransformerEncoderLayerOptions o;
+    o.dim_feedforward = 16;
+    o.batch_first = true;
+    o.norm_first = norm_first;
+    o.activation = "gelu";
+    nn::TransformerEncoderLayer layer(8, 2, o);
+    layer.eval();
+    auto& self_attn = static_cast<nn::MultiheadAttention&>(*layer.named_children()[0].second);
+    auto child = [&](const std::string& name) -> nn::Module& {
+      for (auto& [n, m] : layer.named_children()) {
+        if (n == name) return *m;
+      }
+      throw std::runtime_error(name);
+    };
+    auto ff = [&](const Tensor& y) {
+      return child("linear2").forward(gelu(child("linear1").forward(y)));
+    };
+    Tensor want;
+    if (norm_first) {
+      const Tensor y = x + self_attn.forward(child("norm1").forward(x));
+      want = y + ff(child("norm2").forward(y));
+    } else {
+      const Tensor y = child("norm1").forward(x + self_attn.forward(x));
+      want = child("norm2").forward(y + ff(y));
+    }
+    EXPECT_EQ(layer.forward(x).to_vector(), want.to_vector()) << "norm_first " << norm_first;
+
+    nn::TransformerEncoder encoder(layer, 2);
+    encoder.eval();
+    const Tensor twice =
+        encoder.layer(1).forward(encoder.layer(0).forward(x, Tensor(), true), Tensor(), true);
+    EXPECT_EQ(encoder.forward(x, Tensor(), true).to_vector(), twice.to_vector());
+    EXPECT_EQ(encoder.clone()->forward(x).to_vector(), encoder.forward(x).to_vector());
+  }
+}
+
+TEST(TransformerEncoder, GradientsMatchFiniteDifferences) {
+  nn::TransformerEncoderLayerOptions o;
+  o.dim_feedforward = 6;
+  o.batch_first = true;
+  o.dropout = 0.0f;
+  nn::TransformerEncoderLayer layer(4, 2, o);
+  Tensor x = leaf(random_tensor({2, 3, 4}, 85));
+  check_gradients(
+      [&](const std::vector<Tensor>& in) { return layer.forward(in[0], Tensor(), true); }, {x}, {},
+      "encoder layer");
+}

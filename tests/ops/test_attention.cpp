@@ -1,0 +1,228 @@
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "test_util.hpp"
+
+using namespace kdp;
+using kdp::test::check_gradients;
+using kdp::test::leaf;
+using kdp::test::random_tensor;
+
+namespace {
+
+const float kInf = std::numeric_limits<float>::infinity();
+
+// softmax(q k^T scale + mask) v per batch entry, in double, holding the whole
+// score matrix (what the fused kernel must agree with).
+std::vector<float> naive_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& mask, bool causal, double scale) {
+  const int64_t t = q.size(-2), s = k.size(-2), d = q.size(-1), dv = v.size(-1);
+  const int64_t bh = q.numel() / (t * d);
+  const auto qv = q.to_vector(), kv = k.to_vector(), vv = v.to_vector();
+  const std::vector<float> mv = mask.defined() ? mask.to_vector() : std::vector<float>();
+  const int64_t mstride = mask.defined() && mask.numel() > t * s ? t * s : 0;
+  std::vector<float> out(size_t(bh * t * dv), 0.0f);
+  for (int64_t b = 0; b < bh; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> w(static_cast<size_t>(s));
+      double top = -INFINITY;
+      for (int64_t j = 0; j < s; ++j) {
+        double sc = 0.0;
+        for (int64_t c = 0; c < d; ++c) {
+          sc += double(qv[size_t((b * t + i) * d + c)]) * kv[size_t((b * s + j) * d + c)];
+        }
+        sc *= scale;
+        if (!mv.empty()) sc += mv[size_t(b * mstride + i * s + j)];
+        if (causal && j > i) sc = -INFINITY;
+        w[size_t(j)] = sc;
+        top = std::max(top, sc);
+      }
+      if (top == -INFINITY) continue;  // every key masked out: zeros
+      double total = 0.0;
+      for (double& x : w) total += (x = std::exp(x - top));
+      for (int64_t e = 0; e < dv; ++e) {
+        double acc = 0.0;
+        for (int64_t j = 0; j < s; ++j) {
+          acc += w[size_t(j)] / total * vv[size_t((b * s + j) * dv + e)];
+        }
+        out[size_t((b * t + i) * dv + e)] = float(acc);
+      }
+    }
+  }
+  return out;
+}
+
+// A mask of 0 and -inf (about a quarter of the keys out, but never a whole row).
+Tensor random_mask(const Shape& shape, uint64_t seed) {
+  std::vector<float> m = test::random_values(shape.numel(), seed, 0.0f, 1.0f);
+  const int64_t s = shape[shape.rank() - 1];
+  for (size_t i = 0; i < m.size(); ++i) m[i] = (m[i] < 0.25f && i % size_t(s) != 0) ? -kInf : 0.0f;
+  return Tensor::from_host(m, shape);
+}
+
+}  // namespace
+
+// Sequences that the key blocks (32) do not tile, with and without the causal
+// mask, an additive mask shared or per batch entry, and another scale.
+TEST(Attention, ForwardIsSoftmaxOfTheScoresTimesTheValues) {
+  const Tensor q = random_tensor({2, 3, 37, 8}, 61, -2.0f, 2.0f);
+  const Tensor k = random_tensor({2, 3, 45, 8}, 62, -2.0f, 2.0f);
+  const Tensor v = random_tensor({2, 3, 45, 5}, 63);
+  const double scale = 1.0 / std::sqrt(8.0);
+  const Tensor shared = random_mask({37, 45}, 64);
+  const Tensor per_batch = random_mask({2, 3, 37, 45}, 65);
+  for (bool causal : {false, true}) {
+    for (const Tensor& mask : {Tensor(), shared, per_batch}) {
+      AttentionOptions o;
+      o.is_causal = causal;
+      o.attn_mask = mask;
+      const Tensor out = scaled_dot_product_attention(q, k, v, o);
+      ASSERT_EQ(out.shape(), (Shape{2, 3, 37, 5}));
+      test::expect_close(
+          out.to_vector(), naive_attention(q, k, v, mask, causal, scale), 2e-5, 1e-4,
+          fmt::format("causal {} mask {}", causal, mask.defined() ? mask.shape().str() : "none"));
+    }
+  }
+  AttentionOptions scaled;
+  scaled.scale = 0.3;
+  test::expect_close(scaled_dot_product_attention(q, k, v, scaled).to_vector(),
+                     naive_attention(q, k, v, Tensor(), false, 0.3), 2e-5, 1e-4, "scale 0.3");
+}
+
+TEST(Attention, GradientsMatchFiniteDifferences) {
+  Tensor q = leaf(random_tensor({2, 5, 4}, 66));
+  Tensor k = leaf(random_tensor({2, 7, 4}, 67));
+  Tensor v = leaf(random_tensor({2, 7, 3}, 68));
+  for (bool causal : {false, true}) {
+    AttentionOptions o;
+    o.is_causal = causal;
+    o.attn_mask = random_mask({5, 7}, 69);
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          return scaled_dot_product_attention(in[0], in[1], in[2], o);
+        },
+        {q, k, v}, {}, causal ? "causal attention" : "attention");
+  }
+}
+
+// With dropout, forward and backward draw the same mask: finite differences
+// of a forward that starts from the same generator state each time agree with
+// the backward of one of them. Half the weights go, so a backward that drew
+// another mask would be far off.
+TEST(Attention, DropoutReplaysItsMaskInBackward) {
+  Tensor q = leaf(random_tensor({1, 2, 6, 4}, 70));
+  Tensor k = leaf(random_tensor({1, 2, 6, 4}, 71));
+  Tensor v = leaf(random_tensor({1, 2, 6, 3}, 72));
+  Generator& gen = get_default_device().generator();
+  const uint64_t seed = gen.seed(), offset = gen.offset();
+  AttentionOptions o;
+  o.dropout_p = 0.5f;
+  o.is_causal = true;
+  check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        gen.set_state(seed, offset);
+        return scaled_dot_product_attention(in[0], in[1], in[2], o);
+      },
+      {q, k, v}, {}, "attention with dropout");
+  gen.set_state(seed, offset);
+  const auto a = scaled_dot_product_attention(q, k, v, o).to_vector();
+  const auto b = scaled_dot_product_attention(q, k, v, o).to_vector();
+  EXPECT_NE(a, b) << "the next call draws another mask";
+  AttentionOptions none = o;
+  none.dropout_p = 0.0f;
+  EXPECT_NE(a, scaled_dot_product_attention(q, k, v, none).to_vector()) << "nothing dropped";
+}
+
+// Under SampleDraws a batch entry's mask is its own: the same whichever batch
+// it is in.
+TEST(Attention, DropoutPerSampleIsTheSameInAnyBatch) {
+  const Tensor q = random_tensor({3, 2, 5, 4}, 73);
+  const Tensor k = random_tensor({3, 2, 5, 4}, 74);
+  const Tensor v = random_tensor({3, 2, 5, 3}, 75);
+  AttentionOptions o;
+  o.dropout_p = 0.3f;
+  std::vector<float> whole, alone;
+  {
+    SampleDraws draws(9, {10, 11, 12});
+    whole = scaled_dot_product_attention(q, k, v, o).to_vector();
+  }
+  {
+    SampleDraws draws(9, {11});
+    alone = scaled_dot_product_attention(q.slice(0, 1, 2), k.slice(0, 1, 2), v.slice(0, 1, 2), o)
+                .to_vector();
+  }
+  EXPECT_EQ(alone, std::vector<float>(whole.begin() + 30, whole.begin() + 60));
+}
+
+// The rows go on the rank's threads; each is summed in one order, so the
+// bits do not depend on how many there are.
+TEST(Attention, TheSameBitsAtEveryThreadCount) {
+  Tensor q = leaf(random_tensor({4, 2, 40, 16}, 76));
+  Tensor k = leaf(random_tensor({4, 2, 40, 16}, 77));
+  Tensor v = leaf(random_tensor({4, 2, 40, 16}, 78));
+  AttentionOptions o;
+  o.is_causal = true;
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    ScopedBlasThreads scoped(threads);
+    for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+    const Tensor out = scaled_dot_product_attention(q, k, v, o);
+    sum(out * out).backward();
+    std::vector<float> all = out.to_vector();
+    for (Tensor* t : {&q, &k, &v}) {
+      const auto g = t->grad().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    runs.push_back(all);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+}
+
+TEST(Attention, ARowWithEveryKeyMaskedOutGetsZerosAndNoGradient) {
+  Tensor q = leaf(random_tensor({2, 3}, 79));
+  Tensor k = leaf(random_tensor({4, 3}, 80));
+  Tensor v = leaf(random_tensor({4, 2}, 81));
+  std::vector<float> m(8, 0.0f);
+  for (int j = 0; j < 4; ++j) m[size_t(4 + j)] = -kInf;  // row 1 sees no key
+  AttentionOptions o;
+  o.attn_mask = Tensor::from_host(m, {2, 4});
+  const Tensor out = scaled_dot_product_attention(q, k, v, o);
+  const auto ov = out.to_vector();
+  EXPECT_EQ(ov[2], 0.0f);
+  EXPECT_EQ(ov[3], 0.0f);
+  sum(out).backward();
+  const auto gq = q.grad().to_vector();
+  EXPECT_EQ(gq[3], 0.0f);
+  for (const Tensor* t : {&q, &k, &v}) {
+    for (float g : t->grad().to_vector()) EXPECT_TRUE(std::isfinite(g));
+  }
+}
+
+TEST(Attention, BadArgumentsAreNamed) {
+  const Tensor q = Tensor::zeros({2, 5, 4});
+  try {
+    scaled_dot_product_attention(q, Tensor::zeros({2, 6, 3}), Tensor::zeros({2, 6, 3}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("[2, 5, 4]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[2, 6, 3]"), std::string::npos) << msg;
+  }
+  const Tensor k = Tensor::zeros({2, 6, 4});
+  EXPECT_THROW(scaled_dot_product_attention(q, k, Tensor::zeros({2, 5, 4})), ShapeError);
+  EXPECT_THROW(scaled_dot_product_attention(q, Tensor::zeros({3, 6, 4}), Tensor::zeros({3, 6, 4})),
+               ShapeError);
+  AttentionOptions bad_mask;
+  bad_mask.attn_mask = Tensor::zeros({6, 5});
+  EXPECT_THROW(scaled_dot_product_attention(q, k, k, bad_mask), ShapeError);
+  AttentionOptions bad_p;
+  bad_p.dropout_p = 1.0f;
+  EXPECT_THROW(scaled_dot_product_attention(q, k, k, bad_p), ValueError);
+  EXPECT_THROW(scaled_dot_product_attention(Tensor::zeros({1, 2, 300}), Tensor::zeros({1, 2, 300}),
+                                            Tensor::zeros({1, 2, 300})),
+               ShapeError);
+}
