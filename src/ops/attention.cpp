@@ -18,6 +18,7 @@
 #include "kdp/core/trace.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kernels/fork_join.hpp"
+#include "kernels/native/host_kernels.hpp"
 #include "kernels/native/row_gemm.hpp"
 #include "kernels/native/vector_exp.hpp"
 #include "op_util.hpp"
@@ -213,6 +214,85 @@ void for_rows(const char* label, const Device& device, int64_t n, const F& f) {
   if (n > 0) Kokkos::parallel_for(label, kdp::detail::range(device, n), f);
 }
 
+// The element-wise passes over a tile of scores (rows x n, row length ld),
+// compiled at each instruction set's width (KDP_HOST_KERNEL) with the same
+// operations in the same order in each: the same bits on every CPU.
+
+// e^(s - shift[r]) in place, 0 where the difference is -inf (a key masked
+// out, or a row without keys: shift +inf).
+KDP_ALWAYS_INLINE void exp_rows_body(float* __restrict s, int64_t rows, int64_t n, int64_t ld,
+                                     const float* __restrict shift, float neg_inf) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = s + r * ld;
+    const float sh = shift[r];
+    for (int64_t c = 0; c < n; ++c) {
+      const float x = row[c] - sh;
+      const float e = kdp::detail::vector_exp(x);
+      row[c] = x == neg_inf ? 0.0f : e;
+    }
+  }
+}
+KDP_HOST_KERNEL(exp_rows, exp_rows_body,
+                (float* s, int64_t rows, int64_t n, int64_t ld, const float* shift, float neg_inf),
+                (s, rows, n, ld, shift, neg_inf))
+
+// top[r] = max(top[r], the row's largest score): 16 lanes, then the lanes.
+KDP_ALWAYS_INLINE void row_max_body(const float* __restrict s, int64_t rows, int64_t n, int64_t ld,
+                                    float* __restrict top) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = s + r * ld;
+    float lane[16];
+    for (int k = 0; k < 16; ++k) lane[k] = top[r];
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+      for (int k = 0; k < 16; ++k) lane[k] = row[c + k] > lane[k] ? row[c + k] : lane[k];
+    }
+    float m = top[r];
+    for (int k = 0; k < 16; ++k) m = lane[k] > m ? lane[k] : m;
+    for (; c < n; ++c) m = row[c] > m ? row[c] : m;
+    top[r] = m;
+  }
+}
+KDP_HOST_KERNEL(row_max, row_max_body,
+                (const float* s, int64_t rows, int64_t n, int64_t ld, float* top),
+                (s, rows, n, ld, top))
+
+// sums[r] = the row's sum: 16 lanes of partial sums, added in one order.
+KDP_ALWAYS_INLINE void row_sums_body(const float* __restrict s, int64_t rows, int64_t n, int64_t ld,
+                                     float* __restrict sums) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = s + r * ld;
+    float lane[16] = {};
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16) {
+      for (int k = 0; k < 16; ++k) lane[k] += row[c + k];
+    }
+    for (int k = 0; c < n; ++c, ++k) lane[k] += row[c];
+    float total = 0.0f;
+    for (int k = 0; k < 16; ++k) total += lane[k];
+    sums[r] = total;
+  }
+}
+KDP_HOST_KERNEL(row_sums, row_sums_body,
+                (const float* s, int64_t rows, int64_t n, int64_t ld, float* sums),
+                (s, rows, n, ld, sums))
+
+// dp[r, c] = w[r, c] (dp[r, c] - delta[r]): the scores' gradient dS.
+KDP_ALWAYS_INLINE void score_grads_body(float* __restrict dp, const float* __restrict w,
+                                        int64_t rows, int64_t n, int64_t ld,
+                                        const float* __restrict delta) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = dp + r * ld;
+    const float* x = w + r * ld;
+    const float dl = delta[r];
+    for (int64_t c = 0; c < n; ++c) d[c] = x[c] * (d[c] - dl);
+  }
+}
+KDP_HOST_KERNEL(score_grads, score_grads_body,
+                (float* dp, const float* w, int64_t rows, int64_t n, int64_t ld,
+                 const float* delta),
+                (dp, w, rows, n, ld, delta))
+
 // Host memory: the same sums on blocks of kBlock queries and kBlock keys,
 // each product of two blocks one row_gemm (a row's bits do not depend on
 // the others), on the rank's threads (Serial has one: the fork-join pool).
@@ -244,19 +324,9 @@ struct HostBlocks {
   int64_t key_end(int64_t i0, int64_t rows) const {
     return p.causal ? std::min(p.s, i0 + rows) : p.s;
   }
-  // e^x, 0 for -inf (a key masked out, a row without keys), vectorized.
-  static float exp_or_zero(float x, float neg_inf) {
-    const float e = kdp::detail::vector_exp(x);
-    return x == neg_inf ? 0.0f : e;
-  }
   // w[r, c] = exp(s[r, c] - lse[r]) in place (0 where lse is +inf: no key).
   void weights(float* s, const float* lse, int64_t rows, int64_t n) const {
-    const float neg_inf = -p.inf;
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = s + r * kBlock;
-      const float shift = lse[r];
-      for (int64_t c = 0; c < n; ++c) row[c] = exp_or_zero(row[c] - shift, neg_inf);
-    }
+    exp_rows(s, rows, n, kBlock, lse, -p.inf);
   }
   // x[r, c] *= the dropout factor of (query i0 + r, key j0 + c).
   void drop(float* x, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n) const {
@@ -267,6 +337,7 @@ struct HostBlocks {
   }
 
   void forward(int64_t w, float* out, float* lse) const;
+  void deltas(const Device& device, const float* dout, const float* out, float* delta) const;
   void backward_queries(int64_t w, const float* dout, const float* lse, const float* delta,
                         float* dq) const;
   void backward_keys(int64_t w, const float* dout, const float* lse, const float* delta, float* dk,
@@ -279,24 +350,24 @@ void HostBlocks::forward(int64_t w, float* out, float* lse) const {
   const int64_t rows = std::min(kBlock, p.t - i0);
   std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), acc(static_cast<size_t>(rows * p.dv));
   std::vector<float> m(static_cast<size_t>(rows), -p.inf), l(static_cast<size_t>(rows), 0.0f);
+  std::vector<float> top(m.size()), shift(m.size()), sums(m.size());
   const int64_t end = key_end(i0, rows);
   for (int64_t j0 = 0; j0 < end; j0 += kBlock) {
     const int64_t n = std::min(kBlock, end - j0);
     scores(b, i0, rows, j0, n, s.data());
+    std::copy(m.begin(), m.end(), top.begin());
+    row_max(s.data(), rows, n, kBlock, top.data());
+    // A row without a key yet shifts by +inf: its weights are 0.
+    for (int64_t r = 0; r < rows; ++r)
+      shift[size_t(r)] = top[size_t(r)] == -p.inf ? p.inf : top[size_t(r)];
+    exp_rows(s.data(), rows, n, kBlock, shift.data(), -p.inf);
+    row_sums(s.data(), rows, n, kBlock, sums.data());
     for (int64_t r = 0; r < rows; ++r) {
-      float* row = s.data() + r * kBlock;
-      float top = m[size_t(r)];
-      for (int64_t c = 0; c < n; ++c) top = row[c] > top ? row[c] : top;
-      if (top == -p.inf) {  // no key yet: nothing to add
-        for (int64_t c = 0; c < n; ++c) row[c] = 0.0f;
-        continue;
-      }
-      const float factor = exp_or_zero(m[size_t(r)] - top, -p.inf);  // 0 for the first keys
-      for (int64_t c = 0; c < n; ++c) row[c] = exp_or_zero(row[c] - top, -p.inf);
-      float sum = 0.0f;
-      for (int64_t c = 0; c < n; ++c) sum += row[c];
-      l[size_t(r)] = l[size_t(r)] * factor + sum;
-      m[size_t(r)] = top;
+      const float x = m[size_t(r)] - shift[size_t(r)];  // -inf for the first keys: factor 0
+      const float factor = x == -p.inf ? 0.0f : math::exp(x);
+      l[size_t(r)] = l[size_t(r)] * factor + sums[size_t(r)];
+      m[size_t(r)] = top[size_t(r)];
+      if (factor == 1.0f) continue;
       float* a = acc.data() + r * p.dv;
       for (int64_t e = 0; e < p.dv; ++e) a[e] *= factor;
     }
@@ -332,12 +403,7 @@ void HostBlocks::backward_queries(int64_t w, const float* dout, const float* lse
     kdp::detail::row_gemm(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv,
                           p.v + (b * p.s + j0) * p.dv, p.dv, 0.0f, dp.data(), kBlock);
     drop(dp.data(), b, i0, rows, j0, n);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < n; ++c) {
-        const size_t at = size_t(r * kBlock + c);
-        dp[at] = s[at] * (dp[at] - delta[first + r]);
-      }
-    }
+    score_grads(dp.data(), s.data(), rows, n, kBlock, delta + first);
     kdp::detail::row_gemm(false, false, rows, p.d, n, p.scale, dp.data(), kBlock,
                           p.k + (b * p.s + j0) * p.d, p.d, 1.0f, g, p.d);
   }
@@ -359,12 +425,7 @@ void HostBlocks::backward_keys(int64_t w, const float* dout, const float* lse, c
     kdp::detail::row_gemm(false, true, rows, n, p.dv, 1.0f, dout + q0 * p.dv, p.dv,
                           p.v + first * p.dv, p.dv, 0.0f, dp.data(), kBlock);
     drop(dp.data(), b, i0, rows, j0, n);
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < n; ++c) {
-        const size_t at = size_t(r * kBlock + c);
-        dp[at] = s[at] * (dp[at] - delta[q0 + r]);  // dS
-      }
-    }
+    score_grads(dp.data(), s.data(), rows, n, kBlock, delta + q0);
     if (dv != nullptr) {
       drop(s.data(), b, i0, rows, j0, n);
       kdp::detail::row_gemm(true, false, n, p.dv, rows, 1.0f, s.data(), kBlock, dout + q0 * p.dv,
@@ -388,8 +449,9 @@ void for_blocks(const Device& device, int64_t n, const F& f) {
 }
 
 // delta[r] = dO[r] . O[r] for every query row.
-void row_dots(const Device& device, const float* dout, const float* out, float* delta, int64_t rows,
-              int64_t dv) {
+void HostBlocks::deltas(const Device& device, const float* dout, const float* out,
+                        float* delta) const {
+  const int64_t rows = p.bh * p.t, dv = p.dv;
   for_blocks(device, (rows + 255) / 256, [=](int64_t w) {
     for (int64_t r = w * 256; r < std::min(rows, (w + 1) * 256); ++r) {
       float d = 0.0f;
@@ -433,7 +495,7 @@ class AttentionNode : public autograd::Node {
     float* dv = gv.defined() ? gv.data() : nullptr;
     if constexpr (compat::host_accessible_memory()) {
       const HostBlocks h{p};
-      row_dots(device(), g.data(), out.data(), delta.data(), p.bh * p.t, p.dv);
+      h.deltas(device(), g.data(), out.data(), delta.data());
       if (dq != nullptr) {
         for_blocks(device(), p.bh * h.query_blocks(), [&](int64_t w) {
           h.backward_queries(w, g.data(), lse_.data(), delta.data(), dq);
