@@ -122,29 +122,34 @@ class LinearNode : public LinearNodeBase {
   }
 };
 
-class MatmulNode : public autograd::Node {
+// a times b for a batch of `batch` products [n, k] x [k, m] (matmul: one;
+// bmm: a [B, n, k], b [B, k, m]): ga_i = g_i b_i^T, gb_i = a_i^T g_i.
+class ProductNode : public autograd::Node {
  public:
-  MatmulNode(const Tensor& a, const Tensor& b)
+  ProductNode(const char* name, const Tensor& a, const Tensor& b, int64_t batch)
       : Node(a.device()),
+        name_(name),
         a_(b.requires_grad() ? autograd::SavedTensor(a) : autograd::SavedTensor()),
         b_(a.requires_grad() ? autograd::SavedTensor(b) : autograd::SavedTensor()),
         a_shape_(a.shape()),
         b_shape_(b.shape()),
+        batch_(batch),
         precision_(autocast_precision()) {}
-  const char* name() const override { return "kdp::matmul"; }
+  const char* name() const override { return name_; }
 
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     const Tensor& g = grads[0];
+    const int64_t n = a_shape_.size(-2), k = a_shape_.size(-1), m = b_shape_.size(-1);
     Tensor ga, gb;
     if (next_edges()[0].valid()) {
       ga = Tensor::empty(a_shape_, device());
-      detail::gemm(device(), "N", "T", 1.0f, g.cmatrix(), b_.get(*this).cmatrix(), 0.0f,
-                   ga.matrix(), precision_);
+      detail::batched_gemm(device(), "N", "T", batch_, 1.0f, g.data(), n, m, b_.get(*this).data(),
+                           k, m, 0.0f, ga.data(), n, k, precision_);
     }
     if (next_edges()[1].valid()) {
       gb = Tensor::empty(b_shape_, device());
-      detail::gemm(device(), "T", "N", 1.0f, a_.get(*this).cmatrix(), g.cmatrix(), 0.0f,
-                   gb.matrix(), precision_);
+      detail::batched_gemm(device(), "T", "N", batch_, 1.0f, a_.get(*this).data(), n, k, g.data(),
+                           n, m, 0.0f, gb.data(), k, m, precision_);
     }
     return {ga, gb};
   }
@@ -154,47 +159,10 @@ class MatmulNode : public autograd::Node {
   }
 
  private:
+  const char* name_;
   autograd::SavedTensor a_, b_;
   Shape a_shape_, b_shape_;
-  Precision precision_;
-};
-
-// a [B, n, k] times b [B, k, m]: ga_i = g_i b_i^T, gb_i = a_i^T g_i.
-class BmmNode : public autograd::Node {
- public:
-  BmmNode(const Tensor& a, const Tensor& b)
-      : Node(a.device()),
-        a_(b.requires_grad() ? autograd::SavedTensor(a) : autograd::SavedTensor()),
-        b_(a.requires_grad() ? autograd::SavedTensor(b) : autograd::SavedTensor()),
-        a_shape_(a.shape()),
-        b_shape_(b.shape()),
-        precision_(autocast_precision()) {}
-  const char* name() const override { return "kdp::bmm"; }
-
-  std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
-    const Tensor& g = grads[0];
-    const int64_t batch = a_shape_[0], n = a_shape_[1], k = a_shape_[2], m = b_shape_[2];
-    Tensor ga, gb;
-    if (next_edges()[0].valid()) {
-      ga = Tensor::empty(a_shape_, device());
-      detail::batched_gemm(device(), "N", "T", batch, 1.0f, g.data(), n, m, b_.get(*this).data(), k,
-                           m, 0.0f, ga.data(), n, k, precision_);
-    }
-    if (next_edges()[1].valid()) {
-      gb = Tensor::empty(b_shape_, device());
-      detail::batched_gemm(device(), "T", "N", batch, 1.0f, a_.get(*this).data(), n, k, g.data(), n,
-                           m, 0.0f, gb.data(), k, m, precision_);
-    }
-    return {ga, gb};
-  }
-  void release_saved() override {
-    a_.reset();
-    b_.reset();
-  }
-
- private:
-  autograd::SavedTensor a_, b_;
-  Shape a_shape_, b_shape_;
+  int64_t batch_;
   Precision precision_;
 };
 
@@ -353,7 +321,7 @@ Tensor matmul_2d(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty(Shape{a.size(0), b.size(1)}, a.device());
   detail::gemm(a.device(), "N", "N", 1.0f, a.cmatrix(), b.cmatrix(), 0.0f, out.matrix());
   if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<MatmulNode>(a, b);
+    auto node = std::make_shared<ProductNode>("kdp::matmul", a, b, 1);
     node->set_next_edges({&a, &b});
     autograd::set_history(out, node);
   }
@@ -431,7 +399,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in) {
   detail::batched_gemm(a.device(), "N", "N", batch, 1.0f, a.data(), n, k, b.data(), k, m, 0.0f,
                        out.data(), n, m);
   if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<BmmNode>(a, b);
+    auto node = std::make_shared<ProductNode>("kdp::bmm", a, b, batch);
     node->set_next_edges({&a, &b});
     autograd::set_history(out, node);
   }

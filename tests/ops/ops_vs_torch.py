@@ -61,6 +61,13 @@ def main():
         y.backward(gy)
         return y.detach(), [t.grad for t in leaves[:grads]]
 
+    def case(name):
+        """A probe's inputs, how many of them got gradients, and its gy."""
+        inputs = []
+        while f"{name}.in{len(inputs)}" in arrays:
+            inputs.append(arrays[f"{name}.in{len(inputs)}"])
+        return inputs, sum(1 for i in range(len(inputs)) if f"{name}.g{i}" in arrays), arrays[f"{name}.gy"]
+
     def check(name, what, mine, ref, bound):
         excess = ((mine - ref).abs() - bound).max().item()
         worst = ((mine - ref).abs() / bound.clamp_min(1e-300)).max().item()
@@ -69,11 +76,7 @@ def main():
             failures.append(f"{name} {what}: beyond the bound by {excess:.3g}")
 
     for name, op in {**linear, **maximum, **losses}.items():
-        inputs = []
-        while f"{name}.in{len(inputs)}" in arrays:
-            inputs.append(arrays[f"{name}.in{len(inputs)}"])
-        grads = sum(1 for i in range(len(inputs)) if f"{name}.g{i}" in arrays)
-        gy = arrays[f"{name}.gy"]
+        inputs, grads, gy = case(name)
         y, g = run(op, inputs, gy, grads)
         if name in losses:
             check(name, "y", arrays[f"{name}.y"], y, (inputs[0].numel() + 2) * u * y.abs())
@@ -121,11 +124,7 @@ def main():
         "sdpa_mask": lambda q, k, v: sdpa(q, k, v, attn_mask=mask.to(q.dtype), scale=0.7),
     }
     for name, op in against_float32.items():
-        inputs = []
-        while f"{name}.in{len(inputs)}" in arrays:
-            inputs.append(arrays[f"{name}.in{len(inputs)}"])
-        grads = sum(1 for i in range(len(inputs)) if f"{name}.g{i}" in arrays)
-        gy = arrays[f"{name}.gy"]
+        inputs, grads, gy = case(name)
         y, g = run(op, inputs, gy, grads)
         y32, g32 = run(op, [t.float() for t in inputs], gy.float(), grads)
         for what, mine, ref, theirs in [("y", arrays[f"{name}.y"], y, y32)] + [
