@@ -110,8 +110,7 @@ struct ModeOptions {
   /// accumulation adds the micro-batches' exact sums in their order.
   /// docs/architecture.md, "Reproducible mode", has the design, its limits and
   /// its cost. Off unless set here (fit() takes the model as the caller
-  /// wrapped it); kdp-train sets it by default where reproducible_in_one_pass()
-  /// holds and nothing else stands in the way.
+  /// wrapped it); kdp-train sets it with --reproducible (train::decide_modes).
   bool reproducible = false;
   int shards = 12;
   /// The precision of the products and convolutions of forward and loss, in
