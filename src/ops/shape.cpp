@@ -9,6 +9,7 @@
 
 #include "core/check.hpp"
 #include "core/tensor_kernels.hpp"
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/trace.hpp"
 #include "op_util.hpp"
 
@@ -172,18 +173,44 @@ struct Strided {
   int64_t step[kRank];
 };
 
-// out[j] = x[sum over d of coordinate d of j * step[d]].
+// out[j] = x[sum over d of coordinate d of j * step[d]]. Each work item
+// copies one row of out's last dimension (its start found once, over the
+// dimensions that are not padding), so that the division per coordinate is
+// paid per row, not per element; memory a GPU reads goes element by element.
 void gather_kernel(const char* label, const Device& device, View1 out, ConstView1 x, Strided s) {
+  int first = 0;  // the first dimension that is not padding
+  while (first < kRank - 1 && s.dims[first] == 1) ++first;
+  if (!compat::host_accessible_memory()) {
+    Kokkos::parallel_for(
+        label, kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
+        KOKKOS_LAMBDA(const int64_t j) {
+          int64_t rest = j;
+          int64_t at = 0;
+          for (int d = kRank - 1; d >= first; --d) {
+            at += (rest % s.dims[d]) * s.step[d];
+            rest /= s.dims[d];
+          }
+          out(j) = x(at);
+        });
+    return;
+  }
+  const int64_t inner = s.dims[kRank - 1], step = s.step[kRank - 1];
+  const int64_t rows = static_cast<int64_t>(out.extent(0)) / inner;
   Kokkos::parallel_for(
-      label, kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
-      KOKKOS_LAMBDA(const int64_t j) {
-        int64_t rest = j;
+      label, kdp::detail::range(device, rows), KOKKOS_LAMBDA(const int64_t r) {
+        int64_t rest = r;
         int64_t at = 0;
-        for (int d = kRank - 1; d >= 0; --d) {
+        for (int d = kRank - 2; d >= first; --d) {
           at += (rest % s.dims[d]) * s.step[d];
           rest /= s.dims[d];
         }
-        out(j) = x(at);
+        float* to = out.data() + r * inner;
+        const float* from = x.data() + at;
+        if (step == 1) {
+          for (int64_t i = 0; i < inner; ++i) to[i] = from[i];
+        } else {
+          for (int64_t i = 0; i < inner; ++i) to[i] = from[i * step];
+        }
       });
 }
 
