@@ -37,12 +37,13 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
 }
 
 // The samples --model takes: flat for MLP sizes and a layer list that starts
-// with linear, as stored (signals, volumes) for one that starts with a 1-d or
-// 3-d layer, images otherwise.
+// with linear, as stored (signals, volumes, sequences) for one that starts
+// with a 1-d or 3-d layer or a transformer's, images otherwise.
 SampleForm sample_form(const std::string& model) {
   if (!nn::is_layer_list(model)) return SampleForm::Flat;
   const std::string first = nn::parse_layer_list(model).front().kind;
   if (first == "linear") return SampleForm::Flat;
+  if (first == "transformer" || first == "layernorm") return SampleForm::AsStored;
   const int dims = nn::window_dims(first);
   return dims == 1 || dims == 3 ? SampleForm::AsStored : SampleForm::Images;
 }
@@ -66,6 +67,17 @@ Model build_model(const Options& o, const TrainingData& d, const Device& device)
   const Shape want = output_for(d);
   if (nn::is_layer_list(o.model)) {
     const std::vector<nn::LayerSpec> layers = nn::parse_layer_list(o.model);
+    if (layers.size() == 1 && nn::is_model_word(layers[0].kind)) {
+      if (d.regression()) {
+        throw ValueError(fmt::format("--model '{}' ends with a head to classes but {} has {}",
+                                     o.model, d.train_name, what_it_has(d)));
+      }
+      manual_seed(o.seed);
+      m.net = nn::build_model_word(layers[0], sample, d.train->num_classes(), device);
+      m.recorded = nn::layer_list_text(layers);
+      m.images = sample.rank() == 3;
+      return m;
+    }
     const Shape out = nn::layer_list_shapes(layers, sample).back();
     if (out != want) {
       throw ValueError(fmt::format("--model '{}' ends with samples of {} but {} has {}", o.model,

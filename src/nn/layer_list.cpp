@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/check.hpp"
 #include "kdp/core/closest_name.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/nn/activation.hpp"
@@ -14,27 +15,44 @@
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/parameter_memory.hpp"
 #include "kdp/nn/pooling.hpp"
+#include "kdp/nn/transformer.hpp"
 #include "kdp/ops/size2.hpp"
 
 namespace kdp::nn {
 
 namespace {
 
-// What each word takes: the least and most arguments, and whether they are
-// probabilities (else whole numbers).
+// What each word takes: the least and most arguments, and from which
+// argument on they are probabilities (before it: whole numbers).
 struct Grammar {
   size_t least, most;
-  bool probability;
+  size_t probability_from = 0;
 };
+constexpr size_t kWhole = 99;  // no probabilities
 const std::map<std::string, Grammar>& grammar() {
-  static const std::map<std::string, Grammar> g = {
-      {"conv", {2, 4, false}},       {"batchnorm", {0, 0, false}}, {"relu", {0, 0, false}},
-      {"leaky_relu", {0, 0, false}}, {"tanh", {0, 0, false}},      {"sigmoid", {0, 0, false}},
-      {"gelu", {0, 0, false}},       {"maxpool", {1, 1, false}},   {"avgpool", {1, 1, false}},
-      {"gap", {0, 0, false}},        {"dropout", {1, 1, true}},    {"dropout2d", {1, 1, true}},
-      {"flatten", {0, 0, false}},    {"linear", {1, 1, false}},    {"conv1d", {2, 4, false}},
-      {"maxpool1d", {1, 1, false}},  {"avgpool1d", {1, 1, false}}, {"conv3d", {2, 4, false}},
-      {"maxpool3d", {1, 1, false}},  {"avgpool3d", {1, 1, false}}};
+  static const std::map<std::string, Grammar> g = {{"conv", {2, 4, kWhole}},
+                                                   {"batchnorm", {0, 0, kWhole}},
+                                                   {"relu", {0, 0, kWhole}},
+                                                   {"leaky_relu", {0, 0, kWhole}},
+                                                   {"tanh", {0, 0, kWhole}},
+                                                   {"sigmoid", {0, 0, kWhole}},
+                                                   {"gelu", {0, 0, kWhole}},
+                                                   {"maxpool", {1, 1, kWhole}},
+                                                   {"avgpool", {1, 1, kWhole}},
+                                                   {"gap", {0, 0, kWhole}},
+                                                   {"dropout", {1, 1, 0}},
+                                                   {"dropout2d", {1, 1, 0}},
+                                                   {"flatten", {0, 0, kWhole}},
+                                                   {"linear", {1, 1, kWhole}},
+                                                   {"conv1d", {2, 4, kWhole}},
+                                                   {"maxpool1d", {1, 1, kWhole}},
+                                                   {"avgpool1d", {1, 1, kWhole}},
+                                                   {"conv3d", {2, 4, kWhole}},
+                                                   {"maxpool3d", {1, 1, kWhole}},
+                                                   {"avgpool3d", {1, 1, kWhole}},
+                                                   {"layernorm", {0, 0, kWhole}},
+                                                   {"transformer", {3, 4, 3}},
+                                                   {"vit", {5, 6, 5}}};
   return g;
 }
 
@@ -90,11 +108,12 @@ LayerSpec parse_item(const std::string& item, size_t position, const std::string
   }
   for (size_t i = 0; i < spec.args.size(); ++i) {
     const double v = spec.args[i];
-    if (g.probability ? !(v >= 0.0 && v < 1.0)
-                      : (v != std::floor(v) || v < (i == 3 ? 0 : 1) || v > 1e9)) {
-      throw fail(g.probability
-                     ? fmt::format("needs a probability in [0, 1), got {}", v)
-                     : fmt::format("needs whole numbers >= {}, got {}", i == 3 ? 0 : 1, v));
+    const bool probability = i >= g.probability_from;
+    // A convolution's fourth number, its padding, may be 0.
+    const int least = spec.kind.rfind("conv", 0) == 0 && i == 3 ? 0 : 1;
+    if (probability ? !(v >= 0.0 && v < 1.0) : (v != std::floor(v) || v < least || v > 1e9)) {
+      throw fail(probability ? fmt::format("needs a probability in [0, 1), got {}", v)
+                             : fmt::format("needs whole numbers >= {}, got {}", least, v));
     }
   }
   return spec;
@@ -169,6 +188,26 @@ Shape shape_after(const LayerSpec& l, size_t position, const Shape& in) {
     return in;
   }
   if (k == "flatten") return Shape{in.numel()};
+  if (k == "layernorm") {
+    if (in.rank() < 1) does_not_fit(l, position, in, "it normalises the last dimension");
+    return in;
+  }
+  if (k == "transformer") {
+    if (in.rank() != 2) {
+      does_not_fit(l, position, in, "it takes sequences [tokens, features]");
+    }
+    if (in[1] % whole(l.args[1]) != 0) {
+      does_not_fit(l, position, in,
+                   fmt::format("{} heads do not divide {} features", whole(l.args[1]), in[1]));
+    }
+    return in;
+  }
+  if (is_model_word(k)) {
+    throw ValueError(fmt::format(
+        "layer {} '{}' is a whole model, with its own head to the data's classes: it stands "
+        "alone in the list",
+        position, l.text));
+  }
   if (k == "linear") {
     if (in.rank() != 1) {
       does_not_fit(l, position, in,
@@ -212,6 +251,21 @@ std::shared_ptr<Module> make_layer(const LayerSpec& l, const Shape& in, const De
   if (k == "dropout2d") return std::make_shared<Dropout2d>(static_cast<float>(l.args[0]));
   if (k == "flatten") return std::make_shared<Flatten>();
   if (k == "linear") return std::make_shared<Linear>(in[0], whole(l.args[0]), true, device);
+  if (k == "layernorm") {
+    return std::make_shared<LayerNorm>(std::vector<int64_t>{in[in.rank() - 1]}, 1e-5, true, true,
+                                       device);
+  }
+  if (k == "transformer") {
+    TransformerEncoderLayerOptions o;
+    o.dim_feedforward = whole(l.args[2]);
+    o.dropout = l.args.size() > 3 ? static_cast<float>(l.args[3]) : 0.1f;
+    o.activation = "gelu";
+    o.batch_first = true;
+    o.norm_first = true;
+    return std::make_shared<TransformerEncoder>(
+        TransformerEncoderLayer(in[1], whole(l.args[1]), o, device),
+        static_cast<int>(whole(l.args[0])));
+  }
   return make_activation(k);
 }
 
@@ -224,7 +278,24 @@ size_t parameter_bytes(const LayerSpec& l, const Shape& in) {
     return Conv3d::parameter_bytes(in[0], whole(l.args[0]), whole(l.args[1]), 1, true);
   if (l.kind == "linear") return Linear::parameter_bytes(in[0], whole(l.args[0]));
   if (l.kind == "batchnorm") return static_cast<size_t>(in[0]) * 2 * sizeof(float);
+  if (l.kind == "layernorm") return static_cast<size_t>(in[in.rank() - 1]) * 2 * sizeof(float);
+  if (l.kind == "transformer") {
+    return static_cast<size_t>(whole(l.args[0])) *
+           TransformerEncoderLayer::parameter_bytes(in[1], whole(l.args[2]));
+  }
   return 0;
+}
+
+// The options of vit(patch, dim, depth, heads, mlp[, dropout]).
+ViTOptions vit_options(const LayerSpec& l) {
+  ViTOptions o;
+  o.patch = whole(l.args[0]);
+  o.dim = whole(l.args[1]);
+  o.depth = whole(l.args[2]);
+  o.heads = whole(l.args[3]);
+  o.mlp = whole(l.args[4]);
+  if (l.args.size() > 5) o.dropout = static_cast<float>(l.args[5]);
+  return o;
 }
 
 }  // namespace
@@ -254,6 +325,36 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text) {
   if (depth != 0) throw ValueError(fmt::format("layer list '{}': a '(' is not closed", text));
   flush();
   return layers;
+}
+
+bool is_model_word(const std::string& kind) {
+  return kind == "vit";
+}
+
+std::shared_ptr<Module> build_model_word(const LayerSpec& l, const Shape& input, int64_t classes,
+                                         const Device& device) {
+  KDP_CHECK(is_model_word(l.kind), ValueError, "'{}' is not a model word (vit)", l.text);
+  const ViTOptions o = vit_options(l);
+  if (input.rank() != 3) does_not_fit(l, 0, input, "it takes images [channels, height, width]");
+  if (input[1] % o.patch != 0 || input[2] % o.patch != 0) {
+    does_not_fit(
+        l, 0, input,
+        fmt::format("patches of {} do not tile {} x {} images", o.patch, input[1], input[2]));
+  }
+  if (o.dim % o.heads != 0) {
+    does_not_fit(l, 0, input, fmt::format("{} heads do not divide dim {}", o.heads, o.dim));
+  }
+  const size_t f = sizeof(float);
+  const auto dim = static_cast<size_t>(o.dim);
+  const auto tokens = static_cast<size_t>(input[1] / o.patch * (input[2] / o.patch));
+  const std::vector<LayerMemory> memory = {
+      {"patch_embed", "Conv2d", Conv2d::parameter_bytes(input[0], o.dim, o.patch, 1, true)},
+      {"pos_embed", "positions", (1 + tokens) * dim * f + dim * f},
+      {"encoder", "TransformerEncoder",
+       static_cast<size_t>(o.depth) * TransformerEncoderLayer::parameter_bytes(o.dim, o.mlp)},
+      {"head", "LayerNorm and Linear", 2 * dim * f + Linear::parameter_bytes(o.dim, classes)}};
+  check_parameters_fit(memory, device, fmt::format("the model '{}'", l.text));
+  return std::make_shared<VisionTransformer>(input, classes, o, device);
 }
 
 int window_dims(const std::string& kind) {

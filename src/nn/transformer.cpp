@@ -227,4 +227,77 @@ std::shared_ptr<Module> TransformerEncoder::clone() const {
   return copy;
 }
 
+size_t TransformerEncoderLayer::parameter_bytes(int64_t d_model, int64_t dim_feedforward) {
+  // in_proj, out_proj, linear1, linear2, norm1 and norm2
+  return Linear::parameter_bytes(d_model, 3 * d_model) + Linear::parameter_bytes(d_model, d_model) +
+         Linear::parameter_bytes(d_model, dim_feedforward) +
+         Linear::parameter_bytes(dim_feedforward, d_model) +
+         4 * static_cast<size_t>(d_model) * sizeof(float);
+}
+
+VisionTransformer::VisionTransformer(const Shape& image, int64_t classes, ViTOptions options,
+                                     const Device& device)
+    : Module("VisionTransformer"), image_(image), classes_(classes), options_(options) {
+  const ViTOptions& o = options_;
+  KDP_CHECK(image.rank() == 3, ShapeError, "images {} are not [C, H, W]", image.str());
+  KDP_CHECK(o.patch >= 1 && image[1] % o.patch == 0 && image[2] % o.patch == 0, ShapeError,
+            "patches of {} do not tile images {} (H and W must be multiples of the patch)", o.patch,
+            image.str());
+  KDP_CHECK(o.dim >= 1 && o.heads >= 1 && o.dim % o.heads == 0, ShapeError,
+            "heads {} do not divide dim {}", o.heads, o.dim);
+  KDP_CHECK(o.depth >= 1 && o.mlp >= 1 && classes >= 1, ValueError,
+            "depth {}, mlp {} and classes {} must be at least 1", o.depth, o.mlp, classes);
+  const int64_t tokens = (image[1] / o.patch) * (image[2] / o.patch);
+  cls_token_ = register_parameter(
+      "cls_token",
+      Tensor::empty_labeled({1, 1, o.dim}, device, "kdp::VisionTransformer::cls_token"));
+  pos_embed_ = register_parameter(
+      "pos_embed",
+      Tensor::empty_labeled({1, 1 + tokens, o.dim}, device, "kdp::VisionTransformer::pos_embed"));
+  {
+    NoGradGuard no_grad;
+    init::normal_(cls_token_, 0.0f, 0.02f);
+    init::normal_(pos_embed_, 0.0f, 0.02f);
+  }
+  patch_embed_ = register_module(
+      "patch_embed", std::make_shared<Conv2d>(image[0], o.dim, Size2(o.patch), Size2(o.patch), 0, 1,
+                                              1, true, device));
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  TransformerEncoderLayerOptions layer;
+  layer.dim_feedforward = o.mlp;
+  layer.dropout = o.dropout;
+  layer.activation = "gelu";
+  layer.batch_first = true;
+  layer.norm_first = true;
+  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(
+                                            TransformerEncoderLayer(o.dim, o.heads, layer, device),
+                                            static_cast<int>(o.depth)));
+  norm_ = register_module(
+      "norm", std::make_shared<LayerNorm>(std::vector<int64_t>{o.dim}, 1e-5, true, true, device));
+  head_ = register_module("head", std::make_shared<Linear>(o.dim, classes, true, device));
+}
+
+Tensor VisionTransformer::forward(const Tensor& images) {
+  const int64_t dim = options_.dim;
+  KDP_CHECK(images.dim() == 4 && images.size(1) == image_[0] && images.size(2) == image_[1] &&
+                images.size(3) == image_[2],
+            ShapeError, "input {} is not a batch of images [N, {}, {}, {}]", images.shape().str(),
+            image_[0], image_[1], image_[2]);
+  const int64_t n = images.size(0);
+  Tensor t = patch_embed_->forward(images);  // [N, dim, H / patch, W / patch]
+  const int64_t tokens = t.size(2) * t.size(3);
+  t = transpose(t.reshape({n, dim, tokens}), 1, 2);  // [N, tokens, dim]
+  t = cat({expand(cls_token_, {n, 1, dim}), t}, 1);  // the cls token first
+  t = dropout_->forward(t + pos_embed_);
+  t = norm_->forward(encoder_->forward(t));
+  return head_->forward(select(t, 1, 0));
+}
+
+std::shared_ptr<Module> VisionTransformer::clone() const {
+  auto copy = std::make_shared<VisionTransformer>(image_, classes_, options_, device());
+  copy->load_state_dict(state_dict());
+  copy->train(is_training());
+  return copy;
+}
+
 }  // namespace kdp::nn

@@ -63,7 +63,7 @@ TEST(LayerList, MistakesAreNamedBeforeAnythingIsBuilt) {
   EXPECT_NE(conv2d.find("layer 0 'conv2d(16,3)' is not a layer; did you mean conv?"),
             std::string::npos)
       << conv2d;
-  const std::string unknown = message([] { nn::parse_layer_list("transformer"); });
+  const std::string unknown = message([] { nn::parse_layer_list("capsule"); });
   EXPECT_EQ(unknown.find("did you mean"), std::string::npos) << unknown;
   for (const char* word : {"conv", "batchnorm", "maxpool", "dropout2d", "flatten", "linear"}) {
     EXPECT_NE(unknown.find(word), std::string::npos) << unknown;
@@ -156,4 +156,93 @@ TEST(LayerList, VolumesTakeThreeDimensionalLayers) {
   EXPECT_EQ(nn::window_dims("maxpool"), 2);
   EXPECT_EQ(nn::window_dims("avgpool3d"), 3);
   EXPECT_EQ(nn::window_dims("linear"), 0);
+}
+
+// Sequences [tokens, features]: transformer(depth, heads, mlp[, dropout]) and
+// layernorm, with PyTorch's keys and the parameter count of their closed
+// forms; the heads that do not divide the features, named.
+TEST(LayerList, SequencesTakeTransformerLayers) {
+  const auto layers = nn::parse_layer_list("transformer(2,2,16,0),layernorm,flatten,linear(3)");
+  const auto shapes = nn::layer_list_shapes(layers, Shape{5, 8});
+  EXPECT_EQ(shapes[0], Shape({5, 8}));
+  EXPECT_EQ(shapes[1], Shape({5, 8}));
+  EXPECT_EQ(shapes.back(), Shape({3}));
+  auto net = nn::build_layer_list(layers, Shape{5, 8});
+  // Per layer: in_proj 8x24 + 24, out_proj 8x8 + 8, linear1 8x16 + 16,
+  // linear2 16x8 + 8, two norms 2 x 16.
+  const int64_t layer = 8 * 24 + 24 + 8 * 8 + 8 + 8 * 16 + 16 + 16 * 8 + 8 + 2 * 16;
+  EXPECT_EQ(static_cast<int64_t>(nn::TransformerEncoderLayer::parameter_bytes(8, 16)),
+            layer * static_cast<int64_t>(sizeof(float)));
+  EXPECT_EQ(net->num_parameters(), 2 * layer + 16 + 40 * 3 + 3);
+  const auto state = net->state_dict();
+  EXPECT_NE(nn::find(state, "0.layers.1.self_attn.in_proj_weight"), nullptr);
+  EXPECT_NE(nn::find(state, "1.weight"), nullptr);
+  EXPECT_EQ(net->forward(test::random_tensor({4, 5, 8}, 3)).shape(), Shape({4, 3}));
+  try {
+    nn::layer_list_shapes(nn::parse_layer_list("transformer(1,3,16)"), Shape{5, 8});
+    ADD_FAILURE() << "3 heads took 8 features";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 'transformer(1,3,16)' does not fit its input "
+                                         "[5, 8]: 3 heads do not divide 8 features"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(nn::layer_list_shapes(nn::parse_layer_list("transformer(1,2,8)"), Shape{1, 8, 8}),
+               ShapeError);
+  EXPECT_THROW(nn::parse_layer_list("transformer(1,2)"), ValueError);
+  EXPECT_THROW(nn::parse_layer_list("transformer(1,2,8,1.5)"), ValueError);  // not a probability
+}
+
+// vit(patch, dim, depth, heads, mlp[, dropout]) is the whole reference model,
+// its head to the data's classes: alone in a list, with the keys and
+// parameter count of kdp/nn/transformer.hpp's description.
+TEST(LayerList, VitIsTheReferenceModelOnItsOwn) {
+  const auto word = nn::parse_layer_list("vit(4,8,2,2,16,0)").front();
+  EXPECT_TRUE(nn::is_model_word(word.kind));
+  EXPECT_FALSE(nn::is_model_word("transformer"));
+  auto vit = nn::build_model_word(word, Shape{1, 8, 12}, 10);
+  auto* model = dynamic_cast<nn::VisionTransformer*>(vit.get());
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->options().dropout, 0.0f);
+  const int64_t layer =
+      static_cast<int64_t>(nn::TransformerEncoderLayer::parameter_bytes(8, 16) / sizeof(float));
+  // patch_embed 8x1x4x4 + 8, cls_token 8, pos_embed (1 + 6) x 8, norm 16,
+  // head 8 x 10 + 10.
+  EXPECT_EQ(vit->num_parameters(), 8 * 16 + 8 + 8 + 7 * 8 + 2 * layer + 16 + 8 * 10 + 10);
+  const auto state = vit->state_dict();
+  EXPECT_NE(nn::find(state, "encoder.layers.1.linear2.bias"), nullptr);
+  EXPECT_EQ(vit->forward(test::random_tensor({2, 1, 8, 12}, 4)).shape(), Shape({2, 10}));
+  EXPECT_EQ(
+      dynamic_cast<nn::VisionTransformer&>(
+          *nn::build_model_word(nn::parse_layer_list("vit(4,8,1,2,16)").front(), Shape{1, 8, 8}, 3))
+          .options()
+          .dropout,
+      0.1f);  // PyTorch's TransformerEncoderLayer default
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string tiles = message([] {
+    nn::build_model_word(nn::parse_layer_list("vit(5,64,6,4,128)").front(), Shape{1, 28, 28}, 10);
+  });
+  EXPECT_NE(tiles.find("layer 0 'vit(5,64,6,4,128)' does not fit its input [1, 28, 28]: patches "
+                       "of 5 do not tile 28 x 28 images"),
+            std::string::npos)
+      << tiles;
+  EXPECT_NE(message([] {
+              nn::build_model_word(nn::parse_layer_list("vit(4,64,6,5,128)").front(),
+                                   Shape{1, 28, 28}, 10);
+            }).find("5 heads do not divide dim 64"),
+            std::string::npos);
+  EXPECT_NE(
+      message([] {
+        nn::layer_list_shapes(nn::parse_layer_list("vit(4,8,2,2,16),linear(3)"), Shape{1, 8, 8});
+      }).find("layer 0 'vit(4,8,2,2,16)' is a whole model"),
+      std::string::npos);
+  EXPECT_THROW(nn::parse_layer_list("vit(4,8,2,2.5,16)"), ValueError);
+  EXPECT_THROW(nn::parse_layer_list("vit(4,8,2,2,16,1)"), ValueError);
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "test_util.hpp"
 
@@ -176,4 +177,59 @@ TEST(TransformerEncoder, GradientsMatchFiniteDifferences) {
   check_gradients(
       [&](const std::vector<Tensor>& in) { return layer.forward(in[0], Tensor(), true); }, {x}, {},
       "encoder layer");
+}
+
+// The names a PyTorch user's module of the documented layout has, and the
+// shapes they hold; the forward's shape; the errors that name the sizes.
+TEST(VisionTransformer, StateDictAsTheDescriptionBuildsIt) {
+  nn::ViTOptions o;
+  o.patch = 4;
+  o.dim = 8;
+  o.depth = 2;
+  o.heads = 2;
+  o.mlp = 16;
+  nn::VisionTransformer vit({1, 8, 12}, 10, o);
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : vit.named_parameters()) shapes[name] = t.shape();
+  EXPECT_EQ(shapes.at("cls_token"), (Shape{1, 1, 8}));
+  EXPECT_EQ(shapes.at("pos_embed"), (Shape{1, 1 + 2 * 3, 8}));
+  EXPECT_EQ(shapes.at("patch_embed.weight"), (Shape{8, 1, 4, 4}));
+  EXPECT_EQ(shapes.at("encoder.layers.1.self_attn.in_proj_weight"), (Shape{24, 8}));
+  EXPECT_EQ(shapes.at("encoder.layers.0.linear1.weight"), (Shape{16, 8}));
+  EXPECT_EQ(shapes.at("norm.weight"), (Shape{8}));
+  EXPECT_EQ(shapes.at("head.weight"), (Shape{10, 8}));
+  EXPECT_EQ(shapes.size(), 4u + 2 * 12u + 2u + 2u);
+  vit.eval();
+  const Tensor x = random_tensor({3, 1, 8, 12}, 86);
+  EXPECT_EQ(vit.forward(x).shape(), (Shape{3, 10}));
+  EXPECT_EQ(vit.clone()->forward(x).to_vector(), vit.forward(x).to_vector());
+  try {
+    nn::VisionTransformer({1, 28, 28}, 10, [] {
+      nn::ViTOptions bad;
+      bad.patch = 5;
+      return bad;
+    }());
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("patches of 5"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[1, 28, 28]"), std::string::npos) << msg;
+  }
+  o.heads = 3;
+  EXPECT_THROW(nn::VisionTransformer({1, 8, 12}, 10, o), ShapeError);
+  EXPECT_THROW(vit.forward(random_tensor({3, 1, 12, 8}, 87)), ShapeError);
+}
+
+TEST(VisionTransformer, GradientsMatchFiniteDifferences) {
+  nn::ViTOptions o;
+  o.patch = 2;
+  o.dim = 4;
+  o.depth = 1;
+  o.heads = 2;
+  o.mlp = 6;
+  o.dropout = 0.0f;
+  nn::VisionTransformer vit({1, 4, 4}, 3, o);
+  Tensor x = leaf(random_tensor({2, 1, 4, 4}, 88));
+  check_gradients([&](const std::vector<Tensor>& in) { return vit.forward(in[0]); }, {x}, {},
+                  "vit");
 }

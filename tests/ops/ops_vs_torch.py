@@ -149,14 +149,54 @@ def main():
         grads = {"gx": x.grad}
         grads.update({f"grad.{k}": p.grad for k, p in layer.named_parameters()})
         return {"y": y.detach(), **grads}
-    ref, ours32 = encoder_layer(torch.float64), encoder_layer(torch.float32)
-    for what, r in ref.items():
-        mine = arrays[f"encoder_layer.{what}"]
-        err = (mine - r).abs().max().item()
-        theirs = (ours32[what].double() - r).abs().max().item()
-        print(f"encoder_layer {what}: kdp {err:.3g}, PyTorch float32 {theirs:.3g}")
-        if err > 2 * theirs + 8 * u * r.abs().max().item():
-            failures.append(f"encoder_layer {what}: kdp's error {err:.3g} > 2x PyTorch float32's {theirs:.3g}")
+    # The vision transformer as its description (kdp/nn/transformer.hpp) has
+    # a PyTorch user build it, loaded with kdp's parameters by name.
+    class ViT(torch.nn.Module):
+        def __init__(self, channels, size, patch, dim, depth, heads, mlp, classes):
+            super().__init__()
+            nn = torch.nn
+            self.patch_embed = nn.Conv2d(channels, dim, patch, patch)
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+            self.pos_embed = nn.Parameter(torch.zeros(1, 1 + (size // patch) ** 2, dim))
+            self.dropout = nn.Dropout(0.0)
+            layer = nn.TransformerEncoderLayer(dim, heads, mlp, 0.0, activation="gelu",
+                                               batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, classes)
+
+        def forward(self, x):
+            t = self.patch_embed(x).flatten(2).transpose(1, 2)
+            t = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), t], 1)
+            t = self.encoder(self.dropout(t + self.pos_embed))
+            return self.head(self.norm(t)[:, 0])
+
+    def vit(dtype):
+        model = ViT(1, 8, 4, 8, 2, 2, 16, 3).to(dtype)
+        prefix = "vit.param."
+        model.load_state_dict({k[len(prefix):]: v.to(dtype) for k, v in arrays.items()
+                               if k.startswith(prefix)}, strict=True)
+        x = arrays["vit.x"].to(dtype).clone().requires_grad_(True)
+        y = model(x)
+        y.backward(arrays["vit.gy"].to(dtype))
+        return {"y": y.detach(), "gx": x.grad,
+                **{f"grad.{k}": p.grad for k, p in model.named_parameters()}}
+
+    # In a whole module, a parameter's gradient ends a chain through every
+    # layer after it and carries the rounding of the values along it: a bias
+    # gradient whose terms nearly cancel is small, its error is not. The
+    # floor takes the module's largest value, not the gradient's own.
+    for case, build in (("encoder_layer", encoder_layer), ("vit", vit)):
+        ref, ours32 = build(torch.float64), build(torch.float32)
+        scale = max(r.abs().max().item() for r in ref.values())
+        print(f"{case}: largest value {scale:.3g}")
+        for what, r in ref.items():
+            mine = arrays[f"{case}.{what}"]
+            err = (mine - r).abs().max().item()
+            theirs = (ours32[what].double() - r).abs().max().item()
+            print(f"{case} {what}: kdp {err:.3g}, PyTorch float32 {theirs:.3g}")
+            if err > 2 * theirs + 8 * u * scale:
+                failures.append(f"{case} {what}: kdp's error {err:.3g} > 2x PyTorch float32's {theirs:.3g}")
     print(f"PyTorch {torch.__version__}")
     if failures:
         print("\n".join(failures))

@@ -79,6 +79,38 @@ void probe_encoder_layer() {
   }
 }
 
+// A small vision transformer (images [1, 8, 8], patch 4, dim 8, depth 2,
+// heads 2, mlp 16, 3 classes, no dropout): its parameters (vit.param.NAME),
+// input, output, output gradient, and the gradients of the input and every
+// parameter (vit.grad.NAME).
+void probe_vit() {
+  nn::ViTOptions o;
+  o.patch = 4;
+  o.dim = 8;
+  o.depth = 2;
+  o.heads = 2;
+  o.mlp = 16;
+  o.dropout = 0.0f;
+  nn::VisionTransformer vit({1, 8, 8}, 3, o);
+  {
+    NoGradGuard no_grad;
+    uint64_t seed = 300;
+    for (auto& [name, p] : vit.named_parameters()) p.copy_(random_tensor(p.shape(), seed++));
+  }
+  Tensor x = leaf(random_tensor({2, 1, 8, 8}, 290));
+  const Tensor y = vit.forward(x);
+  const Tensor gy = random_tensor(y.shape(), 291);
+  y.backward(gy);
+  put("vit.x", x.detach());
+  put("vit.y", y.detach());
+  put("vit.gy", gy);
+  put("vit.gx", x.grad());
+  for (const auto& [name, p] : vit.named_parameters()) {
+    put("vit.param." + name, p.detach());
+    put("vit.grad." + name, p.grad());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -178,5 +210,6 @@ int main(int argc, char** argv) {
       },
       181);
   probe_encoder_layer();
+  probe_vit();
   return writer.close() ? 0 : 1;
 }

@@ -14,6 +14,17 @@
 ///   dropout(p), dropout2d(p)
 ///   flatten
 ///   linear(out)
+///   layernorm                       LayerNorm over the last dimension
+///   transformer(depth,heads,mlp[,dropout])  TransformerEncoder of `depth`
+///                                   pre-norm GELU layers (as VisionTransformer's
+///                                   encoder), on sequences [tokens, features]
+///
+/// and the reference models, each a whole list on its own, with its head to
+/// the data's classes (build_model_word):
+///
+///   vit(patch,dim,depth,heads,mlp[,dropout])  VisionTransformer (dropout 0.1
+///                                   unless given), its state-dict keys those
+///                                   of kdp/nn/transformer.hpp
 ///
 /// e.g. "conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,
 /// linear(128),relu,dropout(0.5),linear(10)" (the pytorch/examples MNIST CNN).
@@ -39,6 +50,16 @@ struct LayerSpec {
 /// Parses a layer list; a word or argument that is not one of the above is a
 /// ValueError naming it and its position.
 std::vector<LayerSpec> parse_layer_list(const std::string& text);
+
+/// Whether `kind` is a reference model's word (vit), which stands alone.
+bool is_model_word(const std::string& kind);
+
+/// The reference model of a model word, for samples of `input` and `classes`
+/// outputs, on `device`; what does not fit (patches that do not tile the
+/// images, heads that do not divide dim, parameters beyond the device's
+/// memory) is an error naming the word and the shape.
+std::shared_ptr<Module> build_model_word(const LayerSpec& word, const Shape& input, int64_t classes,
+                                         const Device& device = get_default_device());
 
 /// Whether `text` is a layer list (it starts with a word) rather than
 /// kdp-train's "784,256,10".

@@ -4,7 +4,8 @@
 /// initialisation, so that a state_dict crosses both ways:
 /// MultiheadAttention (in_proj_weight, in_proj_bias, out_proj.weight,
 /// out_proj.bias), TransformerEncoderLayer (self_attn.*, linear1, linear2,
-/// norm1, norm2) and TransformerEncoder (layers.{i}.*, and norm.* where given).
+/// norm1, norm2) and TransformerEncoder (layers.{i}.*, and norm.* where given);
+/// and a reference vision transformer built from them (VisionTransformer).
 /// Attention runs fused (kdp::scaled_dot_product_attention).
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include "kdp/nn/activation.hpp"
+#include "kdp/nn/conv.hpp"
 #include "kdp/nn/layer_norm.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/module.hpp"
@@ -83,6 +85,9 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_mask, bool is_causal);
   std::shared_ptr<Module> clone() const override;
 
+  /// The bytes of one layer's parameters, before any is allocated.
+  static size_t parameter_bytes(int64_t d_model, int64_t dim_feedforward);
+
   int64_t d_model() const { return d_model_; }
   int64_t nhead() const { return nhead_; }
   const TransformerEncoderLayerOptions& options() const { return options_; }
@@ -118,6 +123,57 @@ class TransformerEncoder : public Module {
   TransformerEncoder() : Module("TransformerEncoder") {}
   std::shared_ptr<Sequential> layers_;
   std::shared_ptr<LayerNorm> norm_;
+};
+
+/// The sizes of a VisionTransformer (kdp-train's vit(patch, dim, depth,
+/// heads, mlp)).
+struct ViTOptions {
+  int64_t patch = 4;
+  int64_t dim = 64;
+  int64_t depth = 6;
+  int64_t heads = 4;
+  int64_t mlp = 128;
+  float dropout = 0.1f;
+};
+
+/// A vision transformer a PyTorch user rebuilds from this description and
+/// loads kdp's state dict into: on images [N, C, H, W],
+///   patch_embed  Conv2d(C, dim, kernel_size = stride = patch)
+///   flattened to tokens [N, HW / patch^2, dim] (row by row of patches)
+///   cls_token    [1, 1, dim], in front of the tokens
+///   pos_embed    [1, 1 + HW / patch^2, dim], added
+///   dropout      Dropout(dropout)
+///   encoder      TransformerEncoder(TransformerEncoderLayer(dim, heads, mlp,
+///                dropout, activation="gelu", batch_first=True,
+///                norm_first=True), depth)
+///   norm         LayerNorm(dim)
+///   head         Linear(dim, classes), on the cls token.
+/// cls_token and pos_embed are drawn from N(0, 0.02^2).
+class VisionTransformer : public Module {
+ public:
+  /// `image` is [C, H, W]; a patch that does not tile H and W, or heads that
+  /// do not divide dim, is a ShapeError naming the sizes.
+  VisionTransformer(const Shape& image, int64_t classes, ViTOptions options = {},
+                    const Device& device = get_default_device());
+
+  Tensor forward(const Tensor& images) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+
+  const Shape& image() const { return image_; }
+  int64_t classes() const { return classes_; }
+  const ViTOptions& options() const { return options_; }
+
+ private:
+  Shape image_;
+  int64_t classes_;
+  ViTOptions options_;
+  Tensor cls_token_, pos_embed_;
+  std::shared_ptr<Module> patch_embed_;
+  std::shared_ptr<Dropout> dropout_;
+  std::shared_ptr<TransformerEncoder> encoder_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Linear> head_;
 };
 
 }  // namespace kdp::nn
