@@ -71,12 +71,20 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
       ShapeError, "query {}, key {} and value {} differ in batch or key length",
       query.shape().str(), key.shape().str(), value.shape().str());
   const int64_t b = q_in.size(0), t = q_in.size(1), s = k_in.size(1);
+  // [B, L, E] -> [B, H, L, Dh]
+  auto heads = [&](const Tensor& x, int64_t len) {
+    return permute(x.reshape({b, len, h, dh}), {0, 2, 1, 3});
+  };
   Tensor q, k, v;
-  if (query.is_same(key) && key.is_same(value)) {  // self-attention: one product
-    const auto qkv = split(linear(q_in, in_proj_weight_, in_proj_bias_), e, -1);
-    q = qkv[0];
-    k = qkv[1];
-    v = qkv[2];
+  if (query.is_same(key) && key.is_same(value)) {
+    // Self-attention: one product, one permute of [B, T, 3, H, Dh] to
+    // [3, B, H, T, Dh], and three contiguous parts.
+    const Tensor qkv = permute(
+        linear(q_in, in_proj_weight_, in_proj_bias_).reshape({b, t, 3, h, dh}), {2, 0, 3, 1, 4});
+    const auto parts = split(qkv, 1, 0);
+    q = parts[0].reshape({b, h, t, dh});
+    k = parts[1].reshape({b, h, t, dh});
+    v = parts[2].reshape({b, h, t, dh});
   } else {
     auto project = [&](const Tensor& x, int64_t part) {
       const Tensor w = narrow(in_proj_weight_, 0, part * e, e);
@@ -84,14 +92,10 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
           in_proj_bias_.defined() ? narrow(in_proj_bias_, 0, part * e, e) : Tensor();
       return linear(x, w, bias);
     };
-    q = project(q_in, 0);
-    k = project(k_in, 1);
-    v = project(v_in, 2);
+    q = heads(project(q_in, 0), t);
+    k = heads(project(k_in, 1), s);
+    v = heads(project(v_in, 2), s);
   }
-  // [B, L, E] -> [B, H, L, Dh]
-  auto heads = [&](const Tensor& x, int64_t len) {
-    return permute(x.reshape({b, len, h, dh}), {0, 2, 1, 3});
-  };
   AttentionOptions o;
   if (attn_mask.defined()) {
     const bool shared = attn_mask.shape() == Shape({t, s});
@@ -103,7 +107,7 @@ Tensor MultiheadAttention::forward(const Tensor& query, const Tensor& key, const
   }
   o.dropout_p = is_training() ? dropout_ : 0.0f;
   o.is_causal = is_causal;
-  const Tensor a = scaled_dot_product_attention(heads(q, t), heads(k, s), heads(v, s), o);
+  const Tensor a = scaled_dot_product_attention(q, k, v, o);
   Tensor y = out_proj_->forward(permute(a, {0, 2, 1, 3}).reshape({b, t, e}));
   if (unbatched) return squeeze(y, 0);
   return batch_first_ ? y : transpose(y, 0, 1);
