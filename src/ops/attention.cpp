@@ -293,6 +293,20 @@ KDP_HOST_KERNEL(score_grads, score_grads_body,
                  const float* delta),
                 (dp, w, rows, n, ld, delta))
 
+// f[c] = keep_scale where the draw for counter c0 + c is at least
+// threshold, else 0: a row of dropout factors (Problem::kept's draws).
+KDP_ALWAYS_INLINE void keep_row_body(float* __restrict f, int64_t n, uint64_t c0,
+                                     const random::Stream& stream, uint32_t threshold,
+                                     float keep_scale) {
+  for (int64_t c = 0; c < n; ++c) {
+    f[c] = stream.draw24(c0 + static_cast<uint64_t>(c)) >= threshold ? keep_scale : 0.0f;
+  }
+}
+KDP_HOST_KERNEL(keep_row, keep_row_body,
+                (float* f, int64_t n, uint64_t c0, const random::Stream& stream, uint32_t threshold,
+                 float keep_scale),
+                (f, n, c0, stream, threshold, keep_scale))
+
 // Host memory: the same sums on blocks of kBlock queries and kBlock keys,
 // each product of two blocks one row_gemm (a row's bits do not depend on
 // the others), on the rank's threads (Serial has one: the fork-join pool).
@@ -328,11 +342,22 @@ struct HostBlocks {
   void weights(float* s, const float* lse, int64_t rows, int64_t n) const {
     exp_rows(s, rows, n, kBlock, lse, -p.inf);
   }
-  // x[r, c] *= the dropout factor of (query i0 + r, key j0 + c).
-  void drop(float* x, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n) const {
+  // keep[r, c] = the dropout factor of (query i0 + r, key j0 + c), with
+  // dropout.
+  void keep_tile(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* keep) const {
+    if (!p.dropout) return;
+    const random::Stream stream(p.seeds(b / p.per_seed));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint64_t c0 =
+          p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s + j0);
+      keep_row(keep + r * kBlock, n, c0, stream, p.threshold, p.keep_scale);
+    }
+  }
+  // x[r, c] *= keep[r, c], with dropout.
+  void drop(float* x, const float* keep, int64_t rows, int64_t n) const {
     if (!p.dropout) return;
     for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < n; ++c) x[r * kBlock + c] *= p.kept(b, i0 + r, j0 + c);
+      for (int64_t c = 0; c < n; ++c) x[r * kBlock + c] *= keep[r * kBlock + c];
     }
   }
 
@@ -341,7 +366,7 @@ struct HostBlocks {
   void backward_queries(int64_t w, const float* dout, const float* lse, const float* delta,
                         float* dq) const;
   void backward_keys(int64_t w, const float* dout, const float* lse, const float* delta, float* dk,
-                     float* dv) const;
+                     float* dv, float* dq) const;
 };
 
 // Query block w: the online softmax over key blocks, out and lse.
@@ -351,6 +376,7 @@ void HostBlocks::forward(int64_t w, float* out, float* lse) const {
   std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), acc(static_cast<size_t>(rows * p.dv));
   std::vector<float> m(static_cast<size_t>(rows), -p.inf), l(static_cast<size_t>(rows), 0.0f);
   std::vector<float> top(m.size()), shift(m.size()), sums(m.size());
+  std::vector<float> keep(p.dropout ? s.size() : 0);
   const int64_t end = key_end(i0, rows);
   for (int64_t j0 = 0; j0 < end; j0 += kBlock) {
     const int64_t n = std::min(kBlock, end - j0);
@@ -371,7 +397,8 @@ void HostBlocks::forward(int64_t w, float* out, float* lse) const {
       float* a = acc.data() + r * p.dv;
       for (int64_t e = 0; e < p.dv; ++e) a[e] *= factor;
     }
-    drop(s.data(), b, i0, rows, j0, n);
+    keep_tile(b, i0, rows, j0, n, keep.data());
+    drop(s.data(), keep.data(), rows, n);
     kdp::detail::row_gemm(false, false, rows, p.dv, n, 1.0f, s.data(), kBlock,
                           p.v + (b * p.s + j0) * p.dv, p.dv, 1.0f, acc.data(), p.dv);
   }
@@ -393,6 +420,7 @@ void HostBlocks::backward_queries(int64_t w, const float* dout, const float* lse
   const int64_t b = w / query_blocks(), i0 = (w % query_blocks()) * kBlock;
   const int64_t rows = std::min(kBlock, p.t - i0), first = b * p.t + i0;
   std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), dp(s.size());
+  std::vector<float> keep(p.dropout ? s.size() : 0);
   float* g = dq + first * p.d;
   for (int64_t e = 0; e < rows * p.d; ++e) g[e] = 0.0f;
   const int64_t end = key_end(i0, rows);
@@ -402,7 +430,8 @@ void HostBlocks::backward_queries(int64_t w, const float* dout, const float* lse
     weights(s.data(), lse + first, rows, n);
     kdp::detail::row_gemm(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv,
                           p.v + (b * p.s + j0) * p.dv, p.dv, 0.0f, dp.data(), kBlock);
-    drop(dp.data(), b, i0, rows, j0, n);
+    keep_tile(b, i0, rows, j0, n, keep.data());
+    drop(dp.data(), keep.data(), rows, n);
     score_grads(dp.data(), s.data(), rows, n, kBlock, delta + first);
     kdp::detail::row_gemm(false, false, rows, p.d, n, p.scale, dp.data(), kBlock,
                           p.k + (b * p.s + j0) * p.d, p.d, 1.0f, g, p.d);
@@ -410,30 +439,43 @@ void HostBlocks::backward_queries(int64_t w, const float* dout, const float* lse
 }
 
 // Key block w: dv = sum over query blocks of (kept P)^T dO, and
-// dk = scale sum of dS^T Q.
+// dk = scale sum of dS^T Q. Where the keys are one block, the block holds
+// every key a query sees: dq = scale dS K comes from the same tiles (dq
+// non-null), as backward_queries would compute it.
 void HostBlocks::backward_keys(int64_t w, const float* dout, const float* lse, const float* delta,
-                               float* dk, float* dv) const {
+                               float* dk, float* dv, float* dq) const {
   const int64_t b = w / key_blocks(), j0 = (w % key_blocks()) * kBlock;
   const int64_t n = std::min(kBlock, p.s - j0), first = b * p.s + j0;
   std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), dp(s.size());
+  std::vector<float> keep(p.dropout ? s.size() : 0);
   if (dk != nullptr) std::fill(dk + first * p.d, dk + (first + n) * p.d, 0.0f);
   if (dv != nullptr) std::fill(dv + first * p.dv, dv + (first + n) * p.dv, 0.0f);
   for (int64_t i0 = p.causal ? (j0 / kBlock) * kBlock : 0; i0 < p.t; i0 += kBlock) {
     const int64_t rows = std::min(kBlock, p.t - i0), q0 = b * p.t + i0;
-    scores(b, i0, rows, j0, n, s.data());
-    weights(s.data(), lse + q0, rows, n);
-    kdp::detail::row_gemm(false, true, rows, n, p.dv, 1.0f, dout + q0 * p.dv, p.dv,
+    // The keys the query block sees: with one key block, what
+    // backward_queries scores.
+    const int64_t seen = dq != nullptr ? key_end(i0, rows) : n;
+    scores(b, i0, rows, j0, seen, s.data());
+    weights(s.data(), lse + q0, rows, seen);
+    kdp::detail::row_gemm(false, true, rows, seen, p.dv, 1.0f, dout + q0 * p.dv, p.dv,
                           p.v + first * p.dv, p.dv, 0.0f, dp.data(), kBlock);
-    drop(dp.data(), b, i0, rows, j0, n);
-    score_grads(dp.data(), s.data(), rows, n, kBlock, delta + q0);
+    keep_tile(b, i0, rows, j0, seen, keep.data());
+    drop(dp.data(), keep.data(), rows, seen);
+    score_grads(dp.data(), s.data(), rows, seen, kBlock, delta + q0);
+    if (dq != nullptr) {
+      float* g = dq + q0 * p.d;
+      for (int64_t e = 0; e < rows * p.d; ++e) g[e] = 0.0f;
+      kdp::detail::row_gemm(false, false, rows, p.d, seen, p.scale, dp.data(), kBlock,
+                            p.k + first * p.d, p.d, 1.0f, g, p.d);
+    }
     if (dv != nullptr) {
-      drop(s.data(), b, i0, rows, j0, n);
-      kdp::detail::row_gemm(true, false, n, p.dv, rows, 1.0f, s.data(), kBlock, dout + q0 * p.dv,
+      drop(s.data(), keep.data(), rows, seen);
+      kdp::detail::row_gemm(true, false, seen, p.dv, rows, 1.0f, s.data(), kBlock, dout + q0 * p.dv,
                             p.dv, 1.0f, dv + first * p.dv, p.dv);
     }
     if (dk != nullptr) {
-      kdp::detail::row_gemm(true, false, n, p.d, rows, p.scale, dp.data(), kBlock, p.q + q0 * p.d,
-                            p.d, 1.0f, dk + first * p.d, p.d);
+      kdp::detail::row_gemm(true, false, seen, p.d, rows, p.scale, dp.data(), kBlock,
+                            p.q + q0 * p.d, p.d, 1.0f, dk + first * p.d, p.d);
     }
   }
 }
@@ -496,14 +538,16 @@ class AttentionNode : public autograd::Node {
     if constexpr (compat::host_accessible_memory()) {
       const HostBlocks h{p};
       h.deltas(device(), g.data(), out.data(), delta.data());
-      if (dq != nullptr) {
+      // One key block: every query's gradient comes from the key pass.
+      const bool fused = h.key_blocks() == 1;
+      if (dq != nullptr && !fused) {
         for_blocks(device(), p.bh * h.query_blocks(), [&](int64_t w) {
           h.backward_queries(w, g.data(), lse_.data(), delta.data(), dq);
         });
       }
-      if (dk != nullptr || dv != nullptr) {
+      if (dk != nullptr || dv != nullptr || (dq != nullptr && fused)) {
         for_blocks(device(), p.bh * h.key_blocks(), [&](int64_t w) {
-          h.backward_keys(w, g.data(), lse_.data(), delta.data(), dk, dv);
+          h.backward_keys(w, g.data(), lse_.data(), delta.data(), dk, dv, fused ? dq : nullptr);
         });
       }
     } else {

@@ -92,19 +92,24 @@ TEST(Attention, ForwardIsSoftmaxOfTheScoresTimesTheValues) {
                      naive_attention(q, k, v, Tensor(), false, 0.3), 2e-5, 1e-4, "scale 0.3");
 }
 
+// Keys in one block of the host path (7: every gradient from one pass over
+// the tiles) and in two (70 queries, 80 keys: the query and key passes).
 TEST(Attention, GradientsMatchFiniteDifferences) {
-  Tensor q = leaf(random_tensor({2, 5, 4}, 66));
-  Tensor k = leaf(random_tensor({2, 7, 4}, 67));
-  Tensor v = leaf(random_tensor({2, 7, 3}, 68));
-  for (bool causal : {false, true}) {
-    AttentionOptions o;
-    o.is_causal = causal;
-    o.attn_mask = random_mask({5, 7}, 69);
-    check_gradients(
-        [&](const std::vector<Tensor>& in) {
-          return scaled_dot_product_attention(in[0], in[1], in[2], o);
-        },
-        {q, k, v}, {}, causal ? "causal attention" : "attention");
+  for (const auto& [t, s] : {std::pair<int64_t, int64_t>{5, 7}, {70, 80}}) {
+    Tensor q = leaf(random_tensor({2, t, 4}, 66));
+    Tensor k = leaf(random_tensor({2, s, 4}, 67));
+    Tensor v = leaf(random_tensor({2, s, 3}, 68));
+    for (bool causal : {false, true}) {
+      AttentionOptions o;
+      o.is_causal = causal;
+      o.attn_mask = random_mask({t, s}, 69);
+      check_gradients(
+          [&](const std::vector<Tensor>& in) {
+            return scaled_dot_product_attention(in[0], in[1], in[2], o);
+          },
+          {q, k, v}, {},
+          fmt::format("{}attention, {} queries, {} keys", causal ? "causal " : "", t, s));
+    }
   }
 }
 
@@ -113,20 +118,26 @@ TEST(Attention, GradientsMatchFiniteDifferences) {
 // the backward of one of them. Half the weights go, so a backward that drew
 // another mask would be far off.
 TEST(Attention, DropoutReplaysItsMaskInBackward) {
-  Tensor q = leaf(random_tensor({1, 2, 6, 4}, 70));
-  Tensor k = leaf(random_tensor({1, 2, 6, 4}, 71));
-  Tensor v = leaf(random_tensor({1, 2, 6, 3}, 72));
   Generator& gen = get_default_device().generator();
   const uint64_t seed = gen.seed(), offset = gen.offset();
   AttentionOptions o;
   o.dropout_p = 0.5f;
   o.is_causal = true;
-  check_gradients(
-      [&](const std::vector<Tensor>& in) {
-        gen.set_state(seed, offset);
-        return scaled_dot_product_attention(in[0], in[1], in[2], o);
-      },
-      {q, k, v}, {}, "attention with dropout");
+  // Keys in one block and in two (the host path's passes).
+  for (const int64_t t : {6, 66}) {
+    Tensor q = leaf(random_tensor({1, 2, t, 4}, 70));
+    Tensor k = leaf(random_tensor({1, 2, t, 4}, 71));
+    Tensor v = leaf(random_tensor({1, 2, t, 3}, 72));
+    check_gradients(
+        [&](const std::vector<Tensor>& in) {
+          gen.set_state(seed, offset);
+          return scaled_dot_product_attention(in[0], in[1], in[2], o);
+        },
+        {q, k, v}, {}, fmt::format("attention with dropout, {} tokens", t));
+  }
+  Tensor q = leaf(random_tensor({1, 2, 6, 4}, 70));
+  Tensor k = leaf(random_tensor({1, 2, 6, 4}, 71));
+  Tensor v = leaf(random_tensor({1, 2, 6, 3}, 72));
   gen.set_state(seed, offset);
   const auto a = scaled_dot_product_attention(q, k, v, o).to_vector();
   const auto b = scaled_dot_product_attention(q, k, v, o).to_vector();
