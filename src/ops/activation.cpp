@@ -4,6 +4,7 @@
 #include "kdp/core/execution_context.hpp"
 #include "kdp/core/trace.hpp"
 #include "kernels/native/host_kernels.hpp"
+#include "kernels/native/vector_erf.hpp"
 #include "unary.hpp"
 
 namespace kdp {
@@ -32,16 +33,36 @@ struct TanhF {
   KOKKOS_INLINE_FUNCTION float operator()(float x) const { return math::tanh(x); }
   KOKKOS_INLINE_FUNCTION float grad(float, float y, float g) const { return g * (1.0f - y * y); }
 };
+// x Phi(x), Phi the standard normal distribution function; on host memory
+// in kernels at the CPU's width (the same operations: the same bits).
 struct GeluF {
-  KOKKOS_INLINE_FUNCTION float operator()(float x) const {
-    return 0.5f * x * (1.0f + math::erf(x * 0.70710678118654752f));
-  }
+  KOKKOS_INLINE_FUNCTION float operator()(float x) const { return x * kdp::detail::normal_cdf(x); }
   KOKKOS_INLINE_FUNCTION float grad(float x, float, float g) const {
-    const float cdf = 0.5f * (1.0f + math::erf(x * 0.70710678118654752f));
-    const float pdf = 0.39894228040143268f * math::exp(-0.5f * x * x);
-    return g * (cdf + x * pdf);
+    const float pdf = 0.39894228040143268f * kdp::detail::vector_exp(-0.5f * x * x);
+    return g * (kdp::detail::normal_cdf(x) + x * pdf);
   }
+  static void host_forward(const float* x, float* y, int64_t n);
+  static void host_backward(const float* x, const float* y, const float* g, float* gx, int64_t n);
 };
+
+KDP_ALWAYS_INLINE void gelu_forward_body(const float* __restrict x, float* __restrict y,
+                                         int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = GeluF{}(x[i]);
+}
+KDP_HOST_KERNEL(gelu_forward, gelu_forward_body, (const float* x, float* y, int64_t n), (x, y, n))
+KDP_ALWAYS_INLINE void gelu_backward_body(const float* __restrict x, const float* __restrict g,
+                                          float* __restrict gx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gx[i] = GeluF{}.grad(x[i], 0.0f, g[i]);
+}
+KDP_HOST_KERNEL(gelu_backward, gelu_backward_body,
+                (const float* x, const float* g, float* gx, int64_t n), (x, g, gx, n))
+
+void GeluF::host_forward(const float* x, float* y, int64_t n) {
+  gelu_forward(x, y, n);
+}
+void GeluF::host_backward(const float* x, const float*, const float* g, float* gx, int64_t n) {
+  gelu_backward(x, g, gx, n);
+}
 
 // PyTorch's tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3).
 struct GeluTanhF {

@@ -5,14 +5,34 @@
 // and records a UnaryNode<F> that runs its gradient.
 
 #include <string>
+#include <type_traits>
 
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/native/host_kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp::ops_detail {
 
+// Whether F brings kernels for host memory: static host_forward(x, y, n) and
+// host_backward(x, y, g, gx, n), with its operator() and grad()'s results.
+template <class F, class = void>
+struct HasHostKernels : std::false_type {};
+template <class F>
+struct HasHostKernels<F, std::void_t<decltype(&F::host_forward), decltype(&F::host_backward)>>
+    : std::true_type {};
+constexpr int64_t kHostChunk = 8192;  // elements per task of the host threads
+
 template <class F>
 void unary_forward(const std::string& label, const Device& device, View1 out, ConstView1 x, F f) {
+  if constexpr (HasHostKernels<F>::value && compat::launches_are_synchronous()) {
+    const float* from = x.data();
+    float* to = out.data();
+    kdp::detail::host_chunks(
+        label.c_str(), device, static_cast<int64_t>(out.extent(0)), kHostChunk,
+        [=](int64_t b, int64_t e) { F::host_forward(from + b, to + b, e - b); });
+    return;
+  }
   Kokkos::parallel_for(
       label, kdp::detail::range(device, static_cast<int64_t>(out.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) { out(i) = f(x(i)); });
@@ -21,6 +41,14 @@ void unary_forward(const std::string& label, const Device& device, View1 out, Co
 template <class F>
 void unary_backward(const std::string& label, const Device& device, View1 gx, ConstView1 g,
                     ConstView1 x, ConstView1 y, F f) {
+  if constexpr (HasHostKernels<F>::value && compat::launches_are_synchronous()) {
+    const float *xs = x.data(), *ys = y.data(), *gs = g.data();
+    float* to = gx.data();
+    kdp::detail::host_chunks(
+        label.c_str(), device, static_cast<int64_t>(gx.extent(0)), kHostChunk,
+        [=](int64_t b, int64_t e) { F::host_backward(xs + b, ys + b, gs + b, to + b, e - b); });
+    return;
+  }
   Kokkos::parallel_for(
       label, kdp::detail::range(device, static_cast<int64_t>(gx.extent(0))),
       KOKKOS_LAMBDA(const int64_t i) { gx(i) = f.grad(x(i), y(i), g(i)); });
