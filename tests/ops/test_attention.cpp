@@ -147,6 +147,42 @@ TEST(Attention, DropoutReplaysItsMaskInBackward) {
   EXPECT_NE(a, scaled_dot_product_attention(q, k, v, none).to_vector()) << "nothing dropped";
 }
 
+// The factor of weight (b, i, j) is the device stream's draw for counter
+// offset + (b T + i) S + j against p, as Problem::kept defines it: with equal
+// scores and one-hot values, out[b, i, j] is that factor over S. 67 keys: two
+// key blocks, and rows starting at odd and even counters.
+TEST(Attention, DropoutFactorsAreTheDevicesDraws) {
+  const int64_t bh = 2, t = 5, s = 67;
+  std::vector<float> eye(static_cast<size_t>(bh * s * s), 0.0f);
+  for (int64_t b = 0; b < bh; ++b) {
+    for (int64_t j = 0; j < s; ++j) eye[static_cast<size_t>((b * s + j) * s + j)] = 1.0f;
+  }
+  const Tensor q = Tensor::zeros({bh, t, 4}), k = Tensor::zeros({bh, s, 4});
+  const Tensor v = Tensor::from_host(eye, {bh, s, s});
+  AttentionOptions o;
+  o.dropout_p = 0.3f;
+  Generator& gen = get_default_device().generator();
+  const uint64_t seed = gen.seed(), offset = gen.offset();
+  const std::vector<float> out = scaled_dot_product_attention(q, k, v, o).to_vector();
+  const random::Stream stream(seed);
+  const uint32_t threshold = random::uniform_threshold(0.3f);
+  const float keep_scale = 1.0f / (1.0f - 0.3f), inv = 1.0f / static_cast<float>(s);
+  int64_t kept = 0;
+  for (int64_t b = 0; b < bh; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < s; ++j) {
+        const uint64_t counter = offset + static_cast<uint64_t>((b * t + i) * s + j);
+        const bool keep = stream.draw24(counter) >= threshold;
+        kept += keep ? 1 : 0;
+        ASSERT_EQ(out[static_cast<size_t>((b * t + i) * s + j)], keep ? keep_scale * inv : 0.0f)
+            << "b " << b << " i " << i << " j " << j;
+      }
+    }
+  }
+  EXPECT_GT(kept, bh * t * s / 2);  // about 70 % kept
+  EXPECT_LT(kept, bh * t * s * 9 / 10);
+}
+
 // Under SampleDraws a batch entry's mask is its own: the same whichever batch
 // it is in.
 TEST(Attention, DropoutPerSampleIsTheSameInAnyBatch) {
