@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include "kdp/core/kokkos_compat.hpp"
 #include "kdp/core/trace.hpp"
 #include "kdp/ops/normalization.hpp"
+#include "kernels/native/host_kernels.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -67,10 +69,50 @@ void layer_norm_input_grad(const Device& device, View1 gx, ConstView1 g, ConstVi
       });
 }
 
+// Columns [i0, i1) of the affine gradients on host memory: the rows outer,
+// the columns' sums side by side (at the CPU's width), each in the rows'
+// order as the kernel below adds them: the same bits.
+constexpr int64_t kAffineColumns = 64;
+KDP_ALWAYS_INLINE void affine_columns_body(float* __restrict gw, float* __restrict gb,
+                                           const float* __restrict g, const float* __restrict x,
+                                           const float* __restrict mean,
+                                           const float* __restrict rstd, int64_t rows, int64_t n,
+                                           int64_t i0, int64_t i1) {
+  double sw[kAffineColumns] = {}, sb[kAffineColumns] = {};
+  const int64_t width = i1 - i0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gr = g + r * n + i0;
+    const float* xr = x + r * n + i0;
+    const float m = mean[r], sd = rstd[r];
+    for (int64_t i = 0; i < width; ++i) {
+      sw[i] += static_cast<double>(gr[i]) * ((xr[i] - m) * sd);
+      sb[i] += gr[i];
+    }
+  }
+  for (int64_t i = 0; i < width; ++i) {
+    if (gw != nullptr) gw[i0 + i] = static_cast<float>(sw[i]);
+    if (gb != nullptr) gb[i0 + i] = static_cast<float>(sb[i]);
+  }
+}
+KDP_HOST_KERNEL(affine_columns, affine_columns_body,
+                (float* gw, float* gb, const float* g, const float* x, const float* mean,
+                 const float* rstd, int64_t rows, int64_t n, int64_t i0, int64_t i1),
+                (gw, gb, g, x, mean, rstd, rows, n, i0, i1))
+
 // gw[i] = sum over rows of g xhat, gb[i] = sum over rows of g, rows in order.
 void layer_norm_affine_grad(const Device& device, View1 gw, View1 gb, ConstView1 g, ConstView1 x,
                             ConstView1 mean, ConstView1 rstd, int64_t rows, int64_t n, bool want_w,
                             bool want_b) {
+  if constexpr (compat::launches_are_synchronous()) {
+    float* w_out = want_w ? gw.data() : nullptr;
+    float* b_out = want_b ? gb.data() : nullptr;
+    const float *gs = g.data(), *xs = x.data(), *ms = mean.data(), *rs = rstd.data();
+    kdp::detail::host_chunks("kdp::layer_norm backward affine", device, n, kAffineColumns,
+                             [=](int64_t i0, int64_t i1) {
+                               affine_columns(w_out, b_out, gs, xs, ms, rs, rows, n, i0, i1);
+                             });
+    return;
+  }
   Kokkos::parallel_for(
       "kdp::layer_norm backward affine", kdp::detail::range(device, n),
       KOKKOS_LAMBDA(const int64_t i) {
