@@ -7,12 +7,13 @@
 //   M: 784-256-256-10 at batch 256 per rank (target >= 70 % of the roofline)
 //   L: 784-1024-1024-10 at batch 256 per rank (target >= 85 %)
 //   H: Horovod's pytorch_mnist CNN, E: pytorch/examples' MNIST CNN, B: a
-//      conv-BN-ReLU CNN with global average pooling; batch 64 per rank, images
-//      [1, 28, 28] (the suite compares them with PyTorch on the same shapes)
+//      conv-BN-ReLU CNN with global average pooling; V: the vision transformer
+//      vit(4,64,6,4,128) (dropout 0.1); batch 64 per rank, images [1, 28, 28]
+//      (the suite compares them with PyTorch on the same shapes)
 // Each model also steps with bf16 products (kdp::autocast: "step/M/bf16"); the
 // M and L MLPs' bf16 step has the target >= 1.5x their fp32 step's speed.
 // A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP
-// for the MLPs; for the CNNs 3 x the forward's multiply-adds x 2.
+// for the MLPs; for the CNNs and the ViT 3 x the forward's multiply-adds x 2.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -54,11 +55,24 @@ const CnnSpec kCnns[] = {
     {"B",
      "conv(32,3,1,1),batchnorm,relu,conv(32,3,1,1),batchnorm,relu,maxpool(2),conv(64,3,1,1),"
      "batchnorm,relu,maxpool(2),gap,flatten,linear(10)",
-     64}};
+     64},
+    {"V", "vit(4,64,6,4,128)", 64}};
+
+// Multiply-adds of one sample's forward through a vit(patch, dim, depth,
+// heads, mlp) on [1, 28, 28] images: the patches' convolution, per layer the
+// four projections, the two feed-forward products and attention's two
+// (tokens^2 dim), and the head.
+double vit_macs(const nn::LayerSpec& vit) {
+  const double patch = vit.args[0], dim = vit.args[1], depth = vit.args[2], mlp = vit.args[4];
+  const double tokens = (28 / patch) * (28 / patch) + 1;
+  const double layer = tokens * (4 * dim * dim + 2 * dim * mlp) + 2 * tokens * tokens * dim;
+  return (tokens - 1) * patch * patch * dim + depth * layer + dim * 10;
+}
 
 // Multiply-adds of one sample's forward through the convolutions and linear
 // layers of `layers` on [1, 28, 28] images.
 double forward_macs(const std::vector<nn::LayerSpec>& layers) {
+  if (layers.size() == 1 && nn::is_model_word(layers[0].kind)) return vit_macs(layers[0]);
   const std::vector<Shape> shapes = nn::layer_list_shapes(layers, Shape{1, 28, 28});
   double macs = 0;
   Shape in{1, 28, 28};
@@ -154,7 +168,10 @@ void CnnStep(benchmark::State& state, const CnnSpec& spec, Precision precision) 
   const auto devs = devices(devices_per_rank);
   manual_seed(0);
   const auto layers = nn::parse_layer_list(spec.layers);
-  auto net = nn::build_layer_list(layers, Shape{1, 28, 28}, devs[0]);
+  const bool word = layers.size() == 1 && nn::is_model_word(layers[0].kind);
+  const std::shared_ptr<nn::Module> net =
+      word ? nn::build_model_word(layers[0], Shape{1, 28, 28}, 10, devs[0])
+           : nn::build_layer_list(layers, Shape{1, 28, 28}, devs[0]);
   run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]), 10, devs, comm, precision);
   const double samples = static_cast<double>(spec.batch * comm.size());
   state.counters["GFLOP/s"] = benchmark::Counter(6.0 * forward_macs(layers) * samples * 1e-9,
@@ -230,10 +247,10 @@ int main(int argc, char** argv) {
     }
     // The same steps with bf16 products (autocast), and the MLPs' gain.
     const std::string layout = std::to_string(size) + "x" + std::to_string(devices_per_rank);
-    for (const char* name : {"T", "M", "L", "H", "E", "B"}) {
+    for (const char* name : {"T", "M", "L", "H", "E", "B", "V"}) {
       const std::string fp32 = std::string("step/") + name, bf16 = fp32 + "/bf16";
       if (!reporter.has(bf16)) continue;
-      const bool cnn = std::strchr("HEB", name[0]) != nullptr;  // timed in ms
+      const bool cnn = std::strchr("HEBV", name[0]) != nullptr;  // timed in ms
       std::printf("MODEL_BF16 %s step %.*f %s, %.0f samples/s\n", name, cnn ? 2 : 1,
                   reporter.time(bf16), cnn ? "ms" : "us", reporter.counter(bf16, "samples/s"));
       if (!reporter.has(fp32)) continue;
