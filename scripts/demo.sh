@@ -8,6 +8,8 @@
 #   recipe (Adadelta, lr 1.0, the lr times 0.7 every epoch, batch 64);
 #   KDP_DEMO_PRECISION=bf16 (or auto) trains with bf16 products and fp32
 #   weights, in runs/demo[-cnn]-bf16;
+#   KDP_DEMO_MODEL=vit trains the reference vision transformer
+#   vit(4,64,6,4,128) (AdamW, lr 1e-3, cosine schedule, batch 128, 10 epochs);
 #   KDP_DEMO_MODEL=surrogate solves the 2-D heat equation for 1024 random
 #   conductivities and sources into 4 HDF5 files (data/heat/, one per "job";
 #   examples/06_surrogate.cpp), trains a CNN surrogate on them as one dataset,
@@ -29,6 +31,11 @@ mlp)
   model=(--model 784,256,256,10 --epochs "${KDP_DEMO_EPOCHS:-10}" --batch-size 128
          --optimizer adam --lr 1e-3 --scheduler cosine)
   ;;
+vit)
+  run=runs/demo-vit
+  model=(--model "vit(4,64,6,4,128)" --epochs "${KDP_DEMO_EPOCHS:-10}" --batch-size 128
+         --optimizer adamw --lr 1e-3 --scheduler cosine --log-every 100)
+  ;;
 surrogate)
   run=runs/demo-surrogate
   ;;
@@ -39,7 +46,7 @@ cnn)
          --scheduler step --step-size 1 --gamma 0.7 --log-every 200)
   ;;
 *)
-  echo "demo.sh: KDP_DEMO_MODEL is mlp, cnn or surrogate, not '$KDP_DEMO_MODEL'" >&2
+  echo "demo.sh: KDP_DEMO_MODEL is mlp, cnn, vit or surrogate, not '$KDP_DEMO_MODEL'" >&2
   exit 2
   ;;
 esac
