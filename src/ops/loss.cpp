@@ -9,6 +9,7 @@
 #include "kdp/ops/activation.hpp"
 #include "kdp/ops/elementwise.hpp"
 #include "kdp/ops/reduction.hpp"
+#include "kdp/ops/shape.hpp"
 #include "kernels/native/vector_exp.hpp"
 #include "op_util.hpp"
 
@@ -409,6 +410,28 @@ Tensor pointwise_loss(const char* op, const Tensor& a_in, const Tensor& b_in, Re
   return out;
 }
 
+// PyTorch's logits [N, C, d1, ..., dk] against targets [N, d1, ..., dk]
+// (k >= 1) for `loss` on [rows, C] and [rows]: the classes moved last, the
+// other dimensions flattened into rows; a per-element result (Reduction::None)
+// comes back as [N, d1, ..., dk].
+template <class Loss>
+Tensor over_extra_dims(const char* op, const Tensor& x, const Tensor& t, Reduction reduction,
+                       const Loss& loss) {
+  std::vector<int64_t> want{x.size(0)};
+  std::vector<int> order{0};
+  for (int d = 2; d < x.dim(); ++d) {
+    want.push_back(x.size(d));
+    order.push_back(d);
+  }
+  order.push_back(1);
+  KDP_CHECK_FOR(op, t.defined() && t.shape() == Shape(want), ShapeError,
+                "logits {} are [N, C, d1, ...]: the targets must be {}, not {}", x.shape().str(),
+                Shape(want).str(), t.defined() ? t.shape().str() : "undefined");
+  const int64_t rows = Shape(want).numel();
+  Tensor out = loss(permute(x, order).reshape({rows, x.size(1)}), t.reshape({rows}));
+  return reduction == Reduction::None ? out.reshape(want) : out;
+}
+
 }  // namespace ops_detail
 
 using namespace ops_detail;
@@ -417,6 +440,11 @@ Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, Reduction reduction
   trace::Region region("kdp::cross_entropy");
   const Tensor& x = resolve(x_in);
   const Tensor& t = resolve(t_in);
+  if (x.defined() && x.dim() > 2) {
+    return over_extra_dims(
+        "kdp::cross_entropy", x, t, reduction,
+        [&](const Tensor& xr, const Tensor& tr) { return cross_entropy(xr, tr, reduction); });
+  }
   check_logits("kdp::cross_entropy", x, t, "logits");
   KDP_CHECK(x.size(1) != 0, ShapeError, "logits {} have no classes", x.shape().str());
   KDP_CHECK(x.size(0) != 0 || reduction != Reduction::Mean, ShapeError, "mean over an empty batch");
@@ -452,6 +480,11 @@ Tensor nll_loss(const Tensor& lp_in, const Tensor& t_in, Reduction reduction) {
 
 Tensor cross_entropy(const Tensor& x_in, const Tensor& t_in, const ClassLossOptions& options) {
   trace::Region region("kdp::cross_entropy");
+  if (resolve(x_in).defined() && resolve(x_in).dim() > 2) {
+    return over_extra_dims(
+        "kdp::cross_entropy", resolve(x_in), resolve(t_in), options.reduction,
+        [&](const Tensor& xr, const Tensor& tr) { return cross_entropy(xr, tr, options); });
+  }
   // No weight and no smoothing: the fused kernels, unless a row is ignored
   // (checked on host backends; on a GPU the general path always).
   const bool plain = !options.weight.defined() && options.label_smoothing == 0.0 &&

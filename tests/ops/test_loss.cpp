@@ -313,3 +313,30 @@ TEST(Loss, WeightedNllLossAndItsModules) {
   nn::CrossEntropyLoss ce(smooth);
   EXPECT_GT(ce.forward(random_tensor({5, 3}, 9), t).item(), 0.0f);
 }
+
+// PyTorch's [N, C, d1, ...] logits against [N, d1, ...] targets: the same
+// losses as the rows [N d1 ..., C] (each position's classes), with the
+// per-element losses in the targets' shape and ignore_index alike.
+TEST(Loss, CrossEntropyOverSequencesIsTheLossOfEachPosition) {
+  Tensor logits = test::leaf(test::random_tensor({2, 5, 3}, 31));  // [N, C, T]
+  const Tensor target = Tensor::from_host({0, 4, 2, 1, 1, 3}, {2, 3});
+  auto rows = [](const Tensor& x) { return permute(x, {0, 2, 1}).reshape({6, 5}); };
+  const Tensor flat = target.reshape({6});
+  EXPECT_EQ(cross_entropy(logits, target).item(), cross_entropy(rows(logits), flat).item());
+  const Tensor each = cross_entropy(logits, target, Reduction::None);
+  EXPECT_EQ(each.shape(), (Shape{2, 3}));
+  EXPECT_EQ(each.to_vector(), cross_entropy(rows(logits), flat, Reduction::None).to_vector());
+  const ClassLossOptions skip = ClassLossOptions{}.with_ignore_index(1);
+  EXPECT_EQ(cross_entropy(logits, target, skip).item(),
+            cross_entropy(rows(logits), flat, skip).item());
+  test::check_gradients(
+      [&](const std::vector<Tensor>& in) { return cross_entropy(in[0], target, skip); }, {logits},
+      {}, "cross_entropy over [N, C, T]");
+  try {
+    cross_entropy(logits, Tensor::zeros({2, 5}));
+    FAIL() << "expected ShapeError";
+  } catch (const ShapeError& e) {
+    EXPECT_NE(std::string(e.what()).find("the targets must be [2, 3]"), std::string::npos)
+        << e.what();
+  }
+}

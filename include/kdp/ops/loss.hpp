@@ -25,6 +25,10 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
 /// Cross entropy of logits [B, C] against class indices [B]: log-softmax and
 /// negative log-likelihood fused, computed without overflow for large logits.
 /// An index outside [0, C) is a ValueError naming the position and the value.
+/// As PyTorch's, logits [B, C, d1, ...] take targets [B, d1, ...] (a
+/// sequence's [B, V, T] against [B, T]); they are moved to [B d1 ..., C]
+/// first, so logits [B, T, V] are cheaper as their own reshape to
+/// [B T, V] against targets [B T], which is the same loss.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target,
                      Reduction reduction = Reduction::Mean);
 
