@@ -13,6 +13,9 @@ BoundModule::BoundModule(const Module& original, const Binder& bind)
   // the original's dotted names ("fc1.weight") in named_parameters and state_dict.
   std::map<std::string, Module*> shadows{{"", this}};
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> pending;
+  // A parameter two modules share (tied weights) is bound once; its second
+  // name gets the same bound tensor.
+  std::map<const void*, Tensor> bound;
   for (const auto& [path, m] : original.named_modules()) {
     Module* shadow = this;
     if (!path.empty()) {
@@ -22,7 +25,14 @@ BoundModule::BoundModule(const Module& original, const Binder& bind)
       shadows[path] = shadow;
     }
     for (const auto& [name, p] : m->named_parameters(false)) {
-      bindings_.bind(p, shadow->register_parameter(name, bind(p, false), p.requires_grad()));
+      const auto it = bound.find(p.impl().get());
+      if (it != bound.end()) {
+        shadow->register_parameter(name, it->second, p.requires_grad());
+        continue;
+      }
+      const Tensor b = shadow->register_parameter(name, bind(p, false), p.requires_grad());
+      bindings_.bind(p, b);
+      bound.emplace(p.impl().get(), b);
     }
     for (const auto& [name, b] : m->named_buffers(false)) {
       bindings_.bind(b, shadow->register_buffer(name, bind(b, true)));

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <functional>
-
 #include <set>
 
 #include "core/check.hpp"
@@ -108,8 +107,16 @@ void Module::collect(const std::string& prefix, bool recurse, bool buffers,
 }
 
 NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors all;
+  collect("", recurse, false, all);
+  // A parameter two modules share (tied weights) is listed once, under its
+  // first name, as PyTorch's named_parameters() does; state_dict() lists it
+  // under every name.
   NamedTensors out;
-  collect("", recurse, false, out);
+  std::set<const void*> seen;
+  for (auto& [name, t] : all) {
+    if (seen.insert(t.impl().get()).second) out.emplace_back(std::move(name), t);
+  }
   return out;
 }
 

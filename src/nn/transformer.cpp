@@ -304,4 +304,69 @@ std::shared_ptr<Module> VisionTransformer::clone() const {
   return copy;
 }
 
+namespace {
+
+// GPT's head: a linear map without bias whose weight is another module's
+// parameter (tied), registered under this module's name as well.
+class TiedLinear : public Module {
+ public:
+  explicit TiedLinear(const Tensor& weight) : Module("Linear"), weight_(weight) {
+    register_parameter("weight", weight_);
+  }
+  Tensor forward(const Tensor& x) override { return linear(x, weight_, Tensor()); }
+  using Module::forward;
+
+ private:
+  Tensor weight_;
+};
+
+}  // namespace
+
+GPT::GPT(int64_t vocab, int64_t context, GPTOptions options, const Device& device)
+    : Module("GPT"), vocab_(vocab), context_(context), options_(options) {
+  const GPTOptions& o = options_;
+  KDP_CHECK(vocab >= 1 && context >= 1 && o.depth >= 1, ValueError,
+            "vocab {}, context {} and depth {} must be at least 1", vocab, context, o.depth);
+  KDP_CHECK(o.dim >= 1 && o.heads >= 1 && o.dim % o.heads == 0, ShapeError,
+            "heads {} do not divide dim {}", o.heads, o.dim);
+  tok_embed_ =
+      register_module("tok_embed", std::make_shared<Embedding>(vocab, o.dim, std::nullopt, device));
+  pos_embed_ = register_parameter(
+      "pos_embed", Tensor::empty_labeled({1, context, o.dim}, device, "kdp::GPT::pos_embed"));
+  {
+    NoGradGuard no_grad;
+    init::normal_(pos_embed_, 0.0f, 0.02f);
+  }
+  dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
+  TransformerEncoderLayerOptions layer;
+  layer.dim_feedforward = 4 * o.dim;
+  layer.dropout = o.dropout;
+  layer.activation = "gelu";
+  layer.batch_first = true;
+  layer.norm_first = true;
+  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(
+                                            TransformerEncoderLayer(o.dim, o.heads, layer, device),
+                                            static_cast<int>(o.depth)));
+  norm_ = register_module(
+      "norm", std::make_shared<LayerNorm>(std::vector<int64_t>{o.dim}, 1e-5, true, true, device));
+  head_ = register_module("head", std::make_shared<TiedLinear>(tok_embed_->weight()));
+}
+
+Tensor GPT::forward(const Tensor& ids) {
+  KDP_CHECK(ids.dim() == 2 && ids.size(1) >= 1 && ids.size(1) <= context_, ShapeError,
+            "token ids {} are not [N, T] with T from 1 to the context, {}", ids.shape().str(),
+            context_);
+  const int64_t t = ids.size(1);
+  Tensor h = tok_embed_->forward(ids) + narrow(pos_embed_, 1, 0, t);
+  h = encoder_->forward(dropout_->forward(h), Tensor(), /*is_causal=*/true);
+  return head_->forward(norm_->forward(h));
+}
+
+std::shared_ptr<Module> GPT::clone() const {
+  auto copy = std::make_shared<GPT>(vocab_, context_, options_, device());
+  copy->load_state_dict(state_dict());
+  copy->train(is_training());
+  return copy;
+}
+
 }  // namespace kdp::nn

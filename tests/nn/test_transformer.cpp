@@ -233,3 +233,109 @@ TEST(VisionTransformer, GradientsMatchFiniteDifferences) {
   check_gradients([&](const std::vector<Tensor>& in) { return vit.forward(in[0]); }, {x}, {},
                   "vit");
 }
+
+// The description's names and shapes; the tied head: one parameter (listed
+// once by named_parameters, under both names by state_dict, counted once);
+// logits [N, T, vocab]; the errors that name the sizes.
+TEST(GPT, TheHeadIsTiedToTheTokenEmbedding) {
+  nn::GPTOptions o;
+  o.depth = 2;
+  o.heads = 2;
+  o.dim = 8;
+  nn::GPT gpt(11, 6, o);
+  std::map<std::string, Tensor> named;
+  for (const auto& [name, t] : gpt.named_parameters()) named[name] = t;
+  EXPECT_EQ(named.count("head.weight"), 0u);
+  ASSERT_EQ(named.count("tok_embed.weight"), 1u);
+  EXPECT_EQ(named.at("tok_embed.weight").shape(), (Shape{11, 8}));
+  EXPECT_EQ(named.at("pos_embed").shape(), (Shape{1, 6, 8}));
+  EXPECT_EQ(named.at("encoder.layers.1.linear1.weight").shape(), (Shape{32, 8}));
+  const auto state = gpt.state_dict();
+  const Tensor* head = nn::find(state, "head.weight");
+  ASSERT_NE(head, nullptr);
+  EXPECT_TRUE(head->is_same(named.at("tok_embed.weight")));
+  EXPECT_EQ(nn::find(state, "head.bias"), nullptr);
+  const int64_t layer =
+      static_cast<int64_t>(nn::TransformerEncoderLayer::parameter_bytes(8, 32) / sizeof(float));
+  EXPECT_EQ(gpt.num_parameters(), 11 * 8 + 6 * 8 + 2 * layer + 16);
+  gpt.eval();
+  const Tensor ids = Tensor::from_host({1, 2, 3, 10, 0, 5, 5, 4}, {2, 4});
+  EXPECT_EQ(gpt.forward(ids).shape(), (Shape{2, 4, 11}));
+  EXPECT_EQ(gpt.clone()->forward(ids).to_vector(), gpt.forward(ids).to_vector());
+  EXPECT_THROW(gpt.forward(Tensor::zeros({1, 7})), ShapeError);               // beyond the context
+  EXPECT_THROW(gpt.forward(Tensor::from_host({1, 11}, {1, 2})), ValueError);  // id 11 of 11
+  o.heads = 3;
+  EXPECT_THROW(nn::GPT(11, 6, o), ShapeError);
+}
+
+// Causal: a position's logits do not depend on the tokens after it.
+TEST(GPT, APositionSeesOnlyItselfAndWhatCameBefore) {
+  nn::GPTOptions o;
+  o.depth = 1;
+  o.heads = 2;
+  o.dim = 8;
+  o.dropout = 0.0f;
+  nn::GPT gpt(9, 5, o);
+  const std::vector<float> a = gpt.forward(Tensor::from_host({1, 2, 3, 4, 5}, {1, 5})).to_vector();
+  const std::vector<float> b = gpt.forward(Tensor::from_host({1, 2, 3, 8, 0}, {1, 5})).to_vector();
+  EXPECT_EQ(std::vector<float>(a.begin(), a.begin() + 3 * 9),
+            std::vector<float>(b.begin(), b.begin() + 3 * 9));
+  EXPECT_NE(std::vector<float>(a.begin() + 3 * 9, a.end()),
+            std::vector<float>(b.begin() + 3 * 9, b.end()));
+}
+
+// The tied weight's gradient is that of both its uses (the lookup and the
+// head), against central differences of the whole model; rows of ids the
+// batch does not hold get the head's part alone.
+TEST(GPT, TheTiedWeightsGradientHoldsBothUses) {
+  nn::GPTOptions o;
+  o.depth = 1;
+  o.heads = 2;
+  o.dim = 4;
+  o.dropout = 0.0f;
+  nn::GPT gpt(7, 5, o);
+  const Tensor ids = Tensor::from_host({1, 2, 2, 0, 4, 3, 1, 1}, {2, 4});
+  const auto state = gpt.state_dict();
+  ASSERT_NE(nn::find(state, "tok_embed.weight"), nullptr);
+  Tensor weight = *nn::find(state, "tok_embed.weight");
+  const std::vector<float> original = weight.to_vector();
+  check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        if (!in[0].is_same(weight)) {
+          NoGradGuard no_grad;
+          weight.copy_(in[0]);
+        }
+        return gpt.forward(ids);
+      },
+      {weight}, {}, "gpt's tied weight");
+  NoGradGuard no_grad;
+  weight.copy_(Tensor::from_host(original, weight.shape()));
+}
+
+// DataParallel over two device instances: the tied parameter is bound once
+// in each replica, and the gradients are the plain model's.
+TEST(GPT, DataParallelGivesThePlainModelsGradients) {
+  nn::GPTOptions o;
+  o.depth = 1;
+  o.heads = 2;
+  o.dim = 8;
+  o.dropout = 0.0f;
+  const auto devs = devices(2);
+  auto gpt = std::make_shared<nn::GPT>(9, 5, o, devs[0]);
+  const Tensor ids = Tensor::from_host({1, 2, 3, 4, 5, 8, 7, 6, 0, 1, 2, 2}, {3, 4}, devs[0]);
+  const Tensor next = Tensor::from_host({2, 3, 4, 5, 7, 6, 0, 1, 1, 2, 2, 3}, {12}, devs[0]);
+  auto grads = [&](nn::Module& runner) {
+    for (auto& [name, p] : gpt->named_parameters()) p.set_grad(Tensor());
+    cross_entropy(runner.forward(ids).reshape({12, 9}), next).backward();
+    std::map<std::string, std::vector<float>> out;
+    for (const auto& [name, p] : gpt->named_parameters()) out[name] = p.grad().to_vector();
+    return out;
+  };
+  const auto plain = grads(*gpt);
+  DataParallel dp(gpt, devs);
+  const auto parallel = grads(dp);
+  ASSERT_EQ(parallel.size(), plain.size());
+  for (const auto& [name, g] : plain) {
+    EXPECT_LT(test::max_relative_error(parallel.at(name), g, 1e-4), 1e-4) << name;
+  }
+}

@@ -182,11 +182,42 @@ def main():
         return {"y": y.detach(), "gx": x.grad,
                 **{f"grad.{k}": p.grad for k, p in model.named_parameters()}}
 
+    # The GPT as its description has a PyTorch user build it: the head's
+    # weight is the token embedding's (one parameter under both names).
+    class GPT(torch.nn.Module):
+        def __init__(self, vocab, context, depth, heads, dim):
+            super().__init__()
+            nn = torch.nn
+            self.tok_embed = nn.Embedding(vocab, dim)
+            self.pos_embed = nn.Parameter(torch.zeros(1, context, dim))
+            self.dropout = nn.Dropout(0.0)
+            layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, 0.0, activation="gelu",
+                                               batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab, bias=False)
+            self.head.weight = self.tok_embed.weight
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            causal = torch.full((t, t), float("-inf"), dtype=self.pos_embed.dtype).triu(1)
+            h = self.dropout(self.tok_embed(ids) + self.pos_embed[:, :t])
+            return self.head(self.norm(self.encoder(h, mask=causal)))
+
+    def gpt(dtype):
+        model = GPT(9, 6, 2, 2, 8).to(dtype)
+        prefix = "gpt.param."
+        model.load_state_dict({k[len(prefix):]: v.to(dtype) for k, v in arrays.items()
+                               if k.startswith(prefix)}, strict=True)
+        y = model(arrays["gpt.ids"].long())
+        y.backward(arrays["gpt.gy"].to(dtype))
+        return {"y": y.detach(), **{f"grad.{k}": p.grad for k, p in model.named_parameters()}}
+
     # In a whole module, a parameter's gradient ends a chain through every
     # layer after it and carries the rounding of the values along it: a bias
     # gradient whose terms nearly cancel is small, its error is not. The
     # floor takes the module's largest value, not the gradient's own.
-    for case, build in (("encoder_layer", encoder_layer), ("vit", vit)):
+    for case, build in (("encoder_layer", encoder_layer), ("vit", vit), ("gpt", gpt)):
         ref, ours32 = build(torch.float64), build(torch.float32)
         scale = max(r.abs().max().item() for r in ref.values())
         print(f"{case}: largest value {scale:.3g}")

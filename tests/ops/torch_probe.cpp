@@ -111,6 +111,32 @@ void probe_vit() {
   }
 }
 
+// A small GPT (vocab 9, context 6, depth 2, heads 2, dim 8, no dropout) on
+// ids [2, 5]: its parameters (gpt.param.NAME, the tied head under both
+// names), ids, logits, their gradient, and every parameter's gradient.
+void probe_gpt() {
+  nn::GPTOptions o;
+  o.depth = 2;
+  o.heads = 2;
+  o.dim = 8;
+  o.dropout = 0.0f;
+  nn::GPT gpt(9, 6, o);
+  {
+    NoGradGuard no_grad;
+    uint64_t seed = 400;
+    for (auto& [name, p] : gpt.named_parameters()) p.copy_(random_tensor(p.shape(), seed++));
+  }
+  const Tensor ids = Tensor::from_host({1, 8, 2, 2, 0, 5, 3, 7, 4, 1}, {2, 5});
+  const Tensor y = gpt.forward(ids);
+  const Tensor gy = random_tensor(y.shape(), 391);
+  y.backward(gy);
+  put("gpt.ids", ids);
+  put("gpt.y", y.detach());
+  put("gpt.gy", gy);
+  for (const auto& [name, p] : gpt.state_dict()) put("gpt.param." + name, p.detach());
+  for (const auto& [name, p] : gpt.named_parameters()) put("gpt.grad." + name, p.grad());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,5 +237,6 @@ int main(int argc, char** argv) {
       181);
   probe_encoder_layer();
   probe_vit();
+  probe_gpt();
   return writer.close() ? 0 : 1;
 }

@@ -5,7 +5,8 @@
 /// MultiheadAttention (in_proj_weight, in_proj_bias, out_proj.weight,
 /// out_proj.bias), TransformerEncoderLayer (self_attn.*, linear1, linear2,
 /// norm1, norm2) and TransformerEncoder (layers.{i}.*, and norm.* where given);
-/// and a reference vision transformer built from them (VisionTransformer).
+/// and two reference models built from them: a vision transformer
+/// (VisionTransformer) and a small GPT (GPT).
 /// Attention runs fused (kdp::scaled_dot_product_attention).
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/conv.hpp"
+#include "kdp/nn/embedding.hpp"
 #include "kdp/nn/layer_norm.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/module.hpp"
@@ -174,6 +176,58 @@ class VisionTransformer : public Module {
   std::shared_ptr<TransformerEncoder> encoder_;
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Linear> head_;
+};
+
+/// The sizes of a GPT (kdp-train's gpt(depth, heads, dim)).
+struct GPTOptions {
+  int64_t depth = 4;
+  int64_t heads = 4;
+  int64_t dim = 128;
+  float dropout = 0.1f;
+};
+
+/// A small GPT a PyTorch user rebuilds from this description and loads kdp's
+/// state dict into: on token ids [N, T] (T at most `context`), logits
+/// [N, T, vocab] for the next token at each position,
+///   tok_embed  Embedding(vocab, dim)
+///   pos_embed  [1, context, dim], its first T rows added
+///   dropout    Dropout(dropout)
+///   encoder    TransformerEncoder(TransformerEncoderLayer(dim, heads,
+///              4 dim, dropout, activation="gelu", batch_first=True,
+///              norm_first=True), depth), with the causal mask (a query sees
+///              itself and the keys before it)
+///   norm       LayerNorm(dim)
+///   head       Linear(dim, vocab, bias=False) whose weight is
+///              tok_embed.weight: one parameter, tied. named_parameters()
+///              lists it once (as tok_embed.weight), state_dict() under both
+///              names, as PyTorch's do.
+/// pos_embed is drawn from N(0, 0.02^2).
+class GPT : public Module {
+ public:
+  /// Heads that do not divide dim are a ShapeError naming the sizes.
+  GPT(int64_t vocab, int64_t context, GPTOptions options = {},
+      const Device& device = get_default_device());
+
+  /// A sequence longer than the context, or ids not [N, T], is a ShapeError
+  /// naming the shape; an id outside [0, vocab) a ValueError naming its
+  /// position (kdp::embedding).
+  Tensor forward(const Tensor& ids) override;
+  using Module::forward;
+  std::shared_ptr<Module> clone() const override;
+
+  int64_t vocab() const { return vocab_; }
+  int64_t context() const { return context_; }
+  const GPTOptions& options() const { return options_; }
+
+ private:
+  int64_t vocab_, context_;
+  GPTOptions options_;
+  Tensor pos_embed_;
+  std::shared_ptr<Embedding> tok_embed_;
+  std::shared_ptr<Dropout> dropout_;
+  std::shared_ptr<TransformerEncoder> encoder_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Module> head_;
 };
 
 }  // namespace kdp::nn
