@@ -226,3 +226,46 @@ TEST(DistributedDataParallel, AroundDataParallelEqualsOneProcess) {
   expect_grads_match(*model, *reference, "DDP(DataParallel)");
   EXPECT_EQ(ddp.named_parameters()[0].first, "module.module.0.weight");
 }
+
+// A GPT's head is tied to its token embedding: one parameter in the buckets
+// (reduced once, under its first name), and the gradients of one process on
+// the whole batch, with a bucket per parameter and with the default buckets.
+TEST(DistributedDataParallel, ATiedWeightIsReducedOnce) {
+  Communicator comm = Communicator::world();
+  nn::GPTOptions g;
+  g.depth = 1;
+  g.heads = 2;
+  g.dim = 8;
+  g.dropout = 0.0f;
+  std::vector<float> ids(kBatch * 4), next(kBatch * 4);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<float>((i * 5 + 1) % 9);
+    next[i] = static_cast<float>((i * 5 + 6) % 9);
+  }
+  const Tensor x = Tensor::from_host(ids, {kBatch, 4}), y = Tensor::from_host(next, {kBatch, 4});
+  for (bool tiny_buckets : {false, true}) {
+    manual_seed(42);
+    auto model = std::make_shared<nn::GPT>(9, 4, g);
+    auto reference = model->clone();
+    DDPOptions o;
+    if (tiny_buckets) {
+      o.bucket_cap_mb = 1e-9;
+      o.first_bucket_mb = 1e-9;
+    }
+    DistributedDataParallel ddp(model, comm, o);
+    size_t listed = 0;
+    for (const auto& bucket : ddp.bucket_layout()) {
+      for (const std::string& name : bucket) {
+        ++listed;
+        EXPECT_NE(name, "head.weight");
+      }
+    }
+    EXPECT_EQ(listed, model->named_parameters().size());
+    auto loss = [](const Tensor& logits, const Tensor& target) {
+      return cross_entropy(logits.reshape({target.numel(), 9}), target.reshape({target.numel()}));
+    };
+    loss(reference->forward(x), y).backward();
+    loss(ddp.forward(shard(x, comm)), shard(y, comm)).backward();
+    expect_grads_match(*model, *reference, tiny_buckets ? "gpt, tiny buckets" : "gpt");
+  }
+}

@@ -207,3 +207,46 @@ TEST(ZeroRedundancyOptimizer, RefusesAnOptimizerThatHasStepped) {
     EXPECT_NE(std::string(e.what()).find("before its first step"), std::string::npos) << e.what();
   }
 }
+
+// A tied weight (a GPT's head and token embedding) is one parameter: ZeRO
+// shards and steps it once, and ends with the replicated optimizer's weights
+// bit for bit.
+TEST(ZeroRedundancyOptimizer, StepsATiedWeightOnce) {
+  Communicator comm = Communicator::world();
+  nn::GPTOptions g;
+  g.depth = 1;
+  g.heads = 2;
+  g.dim = 8;
+  g.dropout = 0.0f;
+  std::vector<std::vector<float>> ends;
+  for (bool sharded : {false, true}) {
+    manual_seed(21);
+    auto model = std::make_shared<nn::GPT>(9, 4, g);
+    DistributedDataParallel ddp(model, comm);
+    optim::Adam opt(model->named_parameters(), adam());
+    std::unique_ptr<ZeroRedundancyOptimizer> zero;
+    if (sharded) zero = std::make_unique<ZeroRedundancyOptimizer>(opt, comm);
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> ids(kBatch * 4), next(kBatch * 4);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = static_cast<float>((i * 5 + s) % 9);
+        next[i] = static_cast<float>((i * 5 + s + 3) % 9);
+      }
+      const int64_t per = kBatch / comm.size();
+      const Tensor x =
+          Tensor::from_host(ids, {kBatch, 4}).slice(0, per * comm.rank(), per * (comm.rank() + 1));
+      const Tensor y = Tensor::from_host(next, {kBatch * 4})
+                           .slice(0, 4 * per * comm.rank(), 4 * per * (comm.rank() + 1));
+      opt.zero_grad();
+      cross_entropy(ddp.forward(x).reshape({4 * per, 9}), y).backward();
+      opt.step();
+    }
+    const auto state = model->state_dict();
+    EXPECT_TRUE(nn::find(state, "head.weight")->is_same(*nn::find(state, "tok_embed.weight")));
+    std::vector<float> all;
+    for (const auto& v : values(*model)) all.insert(all.end(), v.begin(), v.end());
+    ends.push_back(all);
+  }
+  ASSERT_EQ(ends[0].size(), ends[1].size());
+  EXPECT_EQ(std::memcmp(ends[0].data(), ends[1].data(), ends[0].size() * sizeof(float)), 0);
+}
