@@ -9,7 +9,7 @@
 #   KDP_DEMO_PRECISION=bf16 (or auto) trains with bf16 products and fp32
 #   weights, in runs/demo[-cnn]-bf16;
 #   KDP_DEMO_MODEL=vit trains the reference vision transformer
-#   vit(4,64,6,4,128) (AdamW, lr 1e-3, cosine schedule, batch 128, 10 epochs);
+#   vit(4,64,6,4,128) (AdamW, lr 1e-3, cosine schedule, batch 128, 15 epochs);
 #   KDP_DEMO_MODEL=surrogate solves the 2-D heat equation for 1024 random
 #   conductivities and sources into 4 HDF5 files (data/heat/, one per "job";
 #   examples/06_surrogate.cpp), trains a CNN surrogate on them as one dataset,
@@ -33,7 +33,7 @@ mlp)
   ;;
 vit)
   run=runs/demo-vit
-  model=(--model "vit(4,64,6,4,128)" --epochs "${KDP_DEMO_EPOCHS:-10}" --batch-size 128
+  model=(--model "vit(4,64,6,4,128)" --epochs "${KDP_DEMO_EPOCHS:-15}" --batch-size 128
          --optimizer adamw --lr 1e-3 --scheduler cosine --log-every 100)
   ;;
 surrogate)
