@@ -53,8 +53,15 @@ std::vector<nn::BatchNormSynchronizer*> synchronizers(const nn::Module& model) {
 
 ShardReplicas::ShardReplicas(nn::Module& model, const optim::NamedParameters& params, int shards)
     : model_(model) {
-  const nn::NamedTensors own = model.named_parameters();
-  // A copy would give a tensor used twice (tied weights) two leaves.
+  // Every module's own parameters, a tensor two modules share under both
+  // names (named_parameters() lists it once): a copy would give a tensor used
+  // twice (tied weights) two leaves.
+  nn::NamedTensors own;
+  for (const auto& [prefix, m] : model.named_modules()) {
+    for (const auto& [name, p] : m->named_parameters(false)) {
+      own.emplace_back(prefix.empty() ? name : prefix + "." + name, p);
+    }
+  }
   for (size_t i = 0; i < own.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       KDP_CHECK(!own[i].second.is_same(own[j].second), ValueError,
