@@ -256,15 +256,8 @@ std::shared_ptr<Module> make_layer(const LayerSpec& l, const Shape& in, const De
                                        device);
   }
   if (k == "transformer") {
-    TransformerEncoderLayerOptions o;
-    o.dim_feedforward = whole(l.args[2]);
-    o.dropout = l.args.size() > 3 ? static_cast<float>(l.args[3]) : 0.1f;
-    o.activation = "gelu";
-    o.batch_first = true;
-    o.norm_first = true;
-    return std::make_shared<TransformerEncoder>(
-        TransformerEncoderLayer(in[1], whole(l.args[1]), o, device),
-        static_cast<int>(whole(l.args[0])));
+    return pre_norm_encoder(in[1], whole(l.args[1]), whole(l.args[2]), whole(l.args[0]),
+                            l.args.size() > 3 ? static_cast<float>(l.args[3]) : 0.1f, device);
   }
   return make_activation(k);
 }

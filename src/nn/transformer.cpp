@@ -231,6 +231,19 @@ std::shared_ptr<Module> TransformerEncoder::clone() const {
   return copy;
 }
 
+std::shared_ptr<TransformerEncoder> pre_norm_encoder(int64_t dim, int64_t heads, int64_t mlp,
+                                                     int64_t depth, float dropout,
+                                                     const Device& device) {
+  TransformerEncoderLayerOptions layer;
+  layer.dim_feedforward = mlp;
+  layer.dropout = dropout;
+  layer.activation = "gelu";
+  layer.batch_first = true;
+  layer.norm_first = true;
+  return std::make_shared<TransformerEncoder>(TransformerEncoderLayer(dim, heads, layer, device),
+                                              static_cast<int>(depth));
+}
+
 size_t TransformerEncoderLayer::parameter_bytes(int64_t d_model, int64_t dim_feedforward) {
   // in_proj, out_proj, linear1, linear2, norm1 and norm2
   return Linear::parameter_bytes(d_model, 3 * d_model) + Linear::parameter_bytes(d_model, d_model) +
@@ -267,15 +280,8 @@ VisionTransformer::VisionTransformer(const Shape& image, int64_t classes, ViTOpt
       "patch_embed", std::make_shared<Conv2d>(image[0], o.dim, Size2(o.patch), Size2(o.patch), 0, 1,
                                               1, true, device));
   dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
-  TransformerEncoderLayerOptions layer;
-  layer.dim_feedforward = o.mlp;
-  layer.dropout = o.dropout;
-  layer.activation = "gelu";
-  layer.batch_first = true;
-  layer.norm_first = true;
-  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(
-                                            TransformerEncoderLayer(o.dim, o.heads, layer, device),
-                                            static_cast<int>(o.depth)));
+  encoder_ = register_module("encoder",
+                             pre_norm_encoder(o.dim, o.heads, o.mlp, o.depth, o.dropout, device));
   norm_ = register_module(
       "norm", std::make_shared<LayerNorm>(std::vector<int64_t>{o.dim}, 1e-5, true, true, device));
   head_ = register_module("head", std::make_shared<Linear>(o.dim, classes, true, device));
@@ -338,15 +344,8 @@ GPT::GPT(int64_t vocab, int64_t context, GPTOptions options, const Device& devic
     init::normal_(pos_embed_, 0.0f, 0.02f);
   }
   dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
-  TransformerEncoderLayerOptions layer;
-  layer.dim_feedforward = 4 * o.dim;
-  layer.dropout = o.dropout;
-  layer.activation = "gelu";
-  layer.batch_first = true;
-  layer.norm_first = true;
-  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(
-                                            TransformerEncoderLayer(o.dim, o.heads, layer, device),
-                                            static_cast<int>(o.depth)));
+  encoder_ = register_module(
+      "encoder", pre_norm_encoder(o.dim, o.heads, 4 * o.dim, o.depth, o.dropout, device));
   norm_ = register_module(
       "norm", std::make_shared<LayerNorm>(std::vector<int64_t>{o.dim}, 1e-5, true, true, device));
   head_ = register_module("head", std::make_shared<TiedLinear>(tok_embed_->weight()));

@@ -127,6 +127,13 @@ class TransformerEncoder : public Module {
   std::shared_ptr<LayerNorm> norm_;
 };
 
+/// The encoder of the reference models: `depth` TransformerEncoderLayer(dim,
+/// heads, mlp, dropout, activation="gelu", batch_first=True,
+/// norm_first=True).
+std::shared_ptr<TransformerEncoder> pre_norm_encoder(int64_t dim, int64_t heads, int64_t mlp,
+                                                     int64_t depth, float dropout,
+                                                     const Device& device = get_default_device());
+
 /// The sizes of a VisionTransformer (kdp-train's vit(patch, dim, depth,
 /// heads, mlp)).
 struct ViTOptions {
