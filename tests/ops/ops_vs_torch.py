@@ -149,27 +149,9 @@ def main():
         grads = {"gx": x.grad}
         grads.update({f"grad.{k}": p.grad for k, p in layer.named_parameters()})
         return {"y": y.detach(), **grads}
-    # The vision transformer as its description (kdp/nn/transformer.hpp) has
-    # a PyTorch user build it, loaded with kdp's parameters by name.
-    class ViT(torch.nn.Module):
-        def __init__(self, channels, size, patch, dim, depth, heads, mlp, classes):
-            super().__init__()
-            nn = torch.nn
-            self.patch_embed = nn.Conv2d(channels, dim, patch, patch)
-            self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-            self.pos_embed = nn.Parameter(torch.zeros(1, 1 + (size // patch) ** 2, dim))
-            self.dropout = nn.Dropout(0.0)
-            layer = nn.TransformerEncoderLayer(dim, heads, mlp, 0.0, activation="gelu",
-                                               batch_first=True, norm_first=True)
-            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
-            self.norm = nn.LayerNorm(dim)
-            self.head = nn.Linear(dim, classes)
-
-        def forward(self, x):
-            t = self.patch_embed(x).flatten(2).transpose(1, 2)
-            t = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), t], 1)
-            t = self.encoder(self.dropout(t + self.pos_embed))
-            return self.head(self.norm(t)[:, 0])
+    # The reference models as their descriptions have a PyTorch user build
+    # them (torch_reference_models.py), loaded with kdp's parameters by name.
+    from torch_reference_models import GPT, ViT
 
     def vit(dtype):
         model = ViT(1, 8, 4, 8, 2, 2, 16, 3).to(dtype)
@@ -181,28 +163,6 @@ def main():
         y.backward(arrays["vit.gy"].to(dtype))
         return {"y": y.detach(), "gx": x.grad,
                 **{f"grad.{k}": p.grad for k, p in model.named_parameters()}}
-
-    # The GPT as its description has a PyTorch user build it: the head's
-    # weight is the token embedding's (one parameter under both names).
-    class GPT(torch.nn.Module):
-        def __init__(self, vocab, context, depth, heads, dim):
-            super().__init__()
-            nn = torch.nn
-            self.tok_embed = nn.Embedding(vocab, dim)
-            self.pos_embed = nn.Parameter(torch.zeros(1, context, dim))
-            self.dropout = nn.Dropout(0.0)
-            layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, 0.0, activation="gelu",
-                                               batch_first=True, norm_first=True)
-            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
-            self.norm = nn.LayerNorm(dim)
-            self.head = nn.Linear(dim, vocab, bias=False)
-            self.head.weight = self.tok_embed.weight
-
-        def forward(self, ids):
-            t = ids.shape[1]
-            causal = torch.full((t, t), float("-inf"), dtype=self.pos_embed.dtype).triu(1)
-            h = self.dropout(self.tok_embed(ids) + self.pos_embed[:, :t])
-            return self.head(self.norm(self.encoder(h, mask=causal)))
 
     def gpt(dtype):
         model = GPT(9, 6, 2, 2, 8).to(dtype)

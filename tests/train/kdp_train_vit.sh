@@ -46,28 +46,9 @@ acc=$(sed -n 's/.*test_accuracy=\([0-9.]*\).*/\1/p' train.log)
 awk -v a="$acc" 'BEGIN {exit !(a >= 0.9)}' || { tail -3 train.log; fail "test accuracy $acc, not 0.9"; }
 echo "ok: vit(4,16,1,2,32,0) learned the stripes: test accuracy $acc"
 
-/usr/bin/python3 - <<'PY' || fail "PyTorch's rebuilt ViT with kdp's checkpoint"
+PYTHONPATH="$src/ops" /usr/bin/python3 - <<'PY' || fail "PyTorch's rebuilt ViT with kdp's checkpoint"
 import csv, glob, h5py, torch
-nn = torch.nn
-
-class ViT(nn.Module):  # as kdp/nn/transformer.hpp describes it
-    def __init__(self, channels, size, patch, dim, depth, heads, mlp, classes, dropout):
-        super().__init__()
-        self.patch_embed = nn.Conv2d(channels, dim, patch, patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, 1 + (size // patch) ** 2, dim))
-        self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(dim, heads, mlp, dropout, activation="gelu",
-                                           batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, classes)
-
-    def forward(self, x):
-        t = self.patch_embed(x).flatten(2).transpose(1, 2)
-        t = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), t], 1)
-        t = self.encoder(self.dropout(t + self.pos_embed))
-        return self.head(self.norm(t)[:, 0])
+from torch_reference_models import ViT  # as kdp/nn/transformer.hpp describes it
 
 last = sorted(glob.glob("ck/ckpt-*.h5"))[-1]
 with h5py.File(last) as f:
