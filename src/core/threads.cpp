@@ -1,6 +1,8 @@
 #include "kdp/core/threads.hpp"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <Kokkos_Core.hpp>
 
 #include <cstdint>
@@ -42,6 +44,16 @@ bool set_blas_threads(int threads) {
     return true;
   }
   return false;
+}
+
+bool make_background_thread() {
+#if defined(__linux__)
+  sched_param param{};
+  param.sched_priority = 0;  // the only priority SCHED_BATCH has
+  return pthread_setschedparam(pthread_self(), SCHED_BATCH, &param) == 0;
+#else
+  return false;
+#endif
 }
 
 #if defined(KDP_DENORMALS_ARM64)

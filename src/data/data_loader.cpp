@@ -6,9 +6,11 @@
 
 #include "core/check.hpp"
 #include "core/parallel_for.hpp"
+#include "data/byte_conversion.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/runtime.hpp"
+#include "kdp/core/threads.hpp"
 #include "kdp/core/trace.hpp"
 
 namespace kdp::data {
@@ -23,9 +25,16 @@ struct HostBatch {
 };
 
 // The features of the stored numbers in `bytes` on the device, by the formula
-// HDF5Dataset uses on the host (ByteFeatures).
+// HDF5Dataset uses on the host (ByteFeatures). Host memory gets them straight
+// from the bytes, without a staging copy.
 Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures& how,
                            const Shape& shape, const Device& device) {
+  Runtime::get().count_transfer(/*to_host=*/false, bytes.size());
+  Tensor out = Tensor::empty(shape, device);
+  if (compat::host_accessible_memory()) {
+    detail::convert_features(bytes.data(), out.data(), static_cast<size_t>(shape.numel()), how);
+    return out;
+  }
   const auto n = static_cast<int64_t>(bytes.size());
   Tensor staging = Tensor::empty(Shape{(n + 3) / 4}, device);  // the bytes, in device memory
   using DeviceBytes = Kokkos::View<uint8_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -33,8 +42,6 @@ Tensor features_from_bytes(const std::vector<uint8_t>& bytes, const ByteFeatures
       Kokkos::View<const uint8_t*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   const DeviceBytes raw(reinterpret_cast<uint8_t*>(staging.data()), static_cast<size_t>(n));
   Kokkos::deep_copy(device.space(), raw, HostBytes(bytes.data(), bytes.size()));
-  Runtime::get().count_transfer(/*to_host=*/false, bytes.size());
-  Tensor out = Tensor::empty(shape, device);
   View1 f = out.flat();
   const unsigned char* data = raw.data();
   Kokkos::parallel_for(
@@ -82,6 +89,7 @@ struct DataLoader::Epoch {
   }
 
   void work() {
+    make_background_thread();  // taking a batch does not hand the core to this thread
     for (size_t b = next_to_fetch; b < batches.size(); ++b) {
       {
         std::unique_lock<std::mutex> lock(mutex);

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/check.hpp"
+#include "data/byte_conversion.hpp"
 #include "io/hdf5.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/error.hpp"
@@ -192,6 +193,10 @@ void convert_as(const unsigned char* src, float* dst, size_t n, const ByteFeatur
   }
 }
 
+}  // namespace
+
+namespace detail {
+
 void convert_features(const unsigned char* src, float* dst, size_t n, const ByteFeatures& how) {
   auto as_float = [](auto v) { return static_cast<float>(v); };
   switch (how.type) {
@@ -216,7 +221,7 @@ void convert_features(const unsigned char* src, float* dst, size_t n, const Byte
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
                          HDF5DatasetOptions options)
@@ -426,7 +431,7 @@ void HDF5Dataset::copy_samples(const std::vector<int64_t>& indices, float* featu
     if (bytes != nullptr) {
       std::memcpy(bytes + k * row_bytes, src, row_bytes);
     } else {
-      convert_features(src, features + k * row, row, how);
+      detail::convert_features(src, features + k * row, row, how);
     }
   }
 }

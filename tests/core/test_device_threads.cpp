@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "kdp/core/threads.hpp"
 #include "test_util.hpp"
@@ -48,4 +51,24 @@ TEST(DeviceThreads, ConcurrentInstancesShareTheBlasThreads) {
   EXPECT_EQ(seen, (std::vector<int>{1, 1}));
   EXPECT_EQ(blas_threads(), 2);
   set_blas_threads(before);
+}
+
+// A background thread (the loader's prefetch thread) takes the policy whose
+// wake-ups do not preempt the running thread; the threads around it keep
+// theirs.
+TEST(DeviceThreads, ABackgroundThreadGivesWayToTheComputeThreads) {
+#if defined(__linux__)
+  int policy = -1;
+  bool made = false;
+  std::thread t([&] {
+    made = make_background_thread();
+    policy = sched_getscheduler(0);
+  });
+  t.join();
+  EXPECT_TRUE(made);
+  EXPECT_EQ(policy, SCHED_BATCH);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+#else
+  GTEST_SKIP() << "no SCHED_BATCH outside Linux";
+#endif
 }

@@ -31,6 +31,14 @@ class ScopedBlasThreads {
   bool active_ = false;
 };
 
+/// Makes the calling thread a background one, which gives way to the rank's
+/// compute threads: on Linux it takes the SCHED_BATCH policy, so that waking
+/// it (a data loader's prefetch thread, when the training thread takes a
+/// batch) does not preempt the thread that woke it; it runs at the
+/// scheduler's next turn with its fair share of a core. Returns false where
+/// the system offers no such policy (the thread stays as it was).
+bool make_background_thread();
+
 /// Whether the calling thread's floating-point unit treats denormal floats as
 /// zero, in and out (x86-64: MXCSR's flush-to-zero and denormals-are-zero;
 /// Arm: FPCR's FZ). Training drives optimizer state and activation gradients

@@ -38,10 +38,15 @@ struct DataLoaderOptions {
   /// Batches prepared ahead by a background thread (0: none, fetched in place).
   int prefetch = 2;
   Device device = get_default_device();
-  /// Datasets of byte features (byte_features()) send their bytes to `device`
-  /// and have them converted there: a quarter of the bytes cross to a GPU, and
-  /// the conversion runs on it. Default: where device memory is not the host's.
-  bool convert_on_device = !compat::host_accessible_memory();
+  /// Datasets of byte features (byte_features()) hand over their numbers as
+  /// stored, and the batch's features are made from them on `device`: a
+  /// quarter of the bytes cross to a GPU and the conversion runs on it; in
+  /// host memory the training thread converts them straight into the batch,
+  /// which leaves the prefetch thread a quarter of the bytes to gather and
+  /// no copy after it (the thread competes for a core with the products
+  /// where the rank's threads fill the cores). Off: the prefetch thread
+  /// converts to floats, which are copied to `device`.
+  bool convert_on_device = true;
   /// Per-channel standardisation of each batch's features and targets, on
   /// `device` (none unless set; see channel_moments).
   ChannelNormalisation normalise_features, normalise_targets;
