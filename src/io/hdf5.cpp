@@ -528,6 +528,23 @@ int64_t Dataset::offset() const {
   return static_cast<int64_t>(at);
 }
 
+std::optional<int64_t> Dataset::native_float_offset() const {
+  silence_errors();
+  Handle dcpl(H5Dget_create_plist(id()), H5Pclose);
+  if (H5Pget_layout(dcpl.id()) != H5D_CONTIGUOUS || H5Pget_external_count(dcpl.id()) != 0) {
+    return std::nullopt;
+  }
+  Handle t(H5Dget_type(id()), H5Tclose);
+  if (H5Tequal(t.id(), H5T_NATIVE_FLOAT) <= 0) return std::nullopt;
+  hsize_t values = 1;
+  for (int64_t x : dims()) values *= static_cast<hsize_t>(x);
+  const haddr_t at = H5Dget_offset(id());
+  if (at == HADDR_UNDEF || H5Dget_storage_size(id()) != values * sizeof(float)) {
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(at);
+}
+
 void Dataset::check_plausible() const {
   silence_errors();
   size_t logical = 0;

@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,6 +154,10 @@ class Dataset : public Object {
   /// dataset from create_dataset_allocated()); IOError when it has no room
   /// allocated yet or is not contiguous.
   int64_t offset() const;
+  /// Where the values of a contiguous dataset of the host's float start in
+  /// the file, when they can be read as bytes from there: none when the
+  /// dataset is chunked, has no room allocated, or stores another type.
+  std::optional<int64_t> native_float_offset() const;
   /// Throws IOError when the dataset claims far more data than the file stores
   /// for it (a hostile or corrupt header), before anything is allocated for it:
   /// more than 64 MiB beyond 2048 times its stored (compressed) size.

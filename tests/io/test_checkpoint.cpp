@@ -646,6 +646,66 @@ TEST(Checkpoint, NonFiniteValuesAreNeverWrittenAndRefusedOnLoad) {
   }
 }
 
+TEST(Checkpoint, TensorsOfSeveralMegabytesLoadInPiecesEachChecked) {
+  // fc1.weight holds 300000 values: more than one piece of the rank's threads'
+  // reads (2^18 values). Every value comes back bit for bit, and a NaN in the
+  // second piece is found and named by its index in the whole tensor.
+  TempDir dir;
+  manual_seed(3);
+  auto a = std::make_shared<Net>(60000);
+  optim::Adam opt_a(a->named_parameters(), optim::AdamOptions{});
+  take_steps(*a, opt_a, 1);
+  const std::string good = dir.file("big.h5");
+  io::save_checkpoint(good, *a, opt_a, some_state());
+  {
+    // kdp writes contiguous float32, which host memory takes straight from
+    // the file; chunked or other types go through HDF5.
+    io::h5::File f = io::h5::File::open(good);
+    EXPECT_TRUE(f.open_dataset("/model/fc1.weight").native_float_offset().has_value());
+    io::h5::File other = io::h5::File::create(dir.file("other.h5"));
+    EXPECT_FALSE(other.create_dataset("chunked", io::h5::Type::Float32, {8, 4}, 2)
+                     .native_float_offset()
+                     .has_value());
+    EXPECT_FALSE(other.create_dataset_allocated("doubles", io::h5::Type::Float64, {8})
+                     .native_float_offset()
+                     .has_value());
+    EXPECT_TRUE(other.create_dataset_allocated("floats", io::h5::Type::Float32, {8})
+                    .native_float_offset()
+                    .has_value());
+  }
+  auto b = std::make_shared<Net>(60000);
+  optim::Adam opt_b(b->named_parameters(), optim::AdamOptions{});
+  io::load_checkpoint(good, *b, opt_b);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(a->named_parameters()[i].second.to_vector(),
+              b->named_parameters()[i].second.to_vector())
+        << a->named_parameters()[i].first;
+  }
+  const auto sa = opt_a.state_dict(), sb = opt_b.state_dict();
+  EXPECT_EQ(sa.tensors.at("fc1.weight").at("exp_avg_sq").to_vector(),
+            sb.tensors.at("fc1.weight").at("exp_avg_sq").to_vector());
+  {
+    io::h5::File f = io::h5::File::open(good, io::h5::File::Mode::ReadWrite);
+    io::h5::Dataset d = f.open_dataset("/model/fc1.weight");
+    std::vector<float> v = d.read_all<float>();
+    v[290003] = std::nanf("");
+    d.write_all(v.data());
+  }
+  auto c = std::make_shared<Net>(60000);
+  optim::Adam opt_c(c->named_parameters(), optim::AdamOptions{});
+  const std::vector<float> before = c->fc1->weight().to_vector();
+  try {
+    io::load_checkpoint(good, *c, opt_c);
+    ADD_FAILURE() << "a checkpoint with a NaN in its second piece loaded";
+  } catch (const IOError& e) {
+    EXPECT_NE(std::string(e.what()).find("'/model/fc1.weight' in '" + good +
+                                         "' holds NaN at index 290003 (position [58000, 3])"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(c->fc1->weight().to_vector(), before);
+}
+
 TEST(Checkpoint, IsCheckpointFileTellsKdpCheckpointsFromOtherFiles) {
   TempDir dir;
   auto a = std::make_shared<Net>();

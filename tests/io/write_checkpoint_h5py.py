@@ -7,7 +7,8 @@ tells an outside writer to, for Checkpoint.AFileWrittenByPythonLoads to load.
 The model is kdp's "conv(4,3),batchnorm,relu,maxpool(2),flatten,linear(10)" on
 [1, 28, 28] images (PyTorch: Sequential(Conv2d(1, 4, 3), BatchNorm2d(4), ReLU(),
 MaxPool2d(2), Flatten(), Linear(676, 10))). Entry k of the state dict holds
-sin(1 + 0.1 i + k) at its index i; num_batches_tracked is 7.
+sin(1 + 0.1 i + k) at its index i; num_batches_tracked is 7. The float entries are
+stored contiguous, chunked and compressed, or as float64, in turn.
 """
 import sys
 
@@ -49,8 +50,15 @@ def main():
             f.attrs[name] = np.int64(0)
         f.attrs["rng_states"] = np.array([], dtype=h5py.string_dtype())
         model = f.create_group("model")
-        for key, value in state.items():
-            model.create_dataset(key, data=value)
+        for k, (key, value) in enumerate(state.items()):
+            # Outside writers store floats as they like: contiguous float32
+            # (h5py's default), chunked and compressed, or float64.
+            if value.dtype == np.float32 and k % 3 == 1:
+                model.create_dataset(key, data=value, chunks=True, compression="gzip")
+            elif value.dtype == np.float32 and k % 3 == 2:
+                model.create_dataset(key, data=value.astype(np.float64))
+            else:
+                model.create_dataset(key, data=value)
         opt = f.create_group("optimizer")
         opt.attrs["type"] = "SGD"
         for name, value in (("lr", 0.01), ("momentum", 0.9), ("dampening", 0.0),

@@ -21,6 +21,22 @@ KDP_ALWAYS_INLINE void count_body(const float* __restrict x, int64_t n, int64_t*
 KDP_HOST_KERNEL(count_block, count_body, (const float* __restrict x, int64_t n, int64_t* count),
                 (x, n, count))
 
+// The largest exponent field of x[0, n): all ones when one is NaN or Inf. A
+// maximum of integers, exact in any order, two vector instructions for
+// sixteen values.
+KDP_ALWAYS_INLINE void exponent_max_body(const float* __restrict x, int64_t n, uint32_t* out) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    __builtin_memcpy(&bits, x + i, sizeof(bits));
+    const uint32_t e = bits & 0x7f800000u;
+    m = e > m ? e : m;
+  }
+  *out = m;
+}
+KDP_HOST_KERNEL(exponent_max_block, exponent_max_body,
+                (const float* __restrict x, int64_t n, uint32_t* out), (x, n, out))
+
 }  // namespace
 
 int64_t count_non_finite(const float* x, int64_t n) {
@@ -30,10 +46,12 @@ int64_t count_non_finite(const float* x, int64_t n) {
 }
 
 int64_t first_non_finite(const float* x, int64_t n) {
-  constexpr int64_t kBlock = 4096;  // counted whole; the one that holds one is searched
+  constexpr int64_t kBlock = 4096;  // scanned whole; the one that holds one is searched
   for (int64_t b = 0; b < n; b += kBlock) {
     const int64_t e = std::min(n, b + kBlock);
-    if (count_non_finite(x + b, e - b) == 0) continue;
+    uint32_t exponent = 0;
+    exponent_max_block(x + b, e - b, &exponent);
+    if (exponent != 0x7f800000u) continue;
     for (int64_t i = b; i < e; ++i) {
       uint32_t bits;
       __builtin_memcpy(&bits, x + i, sizeof(bits));
