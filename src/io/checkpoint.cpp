@@ -376,7 +376,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
     // Built in memory, then written with plain writes: a full disk is an error
     // here, never a half-closed HDF5 file.
     const nn::StateDict sd = model.state_dict();
-    const optim::OptimizerState os = optimizer.state_dict();
+    const optim::OptimizerState os = optimizer.state_view();  // written before any step
     size_t bytes = size_t{1} << 20;  // attributes and HDF5's own structures
     for (const auto& [name, t] : sd) bytes += static_cast<size_t>(t.numel()) * sizeof(float);
     for (const auto& [pname, entries] : os.tensors) {
@@ -391,8 +391,8 @@ void save_checkpoint(const std::string& path, const nn::Module& model,
           write_tensor(g, key, t, fmt::format("optimizer state {}/{}", pname, key), path);
         });
     write_training_state(f, state, sd, model);
-    const std::vector<char> image = f.image();
-    target.write(image.data(), image.size());
+    const h5::File::Image image = f.image();
+    target.write(image.bytes.get(), image.size);
   }
   target.commit();
 }

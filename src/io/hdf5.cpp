@@ -473,21 +473,26 @@ File File::create_in_memory(const std::string& name, size_t expected_bytes) {
   silence_errors();
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   H5Pset_fapl_core(fapl.id(), std::max(size_t{1} << 20, expected_bytes), /*backing_store=*/0);
-  Handle f(H5Fcreate(name.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
+  // HDF5's in-memory driver reads a file of the name it is given, when there
+  // is one, before truncating its copy (a whole checkpoint about to be
+  // replaced): it is given a name below `name`, which no file can have.
+  const std::string never_a_file = name + "/in-memory";
+  Handle f(H5Fcreate(never_a_file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
   KDP_CHECK(f.valid(), IOError, "cannot create in-memory HDF5 file '{}': {}", name, last_error());
   return File(std::move(f), name, "/");
 }
 
-std::vector<char> File::image() {
+File::Image File::image() {
   silence_errors();
   if (H5Fflush(id(), H5F_SCOPE_GLOBAL) < 0) fail("flush", "/", file_);
   const ssize_t size = H5Fget_file_image(id(), nullptr, 0);
   if (size < 0) fail("take the image of", "/", file_);
-  std::vector<char> bytes(static_cast<size_t>(size));
-  if (H5Fget_file_image(id(), bytes.data(), bytes.size()) < 0) {
+  Image out{std::unique_ptr<char[]>(new char[static_cast<size_t>(size)]),
+            static_cast<size_t>(size)};
+  if (H5Fget_file_image(id(), out.bytes.get(), out.size) < 0) {
     fail("take the image of", "/", file_);
   }
-  return bytes;
+  return out;
 }
 
 void File::flush() {

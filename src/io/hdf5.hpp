@@ -8,6 +8,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -129,7 +130,11 @@ class File : public Group {
   /// again at every MiB.
   static File create_in_memory(const std::string& name, size_t expected_bytes = 0);
   /// The whole file's bytes (a file created in memory), flushed first.
-  std::vector<char> image();
+  struct Image {
+    std::unique_ptr<char[]> bytes;  // not zeroed first: HDF5 fills it
+    size_t size = 0;
+  };
+  Image image();
   /// Flushes HDF5's buffers to the operating system.
   void flush();
   /// Closes the file; later use of its objects fails.

@@ -111,7 +111,7 @@ std::pair<int64_t, int64_t> Optimizer::owned_range(const std::string& name) cons
 }
 
 std::optional<OptimizerState> Optimizer::state_layout() const {
-  OptimizerState s = local_state(/*values=*/false);
+  OptimizerState s = local_state(StateTensors::Undefined);
   if (sharding_.gather_layout) return sharding_.gather_layout(s);
   return s;
 }
@@ -129,14 +129,21 @@ size_t Optimizer::state_bytes() const {
   return bytes;
 }
 
-OptimizerState Optimizer::local_state(bool values) const {
+OptimizerState Optimizer::state_view() const {
+  if (gathered_) return *gathered_;
+  return local_state(StateTensors::Shared);
+}
+
+OptimizerState Optimizer::local_state(StateTensors tensors) const {
   OptimizerState s;
   s.type = type_;
   s.hyperparameters = hyperparameters();
   s.hyperparameters["lr"] = lr_;
   for (const auto& [name, entries] : tensor_state_) {
     for (const auto& [key, t] : entries) {
-      s.tensors[name][key] = values ? t.detach().clone() : Tensor();
+      s.tensors[name][key] = tensors == StateTensors::Copies   ? t.detach().clone()
+                             : tensors == StateTensors::Shared ? t.detach()
+                                                               : Tensor();
     }
   }
   s.scalars = scalar_state_;

@@ -175,6 +175,26 @@ TEST(Optimizer, StateDictRestoresTheTrajectory) {
   EXPECT_THROW(other.load_state_dict(saved), ValueError);  // unknown parameter name
 }
 
+TEST(Optimizer, AStateViewSharesTheTensorsAStateDictCopies) {
+  // state_view() (what a checkpoint writes) equals state_dict() until the next
+  // step, which changes the view's tensors and not the copies.
+  Tensor p = start();
+  optim::Adam a({{"p", p}}, optim::AdamOptions{});
+  run(a, p, 2);
+  const optim::OptimizerState copy = a.state_dict(), view = a.state_view();
+  EXPECT_EQ(view.scalars, copy.scalars);
+  EXPECT_EQ(view.hyperparameters, copy.hyperparameters);
+  for (const char* key : {"exp_avg", "exp_avg_sq"}) {
+    EXPECT_EQ(view.tensors.at("p").at(key).to_vector(), copy.tensors.at("p").at(key).to_vector());
+  }
+  const std::vector<float> before = copy.tensors.at("p").at("exp_avg").to_vector();
+  run(a, p, 1);
+  EXPECT_EQ(copy.tensors.at("p").at("exp_avg").to_vector(), before);
+  EXPECT_EQ(view.tensors.at("p").at("exp_avg").to_vector(),
+            a.state_dict().tensors.at("p").at("exp_avg").to_vector());
+  EXPECT_NE(view.tensors.at("p").at("exp_avg").to_vector(), before);
+}
+
 TEST(Optimizer, AStateOutOfRangeIsRefusedWholeAndChangesNothing) {
   Tensor p1 = start();
   optim::SGD s1({{"p", p1}}, optim::SGDOptions{0.1, 0.9});

@@ -88,6 +88,10 @@ class Optimizer {
 
   /// A snapshot (copies) of the optimizer's state.
   OptimizerState state_dict() const;
+  /// The state as state_dict() gives it, but its tensors the ones the
+  /// optimizer updates, not copies: valid until the next step, for writing
+  /// a checkpoint without copying every tensor first.
+  OptimizerState state_view() const;
   /// Bytes of the tensors of state this optimizer keeps for its updates (a
   /// sharded one: its slices; not what gather_state() holds for a checkpoint).
   size_t state_bytes() const;
@@ -125,8 +129,10 @@ class Optimizer {
 
  private:
   void load_state(const OptimizerState& state, bool adopt);
-  /// This rank's state; with `values` false, its tensors undefined.
-  OptimizerState local_state(bool values = true) const;
+  /// What local_state() puts in the state's tensors.
+  enum class StateTensors { Undefined, Shared, Copies };
+  /// This rank's state.
+  OptimizerState local_state(StateTensors tensors = StateTensors::Copies) const;
 
   std::string type_;
   NamedParameters params_;
