@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "core/cpu_isa.hpp"
@@ -170,6 +171,11 @@ TEST(HostKernels, TheFirstNonFiniteValueIsFoundAtEveryInstructionSet) {
     const CpuIsa before = detail::set_cpu_isa_limit(static_cast<CpuIsa>(level));
     const char* isa = detail::cpu_isa_name(static_cast<CpuIsa>(level));
     EXPECT_EQ(detail::first_non_finite(finite.data(), n), n) << isa;
+    // The largest finite floats of either sign: every exponent bit but one set.
+    std::vector<float> largest(static_cast<size_t>(n), std::numeric_limits<float>::max());
+    for (size_t i = 0; i < largest.size(); i += 3) largest[i] = -largest[i];
+    EXPECT_EQ(detail::first_non_finite(largest.data(), n), n) << isa;
+    EXPECT_EQ(detail::count_non_finite(largest.data(), n), 0) << isa;
     for (const int64_t at : {int64_t{0}, int64_t{15}, int64_t{4095}, int64_t{4096}, n - 1}) {
       std::vector<float> x = finite;
       x[static_cast<size_t>(at)] = at % 2 == 0 ? -INFINITY : std::nanf("");

@@ -40,8 +40,12 @@ KDP_HOST_KERNEL(exponent_max_block, exponent_max_body,
 }  // namespace
 
 int64_t count_non_finite(const float* x, int64_t n) {
+  if (n <= 0) return 0;
+  uint32_t exponent = 0;
+  exponent_max_block(x, n, &exponent);  // the common case, all finite, at a third of a count's cost
+  if (exponent != 0x7f800000u) return 0;
   int64_t count = 0;
-  if (n > 0) count_block(x, n, &count);
+  count_block(x, n, &count);
   return count;
 }
 
