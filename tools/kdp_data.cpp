@@ -5,6 +5,8 @@
 //   kdp-data import-npy --inputs X.npy|A.npz:x --targets Y.npy|A.npz:y --out OUT.h5
 //            [--split train|test] [--classes N] [--add-split | --overwrite]
 //   kdp-data import-fashion-mnist --out data/fashion-mnist.h5 [--dir DIR] [--overwrite]
+//   kdp-data import-text FILE... --out OUT.h5 --context N [--vocab bytes|chars]
+//            [--test-fraction F] [--dataset NAME] [--add-split | --overwrite]
 //   kdp-data info FILE.h5 [--inputs NAME --targets NAME --val-data F --val-fraction X]
 //   kdp-data check-output PATH --kind plot|trace|status|checkpoint|dataset [--overwrite]
 //
@@ -16,6 +18,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <map>
 
@@ -34,6 +37,10 @@ struct Options {
   int64_t npy_classes = 0;
   bool add_split = false, overwrite = false;
   std::string fm_dir;
+  std::vector<std::string> texts;
+  int64_t context = 0;
+  std::string vocab = "bytes", dataset;
+  double test_fraction = 0.1;
   std::string file;
   data::SplitSpec spec;  // what info shows kdp-train would read
   std::string output, kind;
@@ -87,6 +94,55 @@ CLI::App* add_import_fashion_mnist(CLI::App& app, Options& o) {
                  "Directory of the IDX files (default: $KDP_FASHION_MNIST_DIR or "
                  "/usr/share/datasets/fashion-mnist)");
   return fm;
+}
+
+CLI::App* add_import_text(CLI::App& app, Options& o) {
+  auto* text = app.add_subcommand(
+      "import-text",
+      "Import UTF-8 text files as windows of tokens for next-token prediction (/train and "
+      "/test), streaming");
+  text->add_option("files", o.texts, "Text files, in order: one text, whose end is the test split")
+      ->required();
+  text->add_option("--out", o.out,
+                   "HDF5 file to write; an existing kdp dataset only with --add-split or "
+                   "--overwrite (its other splits are kept)")
+      ->required();
+  text->add_option("--context", o.context,
+                   "Tokens a window predicts (N): rows of N + 1 tokens, consecutive rows "
+                   "sharing one")
+      ->required()
+      ->check(kdp::cli::whole_number(1));
+  text->add_option("--vocab", o.vocab,
+                   "bytes: each byte a token (256); chars: each distinct character a token "
+                   "(at most 65536, table in /vocab)")
+      ->check(CLI::IsMember({"bytes", "chars"}));
+  text->add_option("--test-fraction", o.test_fraction,
+                   "Share of the tokens, from the end, held out as /test (default 0.1)")
+      ->check(kdp::cli::real_number(0.0, false));
+  text->add_option("--dataset", o.dataset, "Dataset name (default: the first file's name)");
+  text->add_flag("--add-split", o.add_split, "Add the splits to an existing --out that has none");
+  text->add_flag("--overwrite", o.overwrite, "Replace the splits in an existing --out");
+  return text;
+}
+
+// import-text, and what it wrote.
+void import_text(const Options& o, data::ExistingOutput existing) {
+  data::ImportOptions options;
+  options.existing = existing;
+  options.dataset =
+      o.dataset.empty() ? std::filesystem::path(o.texts.front()).stem().string() : o.dataset;
+  const data::TextOptions text =
+      data::TextOptions{}
+          .with_context(o.context)
+          .with_tokenizer(o.vocab == "chars" ? data::Tokenizer::Chars : data::Tokenizer::Bytes)
+          .with_test_fraction(o.test_fraction);
+  const data::ImportedText t = data::import_text(o.texts, o.out, text, options);
+  std::printf(
+      "imported %lld tokens (%s, vocab size %lld) into %s: train %lld rows, test %lld rows of "
+      "context %lld + 1\n",
+      static_cast<long long>(t.tokens), o.vocab.c_str(), static_cast<long long>(t.vocab_size),
+      o.out.c_str(), static_cast<long long>(t.train_rows), static_cast<long long>(t.test_rows),
+      static_cast<long long>(o.context));
 }
 
 CLI::App* add_info(CLI::App& app, Options& o) {
@@ -146,7 +202,7 @@ void training_view(const Options& o) {
 
 // The work of the subcommand given: what main() calls once the options parse.
 void run(const Options& o, const CLI::App& idx, const CLI::App& npy, const CLI::App& fm,
-         const CLI::App& check) {
+         const CLI::App& text, const CLI::App& check) {
   const data::ExistingOutput existing = o.overwrite   ? data::ExistingOutput::Overwrite
                                         : o.add_split ? data::ExistingOutput::AddSplits
                                                       : data::ExistingOutput::Refuse;
@@ -165,6 +221,8 @@ void run(const Options& o, const CLI::App& idx, const CLI::App& npy, const CLI::
   } else if (fm) {
     data::import_fashion_mnist(o.out, o.fm_dir, existing);
     std::printf("imported Fashion-MNIST (train and test) into %s\n", o.out.c_str());
+  } else if (text) {
+    import_text(o, existing);
   } else if (check) {
     const std::map<std::string, io::OutputKind> kinds = {
         {"plot", io::OutputKind::plot()},
@@ -189,11 +247,12 @@ int main(int argc, char** argv) {
   CLI::App* idx = add_import_idx(app, o);
   CLI::App* npy = add_import_npy(app, o);
   CLI::App* fm = add_import_fashion_mnist(app, o);
+  CLI::App* text = add_import_text(app, o);
   CLI::App* info = add_info(app, o);
   CLI::App* check = add_check_output(app, o);
-  for (CLI::App* sub : {idx, npy, fm, info, check}) sub->allow_extras();  // refused below
+  for (CLI::App* sub : {idx, npy, fm, text, info, check}) sub->allow_extras();  // refused below
   if (const int status = cli::parse(app, argc, argv); status >= 0) return status;
-  for (CLI::App* sub : {idx, npy, fm, info, check}) {
+  for (CLI::App* sub : {idx, npy, fm, text, info, check}) {
     if (!*sub) continue;
     if (const int status = cli::reject_unknown(*sub, sub->remaining(), "kdp-data"); status >= 0) {
       return status;
@@ -206,7 +265,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    run(o, *idx, *npy, *fm, *check);
+    run(o, *idx, *npy, *fm, *text, *check);
     return 0;
   } catch (const kdp::Error& e) {
     std::fprintf(stderr, "kdp-data: %s\n", e.origin().empty() ? e.message().c_str() : e.what());

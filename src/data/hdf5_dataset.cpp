@@ -268,9 +268,10 @@ Targets read_targets(io::h5::File& file, io::h5::Dataset& lab, const std::string
             "labels '{}' in '{}' have shape [{}]; class labels are one index per sample (float "
             "targets may have any shape)",
             labels, path, fmt::join(ldims, ", "));
-  KDP_CHECK(ltype == io::h5::Type::UInt8 || ltype == io::h5::Type::Int64, IOError,
-            "labels '{}' in '{}' hold {}; they must be integer classes or float targets", labels,
-            path, io::h5::to_string(ltype));
+  KDP_CHECK(ltype == io::h5::Type::UInt8 || ltype == io::h5::Type::UInt16 ||
+                ltype == io::h5::Type::UInt32 || ltype == io::h5::Type::Int64,
+            IOError, "labels '{}' in '{}' hold {}; they must be integer classes or float targets",
+            labels, path, io::h5::to_string(ltype));
   const std::vector<int64_t> values = lab.read_all<int64_t>();
   int64_t& classes = t.classes;  // given, else the group's attribute, else the largest + 1
   classes = num_classes;

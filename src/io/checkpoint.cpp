@@ -98,10 +98,13 @@ void check_finite(const float* values, int64_t n, const Shape& shape, const h5::
 
 Tensor read_tensor(const h5::Dataset& d) {
   const std::vector<int64_t> dims = d.dims();
-  const bool count = d.type() == h5::Type::Int64 && is_count_entry(d.path());
-  KDP_CHECK(d.type() == h5::Type::Float32 || d.type() == h5::Type::Float64 || count, IOError,
+  const h5::Type type = d.type();
+  const bool integer =
+      type == h5::Type::Int64 || type == h5::Type::UInt16 || type == h5::Type::UInt32;
+  const bool count = integer && is_count_entry(d.path());
+  KDP_CHECK(type == h5::Type::Float32 || type == h5::Type::Float64 || count, IOError,
             "checkpoint entry '{}' in '{}' holds {}, not floats", d.path(), d.file(),
-            h5::to_string(d.type()));
+            h5::to_string(type));
   if (compat::host_accessible_memory()) {
     // Straight into the tensor: no staging copy of what may be gigabytes. The
     // size is checked against the file before the tensor is allocated.

@@ -133,6 +133,10 @@ hid_t native(Type t) {
   switch (t) {
     case Type::UInt8:
       return H5T_NATIVE_UINT8;
+    case Type::UInt16:
+      return H5T_NATIVE_UINT16;
+    case Type::UInt32:
+      return H5T_NATIVE_UINT32;
     case Type::Int64:
       return H5T_NATIVE_INT64;
     case Type::Float32:
@@ -179,6 +183,10 @@ const char* to_string(Type type) {
   switch (type) {
     case Type::UInt8:
       return "uint8";
+    case Type::UInt16:
+      return "uint16";
+    case Type::UInt32:
+      return "uint32";
     case Type::Int64:
       return "int64";
     case Type::Float32:
@@ -586,6 +594,8 @@ Type Dataset::type() const {
   if (cls == H5T_INTEGER) {
     const bool is_signed = H5Tget_sign(t.id()) == H5T_SGN_2;
     if (size == 1 && !is_signed) return Type::UInt8;
+    if (size == 2 && !is_signed) return Type::UInt16;
+    if (size == 4 && !is_signed) return Type::UInt32;
     if (size == 8 && is_signed) return Type::Int64;
     if (size <= 8) return Type::Int64;  // other integers convert to int64
   }

@@ -43,8 +43,9 @@ class Handle {
   Closer closer_ = nullptr;
 };
 
-/// Element types kdp stores.
-enum class Type { UInt8, Int64, Float32, Float64, Other };
+/// Element types kdp stores (UInt16 and UInt32: token ids and code points of
+/// text datasets).
+enum class Type { UInt8, UInt16, UInt32, Int64, Float32, Float64, Other };
 
 /// An IEEE half-precision number (numpy's float16), for reading such data as
 /// it is: read_rows<Half> gives its bits (HDF5 converts any other number
@@ -149,6 +150,8 @@ class Dataset : public Object {
  public:
   using Object::Object;
   std::vector<int64_t> dims() const;
+  /// The stored type; other integers (int8 to int32, uint64) as Int64, the
+  /// type they are read as.
   Type type() const;
   /// The stored type as numpy names it: "uint8", "int16", "float16", ...,
   /// or "other" (strings, compounds).

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Imports IDX files (Fashion-MNIST as Debian ships it) into kdp's HDF5 dataset
-/// layout:
+/// Imports IDX files (Fashion-MNIST as Debian ships it), numpy arrays and text
+/// (import_text, whose layout is described there) into kdp's HDF5 dataset
+/// layout; IDX files as:
 ///
 ///   /<split>/images  uint8 [N, H, W]  chunked, deflate-compressed
 ///   /<split>/labels  uint8 [N]
@@ -15,6 +16,7 @@
 /// other splits are kept. A file of any other kind (a checkpoint, a user's own
 /// HDF5 file) is never written into.
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,6 +103,72 @@ struct NpySource {
 /// sample).
 void import_npy(const std::vector<NpySource>& splits, const std::string& out,
                 const ImportOptions& options);
+
+/// How import_text turns text into tokens.
+enum class Tokenizer {
+  Bytes,  // each byte of the UTF-8 text is a token, 0..255
+  Chars,  // each distinct code point is a token, numbered in ascending code point order
+};
+
+/// The windows import_text cuts from a text.
+struct TextOptions {
+  /// N: each row holds N + 1 tokens, a model's N inputs and their N
+  /// next-token targets; consecutive rows share one token.
+  int64_t context = 256;
+  Tokenizer tokenizer = Tokenizer::Bytes;
+  /// The share of the text's tokens, taken from its end, held out as /test.
+  double test_fraction = 0.1;
+
+  /// Chained setters: TextOptions{}.with_context(128).with_tokenizer(...).
+  TextOptions& with_context(int64_t value) {
+    context = value;
+    return *this;
+  }
+  TextOptions& with_tokenizer(Tokenizer value) {
+    tokenizer = value;
+    return *this;
+  }
+  TextOptions& with_test_fraction(double value) {
+    test_fraction = value;
+    return *this;
+  }
+};
+
+/// What import_text wrote.
+struct ImportedText {
+  int64_t tokens = 0;      // of the whole text
+  int64_t vocab_size = 0;  // 256 for bytes, the distinct characters for chars
+  int64_t train_rows = 0;
+  int64_t test_rows = 0;
+};
+
+/// Imports text files (UTF-8, in the order given, as one text) as windows of
+/// tokens for next-token prediction, streaming them in blocks (a file is never
+/// held in memory, whatever its line lengths):
+///
+///   /<split>/tokens  [rows, N + 1]  uint8 (bytes, or at most 256 distinct
+///                    characters) or uint16 (up to 65536); chunked by rows,
+///                    deflate-compressed. Row r holds tokens [rN, rN + N] of
+///                    the split: every token but the split's first is a
+///                    target once, and a tail shorter than a window is dropped.
+///   /vocab           uint32 [vocab_size], chars only: the code point of each
+///                    token id, ascending.
+///   attributes of /train and /test: context (N), vocab_size, tokenizer
+///                    ("bytes" or "chars"), source_texts (the files' absolute
+///                    paths), first_token and text_tokens (where the split
+///                    starts in the text's tokens, and how many it has).
+///   attributes of /: format = "kdp-dataset", format_version, dataset.
+///
+/// /test is the last round(test_fraction * tokens) tokens, /train the rest.
+/// The same rules as import_idx for the output (the splits, their attributes
+/// and /vocab are replaced on ExistingOutput::Overwrite). ValueError for a
+/// context below 1, a test fraction outside (0, 1) or no files; IOError naming
+/// the file for one that cannot be read, is not UTF-8 (with the byte offset) or
+/// holds a NUL byte (a binary file, with the offset), an input without tokens,
+/// a split shorter than one window (naming the token count and the context),
+/// more than 65536 distinct characters for Tokenizer::Chars.
+ImportedText import_text(const std::vector<std::string>& files, const std::string& out,
+                         const TextOptions& text, const ImportOptions& options = {});
 
 /// The directory holding Fashion-MNIST's IDX files: $KDP_FASHION_MNIST_DIR or
 /// Debian's /usr/share/datasets/fashion-mnist. Throws IOError when absent.
