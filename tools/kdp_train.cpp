@@ -130,14 +130,35 @@ void print_summary(const Options& o, const TrainingData& d, const train::FitResu
           ? fmt::format("val_loss={:.6g} val_mse={:.6g} val_mae={:.6g} val_r2={:.4f}", test.loss,
                         test.mse, test.mae, test.r2)
           : fmt::format("test_accuracy={:.4f} test_loss={:.4f}", test.accuracy, test.loss);
+  const std::string text =
+      d.tokens()
+          ? fmt::format(
+                " test_bpb={:.4f}",
+                test.loss / (std::log(2.0) *
+                             static_cast<const data::TokenDataset&>(*d.val).bytes_per_token()))
+          : "";
   std::printf(
-      "kdp-train: %s samples_per_s=%.0f wall_time_s=%.1f "
+      "kdp-train: %s%s samples_per_s=%.0f wall_time_s=%.1f "
       "epochs=%lld steps=%lld ranks=%d devices_per_rank=%d precision=%s\n",
-      figures.c_str(), r.samples_per_s, r.wall_seconds, static_cast<long long>(r.epochs_completed),
-      static_cast<long long>(r.global_step), ranks, o.devices, precision_name(r.precision));
+      figures.c_str(), text.c_str(), r.samples_per_s, r.wall_seconds,
+      static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
+      o.devices, precision_name(r.precision));
   if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
   if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
   if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());
+}
+
+// What a model of text learns from: tokens, context and the order-0 entropy
+// that its validation bits per byte are to fall below.
+std::string text_line(const TrainingData& d) {
+  const auto& train = static_cast<const data::TokenDataset&>(*d.train);
+  const auto& val = static_cast<const data::TokenDataset&>(*d.val);
+  return fmt::format(
+      "text: {} tokens ({} of them), context {}, {} training and {} validation windows; the "
+      "validation text's order-0 entropy is {:.3f} bits per byte (each token by its frequency "
+      "alone)",
+      train.tokenizer(), train.num_classes(), train.context(), train.size(), val.size(),
+      val.order0_bits_per_byte());
 }
 
 int run(Options o, Runtime& runtime, dist::Communicator& comm) {
@@ -188,6 +209,7 @@ int run(Options o, Runtime& runtime, dist::Communicator& comm) {
         static_cast<long long>(m.net->num_parameters()), o.optimizer.c_str(), o.lr,
         static_cast<long long>(o.batch_size), precision_line(trainer).c_str());
     std::printf("kdp-train: %s\n", mode.c_str());
+    if (d.tokens()) std::printf("kdp-train: %s\n", text_line(d).c_str());
     if (const std::string blas = blas_kernel_line(); !blas.empty()) {
       std::printf("kdp-train: %s\n", blas.c_str());
     }

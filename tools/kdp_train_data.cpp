@@ -78,7 +78,14 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm fo
   h5.flatten = form == SampleForm::Flat;
   h5.as_images = form == SampleForm::Images;
   TrainingData d = open_parts(o, h5);
-  if (o.normalise == "global") {  // one mean and deviation, applied as the samples are read
+  if (d.tokens()) {  // ids, neither scaled nor normalised
+    if (o.normalise == "channel" || o.standardise_targets) {
+      throw ValueError(
+          fmt::format("{} holds token ids, which are not normalised: drop --normalise channel and "
+                      "--standardise-targets",
+                      d.train_name));
+    }
+  } else if (o.normalise == "global") {  // one mean and deviation, applied as the samples are read
     std::tie(d.mean, d.stddev) = feature_moments(*d.train);
     h5.mean = d.mean;
     h5.stddev = d.stddev;
@@ -107,6 +114,20 @@ TrainingData load_data(const Options& o, dist::Communicator& comm, SampleForm fo
 
 nn::LossFunction make_loss(const Options& o, const TrainingData& d) {
   const std::string loss = o.loss.empty() ? (d.regression() ? "mse" : "cross_entropy") : o.loss;
+  if (d.tokens()) {
+    if (loss != "cross_entropy") {
+      throw ValueError(fmt::format(
+          "--loss {}: the targets of {} are next tokens, learnt with --loss cross_entropy", loss,
+          d.train_name));
+    }
+    // Logits [B, T, V] against the next tokens [B, T]: every position one
+    // class (the mean over B x T, in nats per token).
+    return [](const Tensor& out, const Tensor& y) {
+      const int64_t positions = y.numel();
+      return cross_entropy(out.reshape({positions, out.size(out.dim() - 1)}),
+                           y.reshape({positions}));
+    };
+  }
   if (!d.regression()) {
     if (loss != "cross_entropy") {
       throw ValueError(

@@ -61,10 +61,24 @@ std::string what_it_has(const TrainingData& d) {
   return fmt::format("targets {} per sample", d.train->label_shape().str());
 }
 
+// gpt(...) learns token windows (text), and nothing else learns them.
+void check_text_and_model(const Options& o, const TrainingData& d) {
+  const bool gpt = nn::is_layer_list(o.model) && nn::parse_layer_list(o.model).size() == 1 &&
+                   nn::parse_layer_list(o.model)[0].kind == "gpt";
+  if (gpt == d.tokens()) return;
+  throw ValueError(gpt ? fmt::format("--model '{}' learns next tokens, but {} holds {} (token "
+                                     "windows come from kdp-data import-text)",
+                                     o.model, d.train_name, what_it_has(d))
+                       : fmt::format("{} holds token windows (text): train them with --model "
+                                     "'gpt(depth,heads,dim)'",
+                                     d.train_name));
+}
+
 Model build_model(const Options& o, const TrainingData& d, const Device& device) {
   Model m;
   const Shape sample = d.train->sample_shape();
   const Shape want = output_for(d);
+  check_text_and_model(o, d);
   if (nn::is_layer_list(o.model)) {
     const std::vector<nn::LayerSpec> layers = nn::parse_layer_list(o.model);
     if (layers.size() == 1 && nn::is_model_word(layers[0].kind)) {
@@ -219,7 +233,10 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.checkpoint_slices = o.checkpoint_writes == "slices";
   t.devices = devs;
   t.sampler_seed = o.seed;
-  t.record = {{"data.scale", d.source->normalisation().scale},
+  if (d.tokens()) {
+    t.bytes_per_token = static_cast<const data::TokenDataset&>(*d.val).bytes_per_token();
+  }
+  t.record = {{"data.scale", d.source != nullptr ? d.source->normalisation().scale : 1.0f},
               {"data.mean", d.mean},
               {"data.std", d.stddev}};
   // Per channel, one list each: "data.channel_mean", ..., "targets.std".

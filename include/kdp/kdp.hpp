@@ -84,6 +84,7 @@
 #include "kdp/data/idx.hpp"
 #include "kdp/data/importer.hpp"
 #include "kdp/data/splits.hpp"
+#include "kdp/data/token_dataset.hpp"
 #include "kdp/exact/one_pass.hpp"
 #include "kdp/io/checkpoint.hpp"
 #include "kdp/io/checkpoint_directory.hpp"

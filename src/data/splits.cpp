@@ -9,6 +9,7 @@
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
+#include "kdp/data/token_dataset.hpp"
 
 namespace kdp::data {
 
@@ -95,6 +96,36 @@ std::vector<std::string> expand_files(const std::string& spec) {
   return files;
 }
 
+namespace {
+
+// A token file's splits (kdp-data import-text): /train and /test, whole.
+Splits open_token_splits(const SplitSpec& spec, const std::vector<std::string>& files) {
+  KDP_CHECK(files.size() == 1, ValueError,
+            "'{}' names {} files of token windows: kdp trains on one token file", spec.file,
+            files.size());
+  KDP_CHECK(spec.val_fraction == 0.0, ValueError,
+            "'{}' holds token windows, whose validation text is its /test split (the end of "
+            "the text): a held-out fraction ({}) of windows would overlap the training ones",
+            spec.file, spec.val_fraction);
+  Splits d;
+  d.files = files;
+  d.train = std::make_shared<TokenDataset>(files.front(), "train");
+  d.train_name = fmt::format("'/train/tokens' of '{}'", files.front());
+  const std::string val_file = spec.val_file.empty() ? files.front() : spec.val_file;
+  d.val = std::make_shared<TokenDataset>(val_file, "test");
+  d.val_name = fmt::format("'/test/tokens' of '{}'", val_file);
+  const auto& train = static_cast<const TokenDataset&>(*d.train);
+  const auto& val = static_cast<const TokenDataset&>(*d.val);
+  KDP_CHECK(train.tokenizer() == val.tokenizer() && train.num_classes() == val.num_classes(),
+            ValueError, "{} has {} tokens ({}) but {} has {} ({}): one model cannot read both",
+            d.train_name, train.num_classes(), train.tokenizer(), d.val_name, val.num_classes(),
+            val.tokenizer());
+  check_parts(d);
+  return d;
+}
+
+}  // namespace
+
 Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options) {
   KDP_CHECK(spec.val_fraction == 0.0 || spec.val_file.empty(), ValueError,
             "a held-out fraction ({}) and a validation file ('{}') both name the validation "
@@ -103,8 +134,10 @@ Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options) {
   KDP_CHECK(spec.val_fraction >= 0.0 && spec.val_fraction < 1.0, ValueError,
             "a held-out fraction of {} leaves no training samples: it must be in [0, 1)",
             spec.val_fraction);
+  const std::vector<std::string> files = expand_files(spec.file);
+  if (TokenDataset::holds_tokens(files.front())) return open_token_splits(spec, files);
   Splits d;
-  d.files = expand_files(spec.file);
+  d.files = files;
   const std::string inputs = path_in(spec.inputs, "train");
   d.train = open_all(d.files, inputs, path_in(spec.targets, "train"), options, &d.source);
   d.train_name = name_of(inputs, spec.file, d.files);

@@ -52,7 +52,8 @@ const std::map<std::string, Grammar>& grammar() {
                                                    {"avgpool3d", {1, 1, kWhole}},
                                                    {"layernorm", {0, 0, kWhole}},
                                                    {"transformer", {3, 4, 3}},
-                                                   {"vit", {5, 6, 5}}};
+                                                   {"vit", {5, 6, 5}},
+                                                   {"gpt", {3, 4, 3}}};
   return g;
 }
 
@@ -291,6 +292,36 @@ ViTOptions vit_options(const LayerSpec& l) {
   return o;
 }
 
+// The options of gpt(depth, heads, dim[, dropout]).
+GPTOptions gpt_options(const LayerSpec& l) {
+  GPTOptions o;
+  o.depth = whole(l.args[0]);
+  o.heads = whole(l.args[1]);
+  o.dim = whole(l.args[2]);
+  if (l.args.size() > 3) o.dropout = static_cast<float>(l.args[3]);
+  return o;
+}
+
+// gpt(...) on token windows [context] of `vocab` ids.
+std::shared_ptr<Module> build_gpt(const LayerSpec& l, const Shape& input, int64_t vocab,
+                                  const Device& device) {
+  const GPTOptions o = gpt_options(l);
+  if (input.rank() != 1) does_not_fit(l, 0, input, "it takes sequences of token ids [context]");
+  if (o.dim % o.heads != 0) {
+    does_not_fit(l, 0, input, fmt::format("{} heads do not divide dim {}", o.heads, o.dim));
+  }
+  const size_t f = sizeof(float);
+  const auto dim = static_cast<size_t>(o.dim);
+  const std::vector<LayerMemory> memory = {
+      {"tok_embed", "Embedding (and the tied head)", static_cast<size_t>(vocab) * dim * f},
+      {"pos_embed", "positions", static_cast<size_t>(input[0]) * dim * f},
+      {"encoder", "TransformerEncoder",
+       static_cast<size_t>(o.depth) * TransformerEncoderLayer::parameter_bytes(o.dim, 4 * o.dim)},
+      {"norm", "LayerNorm", 2 * dim * f}};
+  check_parameters_fit(memory, device, fmt::format("the model '{}'", l.text));
+  return std::make_shared<GPT>(vocab, input[0], o, device);
+}
+
 }  // namespace
 
 std::vector<LayerSpec> parse_layer_list(const std::string& text) {
@@ -321,12 +352,13 @@ std::vector<LayerSpec> parse_layer_list(const std::string& text) {
 }
 
 bool is_model_word(const std::string& kind) {
-  return kind == "vit";
+  return kind == "vit" || kind == "gpt";
 }
 
 std::shared_ptr<Module> build_model_word(const LayerSpec& l, const Shape& input, int64_t classes,
                                          const Device& device) {
-  KDP_CHECK(is_model_word(l.kind), ValueError, "'{}' is not a model word (vit)", l.text);
+  KDP_CHECK(is_model_word(l.kind), ValueError, "'{}' is not a model word (vit, gpt)", l.text);
+  if (l.kind == "gpt") return build_gpt(l, input, classes, device);
   const ViTOptions o = vit_options(l);
   if (input.rank() != 3) does_not_fit(l, 0, input, "it takes images [channels, height, width]");
   if (input[1] % o.patch != 0 || input[2] % o.patch != 0) {

@@ -340,8 +340,13 @@ GPT::GPT(int64_t vocab, int64_t context, GPTOptions options, const Device& devic
   pos_embed_ = register_parameter(
       "pos_embed", Tensor::empty_labeled({1, context, o.dim}, device, "kdp::GPT::pos_embed"));
   {
+    // Both tables small (GPT-2's 0.02): the tied head's logits start near 0,
+    // where N(0, 1) rows (nn.Embedding's default) would give logits of
+    // deviation sqrt(dim) and a first loss several times log(vocab).
     NoGradGuard no_grad;
     init::normal_(pos_embed_, 0.0f, 0.02f);
+    Tensor table = tok_embed_->weight();  // shares its storage
+    init::normal_(table, 0.0f, 0.02f);
   }
   dropout_ = register_module("dropout", std::make_shared<Dropout>(o.dropout));
   encoder_ = register_module(

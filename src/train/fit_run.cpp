@@ -507,7 +507,9 @@ FitRun::Next FitRun::end_epoch(Epoch& e) {
          {"val_accuracy", rec.val_accuracy},
          {"val_mse", rec.val_mse},
          {"val_mae", rec.val_mae},
-         {"val_r2", rec.val_r2}});
+         {"val_r2", rec.val_r2},
+         {"bpb", rec.bpb},
+         {"val_bpb", rec.val_bpb}});
     metrics_.sync();
   }
   stop_if_metrics_failed(std::nullopt);  // the epoch's checkpoint is written already
@@ -540,6 +542,11 @@ EpochRecord FitRun::epoch_record(const Epoch& e) {
     rec.val_mse = v.mse;
     rec.val_mae = v.mae;
     rec.val_r2 = v.r2;
+  }
+  if (o_.bytes_per_token > 0.0) {  // nats per token -> bits per byte of text
+    const double per = 1.0 / (std::log(2.0) * o_.bytes_per_token);
+    rec.bpb = rec.loss * per;
+    rec.val_bpb = rec.val_loss * per;
   }
   return rec;
 }
@@ -577,9 +584,11 @@ void FitRun::report_epoch(const Epoch& e, const EpochRecord& rec) {
   const char* loss_format = classes_ ? "{:.4f}" : "{:.4g}";
   std::string summary = fmt::format("epoch {}/{}: loss {}", e.index + 1, o_.epochs,
                                     fmt::format(loss_format, rec.loss));
+  if (!std::isnan(rec.bpb)) summary += fmt::format(" bpb {:.3f}", rec.bpb);
   if (classes_) summary += fmt::format(" acc {:.4f}", rec.accuracy);
   if (in_.val_loader != nullptr) {
     summary += fmt::format(" val_loss {}", fmt::format(loss_format, rec.val_loss));
+    if (!std::isnan(rec.val_bpb)) summary += fmt::format(" val_bpb {:.3f}", rec.val_bpb);
     if (!std::isnan(rec.val_accuracy)) summary += fmt::format(" val_acc {:.4f}", rec.val_accuracy);
     if (!std::isnan(rec.val_mae)) {
       summary += fmt::format(" val_mae {:.4g} val_r2 {:.4f}", rec.val_mae, rec.val_r2);

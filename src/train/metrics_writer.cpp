@@ -18,9 +18,10 @@ namespace kdp::train {
 
 const std::vector<std::string>& MetricsWriter::columns() {
   // Columns added later go at the end, so that older files keep their meaning.
-  static const std::vector<std::string> c = {
-      "epoch",  "step",     "loss",         "accuracy",  "lr",      "samples_per_s", "data_wait_s",
-      "comm_s", "val_loss", "val_accuracy", "grad_norm", "val_mse", "val_mae",       "val_r2"};
+  static const std::vector<std::string> c = {"epoch",    "step",          "loss",        "accuracy",
+                                             "lr",       "samples_per_s", "data_wait_s", "comm_s",
+                                             "val_loss", "val_accuracy",  "grad_norm",   "val_mse",
+                                             "val_mae",  "val_r2",        "bpb",         "val_bpb"};
   return c;
 }
 

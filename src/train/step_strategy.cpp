@@ -20,6 +20,15 @@ void EpochSums::add(const Tensor& loss, float n, const Tensor& out, const Tensor
   if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
     c = count_correct(out, labels.to(out.device())).to(correct.device());
     correct.add_(c);
+  } else if (out.defined() && out.dim() == 3 && labels.dim() == 2) {
+    // Sequences [B, T, V] against their next tokens [B, T]: a sample counts
+    // the share of its T positions predicted right.
+    const int64_t positions = labels.numel(), t = labels.size(1);
+    c = count_correct(out.reshape({positions, out.size(2)}),
+                      labels.to(out.device()).reshape({positions}))
+            .to(correct.device());
+    c.mul_(1.0f / static_cast<float>(t));
+    correct.add_(c);
   }
   if (shard < 0 || !shard_loss.defined()) return;
   shard_loss.slice(0, shard, shard + 1).add_(l.reshape({1}), n);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kdp/data/hdf5_dataset.hpp"
+#include "kdp/data/token_dataset.hpp"
 
 namespace kdp::data {
 
@@ -31,18 +32,27 @@ struct SplitSpec {
 
 /// A run's training and validation samples, opened.
 struct Splits {
-  std::shared_ptr<HDF5Dataset> source;  // the (first) training file's datasets
+  std::shared_ptr<HDF5Dataset> source;  // the (first) training file's datasets (none for tokens)
   std::vector<std::string> files;       // the training files
   std::shared_ptr<Dataset> train, val;
   /// "'/train/images' of 'data.h5'", "the 0.1 held out of ...": for messages.
   std::string train_name, val_name;
   bool regression() const { return train->num_classes() == 0; }
+  /// Token windows (kdp-data import-text): sequences of ids whose targets are
+  /// the next ids, both splits TokenDatasets.
+  bool tokens() const {
+    return source == nullptr && dynamic_cast<const TokenDataset*>(train.get());
+  }
 };
 
 /// Opens both parts, each dataset with `options`, and checks that both hold
 /// samples of one kind (sample shape, target shape, classes or not).
 /// Conflicting settings, a missing dataset or an empty part are errors
 /// naming the file and dataset.
+/// A file of token windows (kdp-data import-text) opens as two
+/// TokenDatasets, /train and /test (val_file's /test when given); `inputs`,
+/// `targets` and `options` do not apply to it, and a held-out fraction is
+/// refused (its windows would overlap the training text).
 Splits open_splits(const SplitSpec& spec, const HDF5DatasetOptions& options = {});
 
 /// The files a SplitSpec::file names: the glob's matches in name order, the

@@ -25,6 +25,9 @@
 ///   vit(patch,dim,depth,heads,mlp[,dropout])  VisionTransformer (dropout 0.1
 ///                                   unless given), its state-dict keys those
 ///                                   of kdp/nn/transformer.hpp
+///   gpt(depth,heads,dim[,dropout])  GPT on token windows [context] (the
+///                                   data's classes are its vocabulary; dropout
+///                                   0.1 unless given), kdp/nn/transformer.hpp
 ///
 /// e.g. "conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,
 /// linear(128),relu,dropout(0.5),linear(10)" (the pytorch/examples MNIST CNN).
@@ -51,7 +54,7 @@ struct LayerSpec {
 /// ValueError naming it and its position.
 std::vector<LayerSpec> parse_layer_list(const std::string& text);
 
-/// Whether `kind` is a reference model's word (vit), which stands alone.
+/// Whether `kind` is a reference model's word (vit, gpt), which stands alone.
 bool is_model_word(const std::string& kind);
 
 /// The reference model of a model word, for samples of `input` and `classes`

@@ -208,7 +208,7 @@ struct GPTOptions {
 ///              tok_embed.weight: one parameter, tied. named_parameters()
 ///              lists it once (as tok_embed.weight), state_dict() under both
 ///              names, as PyTorch's do.
-/// pos_embed is drawn from N(0, 0.02^2).
+/// pos_embed and tok_embed.weight are drawn from N(0, 0.02^2).
 class GPT : public Module {
  public:
   /// Heads that do not divide dim are a ShapeError naming the sizes.

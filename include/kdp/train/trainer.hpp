@@ -179,6 +179,12 @@ struct LoggingOptions {
   /// file is replaced only with `overwrite`; a resumed run writes its part
   /// beside it (run.json -> run.step1200.json, the step it resumed at).
   std::string trace_path;
+  /// Next-token prediction on text: the bytes of text one target token
+  /// stands for (data::TokenDataset::bytes_per_token(), of the validation
+  /// text; 1 for byte tokens, for which both losses convert exactly). When above 0, the
+  /// progress line, the history and the metrics file also give the losses
+  /// (nats per token) in bits per byte: loss / ln 2 / bytes_per_token.
+  double bytes_per_token = 0.0;
 };
 
 /// Everything a Trainer can be told: the five groups above.
@@ -334,6 +340,7 @@ struct EpochRecord {
   double loss = 0.0, accuracy = 0.0;
   double val_loss = 0.0, val_accuracy = 0.0;
   double val_mse = std::nan(""), val_mae = std::nan(""), val_r2 = std::nan("");  // regressions
+  double bpb = std::nan(""), val_bpb = std::nan("");  // text: LoggingOptions::bytes_per_token
   double samples_per_s = 0.0, seconds = 0.0;
 };
 
