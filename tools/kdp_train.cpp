@@ -161,6 +161,17 @@ std::string text_line(const TrainingData& d) {
       val.order0_bits_per_byte());
 }
 
+// --sample: tokens the trained GPT generates after --prompt.
+void print_sample(const Options& o, const TrainingData& d, nn::Module& net) {
+  const auto& text = static_cast<const data::TokenDataset&>(*d.val);
+  const std::vector<int64_t> ids = dynamic_cast<nn::GPT&>(net).generate(
+      text.encode(o.prompt), o.sample, o.temperature, o.sample_seed);
+  std::printf(
+      "kdp-train: sample of %lld tokens (temperature %g, seed %llu) after the prompt:\n%s%s\n",
+      static_cast<long long>(o.sample), o.temperature, static_cast<unsigned long long>(o.seed),
+      o.prompt.c_str(), text.decode(ids).c_str());
+}
+
 int run(Options o, Runtime& runtime, dist::Communicator& comm) {
   const bool rank0 = comm.rank() == 0;
   const int ranks = comm.size();
@@ -223,6 +234,7 @@ int run(Options o, Runtime& runtime, dist::Communicator& comm) {
   const train::EvalResult test = final_evaluation(r, trainer, *model, loss, test_loader);
   report_traffic(o, comm);
   if (rank0) print_summary(o, d, r, test, ranks);
+  if (rank0 && o.sample > 0) print_sample(o, d, *m.net);
   return 0;
 }
 

@@ -65,6 +65,10 @@ struct Options {
   int shards = 12;
   std::string precision = "fp32";
   double bucket_mb = dist::DDPOptions{}.bucket_cap_mb;
+  int64_t sample = 0;         // text: tokens generated after training (0: none)
+  double temperature = 1.0;   // of the sampling (0: the most likely token)
+  uint64_t sample_seed = 0;   // of the sampling's draws
+  std::string prompt = "\n";  // the text the sample follows
 };
 
 // The training and validation samples, normalised by the training features'

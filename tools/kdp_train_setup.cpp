@@ -65,6 +65,15 @@ std::string what_it_has(const TrainingData& d) {
 void check_text_and_model(const Options& o, const TrainingData& d) {
   const bool gpt = nn::is_layer_list(o.model) && nn::parse_layer_list(o.model).size() == 1 &&
                    nn::parse_layer_list(o.model)[0].kind == "gpt";
+  if (o.sample > 0 && !gpt) {
+    throw ValueError(
+        fmt::format("--sample {} generates text: it needs --model 'gpt(...)' on token "
+                    "windows (kdp-data import-text)",
+                    o.sample));
+  }
+  if (o.sample > 0) {  // a prompt outside the vocabulary, before any training
+    static_cast<const data::TokenDataset&>(*d.val).encode(o.prompt);
+  }
   if (gpt == d.tokens()) return;
   throw ValueError(gpt ? fmt::format("--model '{}' learns next tokens, but {} holds {} (token "
                                      "windows come from kdp-data import-text)",

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <utility>
 
 #include "core/check.hpp"
@@ -364,6 +366,58 @@ Tensor GPT::forward(const Tensor& ids) {
   Tensor h = tok_embed_->forward(ids) + narrow(pos_embed_, 1, 0, t);
   h = encoder_->forward(dropout_->forward(h), Tensor(), /*is_causal=*/true);
   return head_->forward(norm_->forward(h));
+}
+
+namespace {
+
+// An index drawn from softmax(logits / temperature) by the uniform `u` in
+// [0, 1) (the first whose cumulative share exceeds it), or the largest logit's
+// at temperature 0.
+int64_t draw(const std::vector<float>& logits, double temperature, double u) {
+  const auto top = std::max_element(logits.begin(), logits.end());
+  if (temperature == 0.0) return top - logits.begin();
+  std::vector<double> p(logits.size());
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    p[i] = std::exp((static_cast<double>(logits[i]) - *top) / temperature);
+    total += p[i];
+  }
+  double cumulative = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    cumulative += p[i] / total;
+    if (u < cumulative) return static_cast<int64_t>(i);
+  }
+  return top - logits.begin();  // u within rounding of 1
+}
+
+}  // namespace
+
+std::vector<int64_t> GPT::generate(const std::vector<int64_t>& prompt, int64_t tokens,
+                                   double temperature, uint64_t seed) {
+  KDP_CHECK(!prompt.empty(), ValueError, "generation needs a prompt of at least one token");
+  KDP_CHECK(temperature >= 0.0 && tokens >= 0, ValueError,
+            "temperature {} and token count {} must not be negative", temperature, tokens);
+  for (int64_t id : prompt) {
+    KDP_CHECK(id >= 0 && id < vocab_, ValueError, "prompt token {} is outside the vocabulary ({})",
+              id, vocab_);
+  }
+  const bool was_training = is_training();
+  eval();
+  NoGradGuard no_grad;
+  std::mt19937_64 stream(seed);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<int64_t> ids = prompt, out;
+  for (int64_t k = 0; k < tokens; ++k) {
+    const auto t =
+        static_cast<int64_t>(std::min<size_t>(ids.size(), static_cast<size_t>(context_)));
+    const std::vector<float> window(ids.end() - t, ids.end());
+    const Tensor logits = forward(Tensor::from_host(window, {1, t}, device()));
+    const std::vector<float> last = contiguous(narrow(logits, 1, t - 1, 1)).to_vector();
+    out.push_back(draw(last, temperature, uniform(stream)));
+    ids.push_back(out.back());
+  }
+  train(was_training);
+  return out;
 }
 
 std::shared_ptr<Module> GPT::clone() const {

@@ -345,3 +345,36 @@ TEST(GPT, DataParallelGivesThePlainModelsGradients) {
     EXPECT_LT(test::max_relative_error(parallel.at(name), g, 1e-4), 1e-4) << name;
   }
 }
+
+// Generation: at temperature 0 each id is the largest logit of the model's
+// own forward over the sequence so far (the last `context` ids); a seed gives
+// the same draws; the model's mode is left as it was.
+TEST(GPT, GenerateFollowsTheModelsLogitsAndItsSeed) {
+  nn::GPTOptions o;
+  o.depth = 1;
+  o.heads = 2;
+  o.dim = 8;
+  o.dropout = 0.2f;
+  nn::GPT gpt(11, 4, o);
+  const std::vector<int64_t> prompt = {3, 7};
+  const std::vector<int64_t> greedy = gpt.generate(prompt, 6, 0.0);
+  ASSERT_EQ(greedy.size(), 6u);
+  EXPECT_TRUE(gpt.is_training());
+  gpt.eval();
+  std::vector<int64_t> seq = prompt;
+  for (int64_t next : greedy) {
+    const auto t = static_cast<int64_t>(std::min<size_t>(seq.size(), 4));
+    const std::vector<float> window(seq.end() - t, seq.end());
+    const std::vector<float> logits = gpt.forward(Tensor::from_host(window, {1, t})).to_vector();
+    const auto last = logits.begin() + (t - 1) * 11;
+    EXPECT_EQ(next, std::max_element(last, last + 11) - last);
+    seq.push_back(next);
+  }
+  const auto a = gpt.generate(prompt, 20, 1.5, 9), b = gpt.generate(prompt, 20, 1.5, 9);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, gpt.generate(prompt, 20, 1.5, 10));
+  for (int64_t id : a) EXPECT_TRUE(id >= 0 && id < 11) << id;
+  EXPECT_THROW(gpt.generate({}, 3), ValueError);
+  EXPECT_THROW(gpt.generate({11}, 3), ValueError);
+  EXPECT_THROW(gpt.generate(prompt, 3, -1.0), ValueError);
+}

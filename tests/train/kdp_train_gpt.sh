@@ -75,6 +75,22 @@ assert abs(loss - kdp_loss) <= 1e-5 * abs(kdp_loss) + 5e-6 * abs(kdp_loss), (los
 PY
 echo "ok: PyTorch reproduces the test loss from the checkpoint, the head tied"
 
+# Text from the checkpoint (a finished run resumed): the same seed gives the
+# same sample, and it continues the prompt with the story's letters.
+sample() {  # sample LOG SEED
+  timeout 60 "$bin/kdp-train" "${common[@]}" --epochs 2 --model 'gpt(1,2,32,0)' --checkpoint-dir ck \
+    --resume auto --sample 40 --temperature 0.7 --sample-seed "$2" --prompt "the " >"$1" 2>&1 ||
+    { cat "$1"; fail "sampling from the checkpoint"; }
+  sed -n '/^kdp-train: sample of 40 tokens/,$p' "$1" | tail -n +2
+}
+one=$(sample s1.log 5) two=$(sample s2.log 5) other=$(sample s3.log 6)
+[[ -n $one && $one == "$two" ]] || fail "two samples of seed 5 differ: '$one' / '$two'"
+[[ $one != "$other" ]] || fail "seeds 5 and 6 gave the same sample '$one'"
+[[ $one == "the "* ]] || fail "the sample '$one' does not follow the prompt"
+/usr/bin/python3 -c 'import sys; t = sys.argv[1][4:]; sys.exit(not (len(t.encode()) >= 35 and set(t) <= set("abcdefghijklmnopqrstuvwxyz .\n")))' "$one" ||
+  fail "the sample '$one' is not 40 bytes of the story's letters"
+echo "ok: a sample from the checkpoint, the same for the same seed: $(echo "$one" | head -1)"
+
 "$bin/kdp-data" import-text lieder.txt --out lieder.h5 --context 16 --vocab chars >import.log 2>&1 ||
   { cat import.log; fail "importing characters"; }
 timeout 120 "$bin/kdp-train" --data lieder.h5 --batch-size 32 --optimizer adam --lr 3e-3 \
@@ -116,10 +132,12 @@ refused() {  # refused LOG TEXT MODEL [ARGS...]
   if timeout 60 "$bin/kdp-train" --epochs 1 --batch-size 20 --model "$model" "$@" >"$log" 2>&1; then
     fail "--model '$model' $* was accepted"
   fi
-  grep -qF "$want" "$log" || { cat "$log"; fail "--model '$model': no '$want'"; }
+  grep -qF -- "$want" "$log" || { cat "$log"; fail "--model '$model': no '$want'"; }
 }
 refused images.log "learns next tokens, but" 'gpt(1,2,32)' --data images.h5
 refused mlp.log "holds token windows (text): train them with --model 'gpt(depth,heads,dim)'" \
   '32,10,256' --data story.h5
 refused heads.log "3 heads do not divide dim 32" 'gpt(1,3,32)' --data story.h5
+refused sample.log "--sample 5 generates text" '4,2' --data images.h5 --sample 5
+refused prompt.log "is not in the vocabulary" 'gpt(1,2,16)' --data lieder.h5 --sample 5 --prompt "x"
 echo "ok: a gpt that does not fit, or text for another model, is refused, naming it"

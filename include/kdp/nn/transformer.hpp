@@ -222,6 +222,15 @@ class GPT : public Module {
   using Module::forward;
   std::shared_ptr<Module> clone() const override;
 
+  /// `tokens` ids that follow `prompt`, one at a time: each drawn from the
+  /// softmax of the last position's logits over `temperature` (0: the most
+  /// likely id), with the model in eval mode on the last `context` ids. The
+  /// draws come from a stream of `seed` alone: the same model, prompt,
+  /// temperature and seed give the same ids. An empty prompt, ids outside
+  /// the vocabulary or a negative temperature are a ValueError.
+  std::vector<int64_t> generate(const std::vector<int64_t>& prompt, int64_t tokens,
+                                double temperature = 1.0, uint64_t seed = 0);
+
   int64_t vocab() const { return vocab_; }
   int64_t context() const { return context_; }
   const GPTOptions& options() const { return options_; }
