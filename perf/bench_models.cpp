@@ -9,7 +9,10 @@
 //   H: Horovod's pytorch_mnist CNN, E: pytorch/examples' MNIST CNN, B: a
 //      conv-BN-ReLU CNN with global average pooling; V: the vision transformer
 //      vit(4,64,6,4,128) (dropout 0.1); batch 64 per rank, images [1, 28, 28]
-//      (the suite compares them with PyTorch on the same shapes)
+//   G: the GPT gpt(4,4,128) (dropout 0.1) on windows of 256 random byte
+//      tokens, batch 16 windows per rank: samples/s are windows/s, and the
+//      tokens/s beside them 256 times that
+//      (the suite compares them all with PyTorch on the same shapes)
 // Each model also steps with bf16 products (kdp::autocast: "step/M/bf16"); the
 // M and L MLPs' bf16 step has the target >= 1.5x their fp32 step's speed.
 // A step is SGD with momentum on cross-entropy: 6 x parameters x batch FLOP
@@ -19,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "kdp/kdp.hpp"
 #include "rank_bench.hpp"
@@ -57,6 +61,26 @@ const CnnSpec kCnns[] = {
      "batchnorm,relu,maxpool(2),gap,flatten,linear(10)",
      64},
     {"V", "vit(4,64,6,4,128)", 64}};
+
+// The small GPT on windows of byte tokens: gpt(4,4,128) at context 256,
+// batch 16 per rank (a sample is a window of 256 tokens).
+struct TextSpec {
+  const char* name;
+  const char* layers;
+  int64_t context, batch;
+};
+const TextSpec kTexts[] = {{"G", "gpt(4,4,128)", 256, 16}};
+constexpr int64_t kVocab = 256;
+
+// Multiply-adds of one window's forward through gpt(depth, heads, dim): per
+// layer the four projections and the feed-forward's two (4 dim) for every
+// token, the causal attention's two products over half the keys, and the
+// tied head.
+double gpt_macs(const nn::LayerSpec& gpt, int64_t context) {
+  const double depth = gpt.args[0], dim = gpt.args[2], t = static_cast<double>(context);
+  const double layer = t * (4 * dim * dim + 8 * dim * dim) + t * t * dim;
+  return depth * layer + t * dim * kVocab;
+}
 
 // Multiply-adds of one sample's forward through a vit(patch, dim, depth,
 // heads, mlp) on [1, 28, 28] images: the patches' convolution, per layer the
@@ -109,9 +133,10 @@ void Roofline(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// Steps of `net` on a batch `x` (labels of `classes` classes), timed.
+// Steps of `net` on a batch `x` against targets `y` (class indices; a
+// sequence's logits [B, T, V] meet targets [B T]), timed.
 void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, const Tensor& x,
-               int64_t classes, const std::vector<Device>& devs, dist::Communicator& comm,
+               const Tensor& y, const std::vector<Device>& devs, dist::Communicator& comm,
                Precision precision) {
   std::shared_ptr<nn::Module> model = net;
   if (devices_per_rank > 1) model = std::make_shared<DataParallel>(net, devs);
@@ -126,16 +151,14 @@ void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, 
   o.momentum = 0.9;
   optim::SGD opt(net->named_parameters(), o);
   const int64_t batch = x.size(0);
-  std::vector<float> labels(static_cast<size_t>(batch));
-  for (size_t i = 0; i < labels.size(); ++i)
-    labels[i] = static_cast<float>(i % static_cast<size_t>(classes));
-  Tensor y = Tensor::from_host(labels, {batch}, devs[0]);
   auto step = [&] {
     opt.zero_grad(ddp == nullptr);
     Tensor loss;
     {
       autocast mixed(precision, true, devs[0]);
-      loss = cross_entropy(runner->forward(x), y);
+      Tensor out = runner->forward(x);
+      if (out.dim() == 3) out = out.reshape({y.numel(), out.size(2)});
+      loss = cross_entropy(out, y);
     }
     loss.backward();
     opt.step();
@@ -148,13 +171,21 @@ void run_steps(benchmark::State& state, const std::shared_ptr<nn::Module>& net, 
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Class labels 0, 1, ... of `n` samples, cycling through `classes`.
+Tensor cycling_labels(int64_t n, int64_t classes, const Device& device) {
+  std::vector<float> labels(static_cast<size_t>(n));
+  for (size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<float>(i % static_cast<size_t>(classes));
+  return Tensor::from_host(labels, {n}, device);
+}
+
 void Step(benchmark::State& state, const ModelSpec& spec, Precision precision) {
   dist::Communicator comm = dist::Communicator::world();
   const auto devs = devices(devices_per_rank);
   manual_seed(0);
   auto net = nn::mlp(spec.sizes, "relu", devs[0]);
-  run_steps(state, net, Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]), spec.sizes.back(),
-            devs, comm, precision);
+  run_steps(state, net, Tensor::randn({spec.batch, spec.sizes.front()}, devs[0]),
+            cycling_labels(spec.batch, spec.sizes.back(), devs[0]), devs, comm, precision);
   int64_t params = 0;
   for (size_t i = 0; i + 1 < spec.sizes.size(); ++i)
     params += spec.sizes[i] * spec.sizes[i + 1] + spec.sizes[i + 1];
@@ -172,10 +203,33 @@ void CnnStep(benchmark::State& state, const CnnSpec& spec, Precision precision) 
   const std::shared_ptr<nn::Module> net =
       word ? nn::build_model_word(layers[0], Shape{1, 28, 28}, 10, devs[0])
            : nn::build_layer_list(layers, Shape{1, 28, 28}, devs[0]);
-  run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]), 10, devs, comm, precision);
+  run_steps(state, net, Tensor::randn({spec.batch, 1, 28, 28}, devs[0]),
+            cycling_labels(spec.batch, 10, devs[0]), devs, comm, precision);
   const double samples = static_cast<double>(spec.batch * comm.size());
   state.counters["GFLOP/s"] = benchmark::Counter(6.0 * forward_macs(layers) * samples * 1e-9,
                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Windows of random byte tokens and their next tokens.
+void TextStep(benchmark::State& state, const TextSpec& spec, Precision precision) {
+  dist::Communicator comm = dist::Communicator::world();
+  const auto devs = devices(devices_per_rank);
+  manual_seed(0);
+  const auto layers = nn::parse_layer_list(spec.layers);
+  const auto net = nn::build_model_word(layers[0], Shape{spec.context}, kVocab, devs[0]);
+  std::mt19937 draw(1);
+  std::vector<float> ids(static_cast<size_t>(spec.batch * (spec.context + 1)));
+  for (float& id : ids) id = static_cast<float>(draw() % kVocab);
+  const Tensor window = Tensor::from_host(ids, {spec.batch, spec.context + 1}, devs[0]);
+  const Tensor x = contiguous(narrow(window, 1, 0, spec.context));
+  const Tensor y = contiguous(narrow(window, 1, 1, spec.context)).reshape({x.numel()});
+  run_steps(state, net, x, y, devs, comm, precision);
+  const double samples = static_cast<double>(spec.batch * comm.size());
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(6.0 * gpt_macs(layers[0], spec.context) * samples * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(x.numel() * comm.size()),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
 }  // namespace
@@ -212,6 +266,13 @@ int main(int argc, char** argv) {
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond);
     }
+    for (const TextSpec& m : kTexts) {
+      benchmark::RegisterBenchmark((std::string("step/") + m.name + suffix).c_str(),
+                                   [&m, p](benchmark::State& s) { TextStep(s, m, p); })
+          ->Iterations(quick ? 2 : 6)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   perf::RatioReporter loud;
   perf::SilentReporter silent;
@@ -245,12 +306,22 @@ int main(int argc, char** argv) {
                   reporter.counter(name, "GFLOP/s"),
                   100.0 * reporter.counter(name, "GFLOP/s") / roof);
     }
+    for (const TextSpec& m : kTexts) {  // samples are windows of m.context tokens
+      const std::string name = std::string("step/") + m.name;
+      if (!reporter.has(name)) continue;
+      std::printf(
+          "MODEL %s step %.2f ms, %.1f samples/s, %.1f GFLOP/s, %.1f %% of the roofline "
+          "(%.0f tokens/s)\n",
+          m.name, reporter.time(name), reporter.counter(name, "samples/s"),
+          reporter.counter(name, "GFLOP/s"), 100.0 * reporter.counter(name, "GFLOP/s") / roof,
+          reporter.counter(name, "tokens/s"));
+    }
     // The same steps with bf16 products (autocast), and the MLPs' gain.
     const std::string layout = std::to_string(size) + "x" + std::to_string(devices_per_rank);
-    for (const char* name : {"T", "M", "L", "H", "E", "B", "V"}) {
+    for (const char* name : {"T", "M", "L", "H", "E", "B", "V", "G"}) {
       const std::string fp32 = std::string("step/") + name, bf16 = fp32 + "/bf16";
       if (!reporter.has(bf16)) continue;
-      const bool cnn = std::strchr("HEBV", name[0]) != nullptr;  // timed in ms
+      const bool cnn = std::strchr("HEBVG", name[0]) != nullptr;  // timed in ms
       std::printf("MODEL_BF16 %s step %.*f %s, %.0f samples/s\n", name, cnn ? 2 : 1,
                   reporter.time(bf16), cnn ? "ms" : "us", reporter.counter(bf16, "samples/s"));
       if (!reporter.has(fp32)) continue;

@@ -7,6 +7,8 @@ same layers, batch 64 of [1, 28, 28] images):
   B  conv-BN-ReLU 1->32, 32->32, pool, 32->64, pool, global average pool, fc 64->10
   V  the vision transformer vit(4,64,6,4,128) as kdp/nn/transformer.hpp describes
      it (dropout 0.1; PyTorch's attention is F.scaled_dot_product_attention)
+  G  the GPT gpt(4,4,128) as kdp/nn/transformer.hpp describes it, on windows of
+     256 byte tokens, batch 16 (causal attention: SDPA's causal kernel)
 
     torch_cnn.py --layout 1x1|1xN|2x1 [--models H,E,B] [--seconds S] [--quick]
 
@@ -60,8 +62,42 @@ def vit(nn, patch=4, dim=64, depth=6, heads=4, mlp=128, size=28, classes=10, dro
     return ViT()
 
 
+def gpt(nn, depth=4, heads=4, dim=128, context=256, vocab=256, dropout=0.1):
+    import torch
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_embed = nn.Embedding(vocab, dim)
+            self.pos_embed = nn.Parameter(torch.randn(1, context, dim) * 0.02)
+            self.dropout = nn.Dropout(dropout)
+            layer = nn.TransformerEncoderLayer(dim, heads, 4 * dim, dropout, activation="gelu",
+                                               batch_first=True, norm_first=True)
+            self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab, bias=False)
+            self.head.weight = self.tok_embed.weight
+
+        def forward(self, ids):
+            t = ids.shape[1]
+            causal = nn.Transformer.generate_square_subsequent_mask(t)
+            # With is_causal, attention drops the mask for SDPA's causal kernel.
+            h = self.encoder(self.dropout(self.tok_embed(ids) + self.pos_embed[:, :t]),
+                             mask=causal, is_causal=True)
+            return self.head(self.norm(h))
+    return GPT()
+
+
+def byte_windows(torch, batch, context=256, vocab=256):
+    """Windows of random byte tokens and their next tokens, as kdp's G."""
+    g = torch.Generator().manual_seed(1)
+    window = torch.randint(0, vocab, (batch, context + 1), generator=g)
+    return window[:, :-1].contiguous(), window[:, 1:].reshape(-1)
+
+
 MODELS = {"H": (horovod, (1, 28, 28), 10, 64), "E": (examples, (1, 28, 28), 10, 64),
-          "B": (batch_norm, (1, 28, 28), 10, 64), "V": (vit, (1, 28, 28), 10, 64)}
+          "B": (batch_norm, (1, 28, 28), 10, 64), "V": (vit, (1, 28, 28), 10, 64),
+          "G": (gpt, None, 256, 16, byte_windows)}
 
 if __name__ == "__main__":
     sys.exit(main(__doc__.splitlines()[0], MODELS))

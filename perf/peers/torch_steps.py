@@ -14,20 +14,24 @@ import time
 
 
 def time_model(torch, spec, rank, world, seconds, quick, bf16):
-    build, input_shape, classes, batch = spec
+    build, input_shape, classes, batch = spec[:4]
     torch.manual_seed(0)
     model = build(torch.nn)
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(batch, *input_shape)
-    y = torch.arange(batch) % classes
+    if len(spec) > 4:  # its own data: sequences of tokens and their next tokens
+        x, y = spec[4](torch, batch)
+    else:
+        x = torch.randn(batch, *input_shape)
+        y = torch.arange(batch) % classes
 
     def step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = loss_fn(model(x), y)
+            out = model(x)
+            loss = loss_fn(out.reshape(-1, out.shape[-1]) if out.dim() == 3 else out, y)
         loss.backward()
         opt.step()
 
@@ -83,7 +87,8 @@ def worker(rank, world, args, queue, models):
 
 
 def main(description, models):
-    """Times `models` ({name: (build(nn), input shape, classes, batch)}) at the
+    """Times `models` ({name: (build(nn), input shape, classes, batch[, data(torch,
+    batch) -> (x, y)])}) at the
     layout the command line asks for and prints the JSON line."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--layout", default="1x1", choices=["1x1", "1xN", "2x1"])
