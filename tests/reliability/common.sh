@@ -76,3 +76,14 @@ for path in sys.argv[1:]:
                 sys.exit(f"{path}: {k} is not finite")
 PY
 }
+
+# kdp-train with `--model MODEL` and the rest of the arguments must be
+# refused before training, saying TEXT; its output goes to LOG.
+refused() {  # refused LOG TEXT MODEL [ARGS...]
+  local log=$1 want=$2 model=$3
+  shift 3
+  if timeout 60 "$bin/kdp-train" --epochs 1 --batch-size 20 --model "$model" "$@" >"$log" 2>&1; then
+    fail "--model '$model' $* was accepted"
+  fi
+  grep -qF -- "$want" "$log" || { cat "$log"; fail "--model '$model': no '$want'"; }
+}

@@ -126,14 +126,6 @@ with h5py.File("images.h5", "w") as f:
         f[s + "/images"] = np.zeros((40, 1, 4, 4), np.float32)
         f[s + "/labels"] = np.arange(40, dtype=np.uint8) % 2
 ' || fail "making images"
-refused() {  # refused LOG TEXT MODEL [ARGS...]
-  local log=$1 want=$2 model=$3
-  shift 3
-  if timeout 60 "$bin/kdp-train" --epochs 1 --batch-size 20 --model "$model" "$@" >"$log" 2>&1; then
-    fail "--model '$model' $* was accepted"
-  fi
-  grep -qF -- "$want" "$log" || { cat "$log"; fail "--model '$model': no '$want'"; }
-}
 refused images.log "learns next tokens, but" 'gpt(1,2,32)' --data images.h5
 refused mlp.log "holds token windows (text): train them with --model 'gpt(depth,heads,dim)'" \
   '32,10,256' --data story.h5

@@ -84,14 +84,6 @@ one=$(model_digest r1/ckpt-000000030.h5) two=$(model_digest r2/ckpt-000000030.h5
 echo "ok: reproducible mode with dropout: the same weights at 1 and 2 ranks"
 
 # Refused before training, naming what does not fit.
-refused() {  # refused LOG TEXT MODEL [ARGS...]
-  local log=$1 want=$2 model=$3
-  shift 3
-  if timeout 60 "$bin/kdp-train" --epochs 1 --batch-size 20 --model "$model" "$@" >"$log" 2>&1; then
-    fail "--model '$model' $* was accepted"
-  fi
-  grep -qF "$want" "$log" || { cat "$log"; fail "--model '$model': no '$want'"; }
-}
 refused tile.log "layer 0 'vit(4,16,1,2,32)' does not fit its input [1, 6, 6]: patches of 4 do not tile 6 x 6 images" \
   'vit(4,16,1,2,32)' --data small.h5
 refused heads.log "3 heads do not divide dim 16" 'vit(4,16,1,3,32)' --data stripes.h5
