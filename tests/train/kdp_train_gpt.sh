@@ -13,7 +13,8 @@
 #  - characters as tokens (--vocab chars, a text with non-ASCII letters)
 #    train too, their bits per byte by the text's bytes per character;
 #  - reproducible mode with dropout gives the same weights, bit for bit, at
-#    1 and 2 ranks;
+#    1 rank (one and two threads), 2, 3 and 4 ranks, and stopped at 4 ranks
+#    and resumed at 3;
 #  - what does not fit is refused before training, naming it: a gpt on
 #    images, an MLP on text, heads that do not divide dim.
 #
@@ -108,15 +109,31 @@ PY
 echo "ok: characters as tokens train, their bits per byte by the bytes a character takes"
 
 # Reproducible mode with dropout on the tokens, the attention and the
-# feed-forward: 1 and 2 ranks agree bit for bit.
-repro=("${common[@]}" --model 'gpt(1,2,32,0.1)' --epochs 1 --max-steps 12 --reproducible)
-timeout 120 "$bin/kdp-train" "${repro[@]}" --checkpoint-dir r1 >r1.log 2>&1 || { cat r1.log; fail "reproducible, 1 rank"; }
-timeout 120 mpirun "${mpi_flags[@]}" -np 2 "$bin/kdp-train" "${repro[@]}" --checkpoint-dir r2 >r2.log 2>&1 ||
-  { cat r2.log; fail "reproducible, 2 ranks"; }
-grep -q "reproducible mode on" r2.log || { head -3 r2.log; fail "reproducible mode did not run"; }
-one=$(model_digest r1/ckpt-000000012.h5) two=$(model_digest r2/ckpt-000000012.h5)
-[[ $one == "$two" ]] || fail "reproducible mode: 1 and 2 ranks give different weights"
-echo "ok: reproducible mode with dropout: the same weights at 1 and 2 ranks"
+# feed-forward: the same weights, bit for bit, at 1 rank of one and of two
+# threads, 2, 3 and 4 ranks, and stopped at 4 ranks and resumed at 3.
+repro=("${common[@]}" --batch-size 24 --model 'gpt(1,2,32,0.1)' --epochs 1 --reproducible)
+layout() {  # layout NAME RANKS [ARGS...]
+  local name=$1 ranks=$2
+  shift 2
+  timeout 120 mpirun "${mpi_flags[@]}" -np "$ranks" "$bin/kdp-train" "${repro[@]}" \
+    --checkpoint-dir "$name" "$@" >"$name.log" 2>&1 || { cat "$name.log"; fail "reproducible, $name"; }
+  grep -q "reproducible mode on" "$name.log" || { head -3 "$name.log"; fail "$name: the mode did not run"; }
+}
+layout r1 1 --threads 1 --max-steps 12
+want=$(model_digest r1/ckpt-000000012.h5)
+for args in "r1t2 1 --threads 2" "r2 2 --threads 1" "r3 3 --threads 1" "r4 4 --threads 1"; do
+  read -r name ranks extra <<<"$args"
+  # shellcheck disable=SC2086
+  layout "$name" "$ranks" $extra --max-steps 12
+  [[ $(model_digest "$name/ckpt-000000012.h5") == "$want" ]] ||
+    fail "reproducible mode: $name gives other weights than 1 rank"
+done
+layout stopped 4 --threads 1 --max-steps 6
+layout stopped 3 --threads 1 --max-steps 12 --resume auto
+grep -q "written by 4 rank(s)" stopped.log || { cat stopped.log; fail "the 3-rank run did not resume"; }
+[[ $(model_digest stopped/ckpt-000000012.h5) == "$want" ]] ||
+  fail "reproducible mode: stopped at 4 ranks and resumed at 3, other weights than 1 rank's"
+echo "ok: reproducible mode with dropout: the same weights at 1 (1 and 2 threads), 2, 3 and 4 ranks, and resumed at 3 from 4"
 
 # Refused before training, naming what does not fit.
 /usr/bin/python3 -c '
