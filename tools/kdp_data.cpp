@@ -172,14 +172,20 @@ CLI::App* add_check_output(CLI::App& app, Options& o) {
 }
 
 // One part's samples as kdp-train sees them.
-std::string describe(const data::Dataset& part, const std::string& name,
-                     const data::HDF5Dataset& source) {
+std::string describe(const data::Dataset& part, const std::string& name, bool tokens) {
+  if (tokens) {
+    const auto& t = static_cast<const data::TokenDataset&>(part);
+    return fmt::format(
+        "{}: {} windows of {} {} tokens (a vocabulary of {}), each position's "
+        "target the next token",
+        name, t.size(), t.context(), t.tokenizer(), t.num_classes());
+  }
   const std::string targets =
       part.num_classes() > 0
           ? fmt::format("{} classes", part.num_classes())
           : fmt::format("float targets {} (a regression)", part.label_shape().str());
   return fmt::format("{}: {} samples {} of {}, {}", name, part.size(), part.sample_shape().str(),
-                     source.feature_type(), targets);
+                     part.feature_type(), targets);
 }
 
 // What kdp-train would train and validate on with the given options, or why
@@ -191,10 +197,12 @@ void training_view(const Options& o) {
               spec.inputs.c_str(), spec.targets.c_str());
   try {
     const data::Splits s = data::open_splits(spec);
-    std::printf("  training:   %s\n", describe(*s.train, s.train_name, *s.source).c_str());
-    std::printf("  validation: %s\n", describe(*s.val, s.val_name, *s.source).c_str());
-    std::printf("  loss: %s\n",
-                s.regression() ? "mse (or --loss l1, smooth_l1, huber)" : "cross_entropy");
+    std::printf("  training:   %s\n", describe(*s.train, s.train_name, s.tokens()).c_str());
+    std::printf("  validation: %s\n", describe(*s.val, s.val_name, s.tokens()).c_str());
+    std::printf("  loss: %s\n", s.tokens()       ? "cross_entropy of the next tokens, with "
+                                                   "--model 'gpt(depth,heads,dim)'"
+                                : s.regression() ? "mse (or --loss l1, smooth_l1, huber)"
+                                                 : "cross_entropy");
   } catch (const kdp::Error& e) {
     std::printf("  nothing: it would refuse the file: %s\n", e.message().c_str());
   }

@@ -49,6 +49,8 @@ with h5py.File("chars.h5") as f:
 PY
 "$bin/kdp-data" info bytes.h5 >info.log 2>&1 || { cat info.log; fail "kdp-data info"; }
 grep -q "/train/tokens  uint8 \[" info.log || { cat info.log; fail "info does not list the tokens"; }
+grep -q "training:   '/train/tokens' of 'bytes.h5': [0-9]* windows of 64 bytes tokens" info.log ||
+  { cat info.log; fail "info does not say what kdp-train would read"; }
 echo "ok: bytes of two files and chars with their table imported as windows at stride N, listed by info"
 
 refuse() {  # refuse NAME TEXT ARGS...: exit 1 with TEXT, and nothing written
