@@ -63,7 +63,12 @@ def vit(nn, patch=4, dim=64, depth=6, heads=4, mlp=128, size=28, classes=10, dro
 
 
 def gpt(nn, depth=4, heads=4, dim=128, context=256, vocab=256, dropout=0.1):
+    import inspect
     import torch
+    # PyTorch 2.x takes is_causal, with which attention drops the mask for
+    # SDPA's causal kernel; 1.13 (Debian's) has neither.
+    causal = ({"is_causal": True}
+              if "is_causal" in inspect.signature(nn.TransformerEncoder.forward).parameters else {})
 
     class GPT(nn.Module):
         def __init__(self):
@@ -80,10 +85,9 @@ def gpt(nn, depth=4, heads=4, dim=128, context=256, vocab=256, dropout=0.1):
 
         def forward(self, ids):
             t = ids.shape[1]
-            causal = nn.Transformer.generate_square_subsequent_mask(t)
-            # With is_causal, attention drops the mask for SDPA's causal kernel.
+            mask = torch.full((t, t), float("-inf")).triu(1)
             h = self.encoder(self.dropout(self.tok_embed(ids) + self.pos_embed[:, :t]),
-                             mask=causal, is_causal=True)
+                             mask=mask, **causal)
             return self.head(self.norm(h))
     return GPT()
 
