@@ -183,45 +183,7 @@ std::optional<StoredType> stored_type(const std::string& name) {
   return std::nullopt;
 }
 
-// `n` stored numbers at `src` as features, a loop per type (the type's
-// switch out of it).
-template <class T, class Read>
-void convert_as(const unsigned char* src, float* dst, size_t n, const ByteFeatures& how,
-                Read read) {
-  for (size_t j = 0; j < n; ++j) {
-    dst[j] = how(read(detail::stored_number<T>(src, static_cast<int64_t>(j))));
-  }
-}
-
 }  // namespace
-
-namespace detail {
-
-void convert_features(const unsigned char* src, float* dst, size_t n, const ByteFeatures& how) {
-  auto as_float = [](auto v) { return static_cast<float>(v); };
-  switch (how.type) {
-    case StoredType::UInt8:
-      return convert_as<uint8_t>(src, dst, n, how, as_float);
-    case StoredType::Int8:
-      return convert_as<int8_t>(src, dst, n, how, as_float);
-    case StoredType::UInt16:
-      return convert_as<uint16_t>(src, dst, n, how, as_float);
-    case StoredType::Int16:
-      return convert_as<int16_t>(src, dst, n, how, as_float);
-    case StoredType::UInt32:
-      return convert_as<uint32_t>(src, dst, n, how, as_float);
-    case StoredType::Int32:
-      return convert_as<int32_t>(src, dst, n, how, as_float);
-    case StoredType::Float16:
-      return convert_as<uint16_t>(src, dst, n, how, detail::half_to_float);
-    case StoredType::Float32:
-      return convert_as<float>(src, dst, n, how, as_float);
-    case StoredType::Float64:
-      return convert_as<double>(src, dst, n, how, as_float);
-  }
-}
-
-}  // namespace detail
 
 HDF5Dataset::HDF5Dataset(const std::string& path, const std::string& split,
                          HDF5DatasetOptions options)
