@@ -17,17 +17,15 @@ void EpochSums::add(const Tensor& loss, float n, const Tensor& out, const Tensor
   const Tensor l = loss.to(loss_sum.device());
   loss_sum.add_(l, n);
   Tensor c;
-  if (out.defined() && out.dim() == 2 && labels.dim() == 1) {
-    c = count_correct(out, labels.to(out.device())).to(correct.device());
-    correct.add_(c);
-  } else if (out.defined() && out.dim() == 3 && labels.dim() == 2) {
-    // Sequences [B, T, V] against their next tokens [B, T]: a sample counts
-    // the share of its T positions predicted right.
-    const int64_t positions = labels.numel(), t = labels.size(1);
-    c = count_correct(out.reshape({positions, out.size(2)}),
+  // Sequences [B, T, V] against their next tokens [B, T]: a sample counts
+  // the share of its T positions predicted right.
+  const bool sequences = out.defined() && out.dim() == 3 && labels.dim() == 2;
+  if (sequences || (out.defined() && out.dim() == 2 && labels.dim() == 1)) {
+    const int64_t positions = labels.numel();
+    c = count_correct(out.reshape({positions, out.size(out.dim() - 1)}),
                       labels.to(out.device()).reshape({positions}))
             .to(correct.device());
-    c.mul_(1.0f / static_cast<float>(t));
+    if (sequences) c.mul_(1.0f / static_cast<float>(labels.size(1)));
     correct.add_(c);
   }
   if (shard < 0 || !shard_loss.defined()) return;

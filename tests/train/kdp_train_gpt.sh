@@ -9,7 +9,8 @@
 #    token), checked in the metrics file;
 #  - PyTorch rebuilds the model from kdp/nn/transformer.hpp's description
 #    alone, loads the checkpoint's /model by name (the tied head under both
-#    names) and reproduces kdp's test loss to 1e-5 relative;
+#    names) and reproduces kdp's test loss to 1e-5 relative and its accuracy
+#    (the share of positions whose next token is the most likely);
 #  - characters as tokens (--vocab chars, a text with non-ASCII letters)
 #    train too, their bits per byte by the text's bytes per character;
 #  - reproducible mode with dropout gives the same weights, bit for bit, at
@@ -69,10 +70,13 @@ model.eval()
 with torch.no_grad():
     logits = model(rows_[:, :-1])
 loss = torch.nn.functional.cross_entropy(logits.reshape(-1, 256), rows_[:, 1:].reshape(-1)).item()
-kdp_loss = float(rows[-1]["val_loss"])
-print(f"PyTorch {torch.__version__}: test loss {loss:.7g} (kdp {kdp_loss:.7g})")
+acc = (logits.argmax(-1) == rows_[:, 1:]).float().mean().item()  # over every position
+kdp_loss, kdp_acc = float(rows[-1]["val_loss"]), float(rows[-1]["val_accuracy"])
+print(f"PyTorch {torch.__version__}: test loss {loss:.7g} (kdp {kdp_loss:.7g}), "
+      f"next-token accuracy {acc:.6f} (kdp {kdp_acc:.6f})")
 # The metrics file keeps 6 significant digits: a rounding of at most 5e-6.
 assert abs(loss - kdp_loss) <= 1e-5 * abs(kdp_loss) + 5e-6 * abs(kdp_loss), (loss, kdp_loss)
+assert abs(acc - kdp_acc) <= 1e-5, (acc, kdp_acc)
 PY
 echo "ok: PyTorch reproduces the test loss from the checkpoint, the head tied"
 
