@@ -177,6 +177,10 @@ std::vector<Tensor> read_tensors(const std::vector<const h5::Dataset*>& sets) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   KDP_CHECK(fd >= 0, IOError, "cannot open checkpoint '{}' to read its tensors: {}", file,
             describe_file_error(errno));
+  struct Closer {  // closed however the reads end
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
   std::vector<std::string> errors(pieces.size());
   detail::fork_join(Runtime::get().threads(), static_cast<int64_t>(pieces.size()), [&](int64_t b) {
     const Piece& p = pieces[static_cast<size_t>(b)];
@@ -195,7 +199,6 @@ std::vector<Tensor> read_tensors(const std::vector<const h5::Dataset*>& sets) {
                          sets[p.set]->path(), file, bad);
     }
   });
-  ::close(fd);
   for (const std::string& e : errors) KDP_CHECK(e.empty(), IOError, "{}", e);
   return out;
 }
