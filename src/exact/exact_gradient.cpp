@@ -110,10 +110,9 @@ void ExactGradient::keep_shard(const std::vector<Tensor>& grads) {
     if constexpr (compat::launches_are_synchronous()) {
       std::vector<uint32_t> chunks(static_cast<size_t>((n + kChunk - 1) / kChunk));
       uint32_t* c = chunks.data();
-      kdp::detail::host_chunks("kdp::reproducible keep shard", device_, n, kChunk,
-                               [=](int64_t b, int64_t e) {
-                                 keep(v.data() + b, row.data() + offset + b, e - b, c + b / kChunk);
-                               });
+      kdp::detail::host_blocks(device_, threads_, n, kChunk, [=](int64_t b, int64_t e) {
+        keep(v.data() + b, row.data() + offset + b, e - b, c + b / kChunk);
+      });
       for (uint32_t m : chunks) largest = std::max(largest, m);
     } else {
       Kokkos::parallel_reduce(
@@ -140,20 +139,20 @@ uint32_t largest_magnitude(const float* x, int64_t n) {
 }
 
 // The bits of the largest sum of |dy| over one shard's rows in one column of
-// dy [rows, cols], and, where `sums` is given, each shard's sums of its rows
-// in the rows' order from zero (shard t's gradient of a linear layer's bias,
-// row t of *sums).
-uint32_t shard_column_sums(const float* dy, int64_t cols, const std::vector<int64_t>& starts,
-                           std::vector<float>* sums) {
-  if (sums != nullptr) sums->assign((starts.size() - 1) * static_cast<size_t>(cols), 0.0f);
+// dy [rows, cols] (row length ld), and, where `sums` is given, each shard's
+// sums of its rows in the rows' order from zero (shard t's gradient of a
+// linear layer's bias, row t of sums, row length ld as well).
+uint32_t shard_column_sums(const float* dy, int64_t cols, int64_t ld,
+                           const std::vector<int64_t>& starts, float* sums) {
   std::vector<float> magnitudes(static_cast<size_t>(cols));
   uint32_t m = 0;
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
     std::fill(magnitudes.begin(), magnitudes.end(), 0.0f);
+    float* s = sums != nullptr ? sums + t * static_cast<size_t>(ld) : nullptr;
+    if (s != nullptr) std::fill(s, s + cols, 0.0f);
     for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
-      const float* row = dy + r * cols;
-      if (sums != nullptr) {
-        float* s = sums->data() + t * static_cast<size_t>(cols);
+      const float* row = dy + r * ld;
+      if (s != nullptr) {
         for (int64_t c = 0; c < cols; ++c) s[c] += row[c];
       }
       for (int64_t c = 0; c < cols; ++c) magnitudes[static_cast<size_t>(c)] += std::fabs(row[c]);
@@ -171,8 +170,21 @@ void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Te
             "reproducible mode's one pass needs host memory");
   const int64_t rows = starts.back(), out = rows == 0 ? 0 : dy.numel() / rows;
   std::vector<float> bias_sums;
-  const uint32_t dy_bound =
-      shard_column_sums(dy.data(), out, starts, bias != npos ? &bias_sums : nullptr);
+  if (bias != npos) bias_sums.resize((starts.size() - 1) * static_cast<size_t>(out));
+  // Columns in blocks over the rank's threads: each column's sums are the
+  // same whichever block makes them.
+  constexpr int64_t kColumns = 256;
+  std::vector<uint32_t> bounds(static_cast<size_t>((out + kColumns - 1) / kColumns), 0u);
+  {
+    const float* d = dy.data();
+    float* sums = bias_sums.empty() ? nullptr : bias_sums.data();
+    uint32_t* bound = bounds.data();
+    kdp::detail::host_blocks(device_, threads_, out, kColumns, [=](int64_t b, int64_t e) {
+      bound[b / kColumns] =
+          shard_column_sums(d + b, e - b, out, starts, sums == nullptr ? nullptr : sums + b);
+    });
+  }
+  const uint32_t dy_bound = bounds.empty() ? 0u : *std::max_element(bounds.begin(), bounds.end());
   if (weight != npos) {
     input_bound_[weight] = std::max(input_bound_[weight], largest_magnitude(x.data(), x.numel()));
     output_bound_[weight] = std::max(output_bound_[weight], dy_bound);
@@ -267,10 +279,9 @@ void ExactGradient::sum_shards(int shards) {
     const int64_t offset = offset_[i], len = params_[i].second.numel();
     if constexpr (compat::launches_are_synchronous()) {
       const int64_t stride = total_;
-      kdp::detail::host_chunks(
-          "kdp::reproducible round and sum", device_, len, kChunk, [=](int64_t b, int64_t e) {
-            round_sum(kept.data() + offset + b, stride, count, sum.data() + offset + b, e - b, m);
-          });
+      kdp::detail::host_blocks(device_, threads_, len, kChunk, [=](int64_t b, int64_t e) {
+        round_sum(kept.data() + offset + b, stride, count, sum.data() + offset + b, e - b, m);
+      });
     } else {
       Kokkos::parallel_for(
           "kdp::reproducible round and sum", kdp::detail::range(device_, len),
@@ -311,12 +322,19 @@ void ExactGradient::reduce(int shards, bool last) {
     if (step_.extent(0) == 0) step_ = decltype(step_)("kdp::reproducible step sums", total_);
     const auto step = step_;
     const bool first = micro_ == 0;
-    Kokkos::parallel_for(
-        "kdp::reproducible accumulate", kdp::detail::range(device_, length),
-        KOKKOS_LAMBDA(const int64_t k) {
-          const int64_t e = begin + k;
-          step(e) = first ? sum(e) : step(e) + sum(e);
-        });
+    if constexpr (compat::launches_are_synchronous()) {
+      double *to = step.data() + begin, *add = sum.data() + begin;
+      kdp::detail::host_blocks(device_, threads_, length, kChunk, [=](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) to[k] = first ? add[k] : to[k] + add[k];
+      });
+    } else {
+      Kokkos::parallel_for(
+          "kdp::reproducible accumulate", kdp::detail::range(device_, length),
+          KOKKOS_LAMBDA(const int64_t k) {
+            const int64_t e = begin + k;
+            step(e) = first ? sum(e) : step(e) + sum(e);
+          });
+    }
     ++micro_;
     if (!last) return;
   }
@@ -326,9 +344,19 @@ void ExactGradient::reduce(int shards, bool last) {
   // gathered into.
   Tensor all = Tensor::empty_labeled({total_}, device_, "kdp::reproducible gradients");
   const View1 rounded = all.flat();
-  Kokkos::parallel_for(
-      "kdp::reproducible round", kdp::detail::range(device_, length),
-      KOKKOS_LAMBDA(const int64_t k) { rounded(begin + k) = static_cast<float>(from(begin + k)); });
+  if constexpr (compat::launches_are_synchronous()) {
+    const double* f = from.data() + begin;
+    float* to = rounded.data() + begin;
+    kdp::detail::host_blocks(device_, threads_, length, kChunk, [=](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) to[k] = static_cast<float>(f[k]);
+    });
+  } else {
+    Kokkos::parallel_for(
+        "kdp::reproducible round", kdp::detail::range(device_, length),
+        KOKKOS_LAMBDA(const int64_t k) {
+          rounded(begin + k) = static_cast<float>(from(begin + k));
+        });
+  }
   device_.fence("kdp::reproducible gradients");
   auto host = Kokkos::create_mirror_view(rounded);
   const auto mine = part_range(part_);

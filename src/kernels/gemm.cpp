@@ -59,7 +59,8 @@ void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool
   if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kWork) {
     return row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
   }
-  // Each thread's share of x, rounded up to a multiple of `to` (a tile's).
+  // Each thread's share of x, rounded up to a multiple of `to` (a tile's:
+  // 12 rows is a whole number of tiles on every instruction set).
   const auto share = [&](int64_t x, int64_t to) {
     const int64_t per = (x + threads - 1) / threads;
     return (per + to - 1) / to * to;
@@ -70,7 +71,7 @@ void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool
                beta, cd + j0, ldc);
     });
   } else {
-    host_blocks(device, threads, m, share(m, 6), [=](int64_t i0, int64_t i1) {
+    host_blocks(device, threads, m, share(m, 12), [=](int64_t i0, int64_t i1) {
       row_gemm(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda), lda, bd, ldb,
                beta, cd + i0 * ldc, ldc);
     });

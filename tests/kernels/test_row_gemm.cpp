@@ -77,12 +77,13 @@ std::vector<float> run(const Case& s, float alpha, float beta, const Operands& o
   return got;
 }
 
-// Shapes across every edge of the kernels' tiles (6 x 16, 6 x 32) and blocks
-// (256 inner steps, 512 columns), for each transposition.
+// Shapes across every edge of the kernels' tiles (6 rows with AVX2, 12 with
+// AVX-512, 4 in the shard sums; 16 and 32 columns) and blocks (256 inner
+// steps, 512 columns), for each transposition.
 std::vector<Case> cases() {
   std::vector<Case> out;
   const int64_t shapes[][3] = {{1, 1, 1},     {5, 17, 3},    {6, 16, 256}, {7, 15, 257},
-                               {13, 33, 600}, {12, 530, 40}, {20, 10, 784}};
+                               {13, 33, 600}, {12, 530, 40}, {20, 10, 784}, {35, 47, 19}};
   for (int t = 0; t < 4; ++t) {
     for (const auto& sh : shapes) out.push_back({(t & 1) != 0, (t & 2) != 0, sh[0], sh[1], sh[2]});
   }

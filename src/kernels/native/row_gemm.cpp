@@ -1,7 +1,9 @@
 #include "kernels/native/row_gemm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/cpu_isa.hpp"
