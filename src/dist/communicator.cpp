@@ -258,6 +258,10 @@ Part Communicator::reduce_scatter(double* data, size_t count) {
   return part;
 }
 
+Part Communicator::part(size_t count) const {
+  return algorithms::ring_part(size(), rank(), count);
+}
+
 void Communicator::allgather_parts(float* data, size_t count) {
   detail::Backend& b = *impl_->backend;
   impl_->queue.run_now(

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
 
 #include "core/check.hpp"
 #include "core/parallel_for.hpp"
@@ -20,9 +23,7 @@ ExactGradient::ExactGradient(const optim::NamedParameters& params, dist::Communi
       comm_(comm),
       device_(device),
       threads_(threads),
-      largest_(params.size(), 0u),
-      input_bound_(params.size(), 0u),
-      output_bound_(params.size(), 0u) {
+      largest_(params.size(), 0u) {
   for (const auto& [name, p] : params_) {
     offset_.push_back(total_);
     total_ += p.numel();
@@ -138,143 +139,270 @@ uint32_t largest_magnitude(const float* x, int64_t n) {
   return m;
 }
 
-// The bits of the largest sum of |dy| over one shard's rows in one column of
-// dy [rows, cols] (row length ld), and, where `sums` is given, each shard's
-// sums of its rows in the rows' order from zero (shard t's gradient of a
-// linear layer's bias, row t of sums, row length ld as well).
-uint32_t shard_column_sums(const float* dy, int64_t cols, int64_t ld,
-                           const std::vector<int64_t>& starts, float* sums) {
-  std::vector<float> magnitudes(static_cast<size_t>(cols));
-  uint32_t m = 0;
-  for (size_t t = 0; t + 1 < starts.size(); ++t) {
-    std::fill(magnitudes.begin(), magnitudes.end(), 0.0f);
-    float* s = sums != nullptr ? sums + t * static_cast<size_t>(ld) : nullptr;
-    if (s != nullptr) std::fill(s, s + cols, 0.0f);
-    for (int64_t r = starts[t]; r < starts[t + 1]; ++r) {
-      const float* row = dy + r * ld;
-      if (s != nullptr) {
-        for (int64_t c = 0; c < cols; ++c) s[c] += row[c];
-      }
-      for (int64_t c = 0; c < cols; ++c) magnitudes[static_cast<size_t>(c)] += std::fabs(row[c]);
-    }
-    m = std::max(m, largest_magnitude(magnitudes.data(), cols));
+}  // namespace
+
+void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
+                          const std::vector<int64_t>& starts, const std::vector<int>& ids) {
+  KDP_CHECK(compat::host_accessible_memory(), StateError,
+            "reproducible mode's one pass needs host memory");
+  KDP_CHECK(ids.size() + 1 == starts.size(), ValueError,
+            "reproducible mode: {} shard ids for {} shards", ids.size(), starts.size() - 1);
+  one_pass_ = true;
+  deferred_.push_back({weight, bias, dy, x, starts, ids});
+}
+
+constexpr size_t kNone = ExactGradient::npos;
+
+// Shard `id`'s rows of one parameter pair's dy (row length out) and x (row
+// length in), from this rank or another.
+struct ShardPiece {
+  int id;
+  int64_t rows;
+  const float *dy, *x;
+};
+
+// A linear layer's weight and bias (either kNone) and its rows from every
+// rank.
+struct PairRows {
+  size_t weight = kNone, bias = kNone;
+  int64_t out = 0, in = 0;
+  std::vector<ShardPiece> pieces;
+};
+using Pairs = std::map<std::pair<size_t, size_t>, PairRows>;
+
+namespace {
+
+void add_piece(Pairs& pairs, size_t weight, size_t bias, int64_t out, int64_t in,
+               ShardPiece piece) {
+  PairRows& p = pairs[{weight, bias}];
+  p.weight = weight;
+  p.bias = bias;
+  p.out = out;
+  p.in = in;
+  p.pieces.push_back(piece);
+}
+
+// A deferred product's rows as every rank sends them: a header of int64s
+// (weight, bias, out, in, shards, then each shard's id and rows) after its
+// length, then dy's rows, then x's.
+void append_payload(std::vector<char>& out, size_t weight, size_t bias, int64_t cols_out,
+                    int64_t cols_in, const std::vector<int64_t>& starts,
+                    const std::vector<int>& ids, const float* dy, const float* x) {
+  const auto shards = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> head{static_cast<int64_t>(weight), static_cast<int64_t>(bias), cols_out,
+                            cols_in, shards};
+  for (int64_t t = 0; t < shards; ++t) {
+    head.push_back(ids[static_cast<size_t>(t)]);
+    head.push_back(starts[static_cast<size_t>(t) + 1] - starts[static_cast<size_t>(t)]);
   }
-  return m;
+  const int64_t rows = starts.back() - starts.front();
+  const auto put = [&out](const void* p, size_t bytes) {
+    const auto* c = static_cast<const char*>(p);
+    out.insert(out.end(), c, c + bytes);
+  };
+  const auto count = static_cast<int64_t>(head.size());
+  put(&count, sizeof(count));
+  put(head.data(), head.size() * sizeof(int64_t));
+  put(dy + starts.front() * cols_out, static_cast<size_t>(rows * cols_out) * sizeof(float));
+  put(x + starts.front() * cols_in, static_cast<size_t>(rows * cols_in) * sizeof(float));
+}
+
+// The pieces of one rank's payload (append_payload's), pointing into it.
+void read_payload(const std::vector<char>& bytes, Pairs& pairs) {
+  size_t at = 0;
+  const auto take = [&](size_t b) {
+    KDP_CHECK(at + b <= bytes.size(), StateError,
+              "reproducible mode: a rank's rows of the one pass end early");
+    const char* p = bytes.data() + at;
+    at += b;
+    return p;
+  };
+  while (at < bytes.size()) {
+    int64_t count = 0;
+    memcpy(&count, take(sizeof(count)), sizeof(count));
+    std::vector<int64_t> head(static_cast<size_t>(count));
+    memcpy(head.data(), take(head.size() * sizeof(int64_t)), head.size() * sizeof(int64_t));
+    const auto weight = static_cast<size_t>(head[0]), bias = static_cast<size_t>(head[1]);
+    const int64_t out = head[2], in = head[3], shards = head[4];
+    int64_t rows = 0;
+    for (int64_t t = 0; t < shards; ++t) rows += head[static_cast<size_t>(6 + 2 * t)];
+    const auto* dy =
+        reinterpret_cast<const float*>(take(static_cast<size_t>(rows * out) * sizeof(float)));
+    const auto* x =
+        reinterpret_cast<const float*>(take(static_cast<size_t>(rows * in) * sizeof(float)));
+    for (int64_t t = 0, r = 0; t < shards; ++t) {
+      const auto id = static_cast<int>(head[static_cast<size_t>(5 + 2 * t)]);
+      const int64_t k = head[static_cast<size_t>(6 + 2 * t)];
+      add_piece(pairs, weight, bias, out, in, {id, k, dy + r * out, x + r * in});
+      r += k;
+    }
+  }
+}
+
+// A pair's rows in the order of their shards' ids, as one matrix each of dy
+// and x: the pieces themselves where they follow one another in memory (a
+// rank's own pass), else copies in `dy_all` and `x_all`.
+struct RowsInOrder {
+  const float *dy, *x;
+  int64_t rows;
+};
+RowsInOrder rows_in_order(PairRows& p, std::vector<float>& dy_all, std::vector<float>& x_all) {
+  std::sort(p.pieces.begin(), p.pieces.end(),
+            [](const ShardPiece& a, const ShardPiece& b) { return a.id < b.id; });
+  const int64_t out = p.out, in = p.in;
+  bool adjacent = true;
+  int64_t rows = 0;
+  for (size_t t = 0; t < p.pieces.size(); ++t) {
+    const ShardPiece& piece = p.pieces[t];
+    if (t > 0) {
+      const ShardPiece& before = p.pieces[t - 1];
+      KDP_CHECK(piece.id != before.id, StateError,
+                "reproducible mode: shard {} came twice in one step's products", piece.id);
+      adjacent = adjacent && piece.dy == before.dy + before.rows * out &&
+                 piece.x == before.x + before.rows * in;
+    }
+    rows += piece.rows;
+  }
+  if (adjacent) return {p.pieces.front().dy, p.pieces.front().x, rows};
+  dy_all.resize(static_cast<size_t>(rows * out));
+  x_all.resize(static_cast<size_t>(rows * in));
+  int64_t r = 0;
+  for (const ShardPiece& piece : p.pieces) {
+    std::copy(piece.dy, piece.dy + piece.rows * out, dy_all.data() + r * out);
+    std::copy(piece.x, piece.x + piece.rows * in, x_all.data() + r * in);
+    r += piece.rows;
+  }
+  return {dy_all.data(), x_all.data(), rows};
 }
 
 }  // namespace
 
-void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
-                          const std::vector<int64_t>& starts) {
-  KDP_CHECK(compat::host_accessible_memory(), StateError,
-            "reproducible mode's one pass needs host memory");
-  const int64_t rows = starts.back(), out = rows == 0 ? 0 : dy.numel() / rows;
-  std::vector<float> bias_sums;
-  if (bias != npos) bias_sums.resize((starts.size() - 1) * static_cast<size_t>(out));
-  // Columns in blocks over the rank's threads: each column's sums are the
-  // same whichever block makes them.
-  constexpr int64_t kColumns = 256;
-  std::vector<uint32_t> bounds(static_cast<size_t>((out + kColumns - 1) / kColumns), 0u);
+// Every parameter pair's rows, from this rank alone or (more than one rank)
+// from every rank by one allgather into `received`, which the pieces point
+// into.
+std::map<std::pair<size_t, size_t>, PairRows> ExactGradient::deferred_rows(
+    std::vector<std::vector<char>>& received) const {
+  Pairs pairs;
+  if (comm_.size() == 1) {
+    for (const Deferred& d : deferred_) {
+      const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
+      const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
+      for (size_t t = 0; t + 1 < d.starts.size(); ++t) {
+        add_piece(pairs, d.weight, d.bias, out, in,
+                  {d.ids[t], d.starts[t + 1] - d.starts[t], d.dy.data() + d.starts[t] * out,
+                   d.x.data() + d.starts[t] * in});
+      }
+    }
+    return pairs;
+  }
+  std::vector<char> mine;
+  for (const Deferred& d : deferred_) {
+    const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
+    const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
+    append_payload(mine, d.weight, d.bias, out, in, d.starts, d.ids, d.dy.data(), d.x.data());
+  }
   {
-    const float* d = dy.data();
-    float* sums = bias_sums.empty() ? nullptr : bias_sums.data();
-    uint32_t* bound = bounds.data();
-    kdp::detail::host_blocks(device_, threads_, out, kColumns, [=](int64_t b, int64_t e) {
-      bound[b / kColumns] =
-          shard_column_sums(d + b, e - b, out, starts, sums == nullptr ? nullptr : sums + b);
-    });
+    trace::Region region("kdp::train::exact_sum allgather rows", "comm");
+    received = comm_.allgather_bytes(mine.data(), mine.size());
   }
-  const uint32_t dy_bound = bounds.empty() ? 0u : *std::max_element(bounds.begin(), bounds.end());
-  if (weight != npos) {
-    input_bound_[weight] = std::max(input_bound_[weight], largest_magnitude(x.data(), x.numel()));
-    output_bound_[weight] = std::max(output_bound_[weight], dy_bound);
-  }
-  if (bias != npos) {
-    input_bound_[bias] = 0x3f800000u;  // 1.0f's bits: the bias's bound is dy's alone
-    output_bound_[bias] = std::max(output_bound_[bias], dy_bound);
-  }
-  deferred_.push_back({weight, bias, dy, x, starts, std::move(bias_sums)});
+  for (const std::vector<char>& bytes : received) read_payload(bytes, pairs);
+  return pairs;
 }
 
-// One deferred product's shards, made, rounded and summed into sum_ (added
-// where `written` says sum_ holds this step's sums already).
-void ExactGradient::make_deferred(const Deferred& d, const std::vector<double>& magic,
-                                  std::vector<bool>& written) {
-  const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
-  const int shards = static_cast<int>(d.starts.size()) - 1;
-  if (d.weight != npos) {
-    const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
-    const double m = magic[d.weight];
-    const bool add = written[d.weight];
-    double* sum = sum_.data() + offset_[d.weight];
-    const float *dy = d.dy.data(), *x = d.x.data();
-    const int64_t* starts = d.starts.data();
-    // Rows of the weight's gradient in one block a thread (a multiple of the
-    // kernel's 4-row tiles): each block packs x's rows anew.
-    const int64_t workers = std::max(threads_, device_.concurrency());
-    const int64_t block = ((out + workers - 1) / workers + 3) / 4 * 4;
-    kdp::detail::host_blocks(device_, threads_, out, block, [=](int64_t b, int64_t e) {
-      kdp::detail::row_gemm_shard_sums(true, false, e - b, in, starts, shards, dy + b, out, x, in,
-                                       m, sum + b * in, in, add);
-    });
-    written[d.weight] = true;
+// The rows of weight `w`'s gradient [out, in] that hold elements of this
+// rank's part: dy's columns times x's over `rows` rows (row_gemm), over the
+// rank's threads, into `grad` (whole rows: the others' elements in them are
+// the values their owners make); the largest magnitude's bits.
+uint32_t ExactGradient::weight_part(size_t w, int64_t out, int64_t in, const float* dy,
+                                    const float* x, int64_t rows, float* grad) const {
+  const auto mine = part_range(part_);
+  const int64_t offset = offset_[w];
+  const int64_t first = std::max(mine.first, offset),
+                last = std::min(mine.second, offset + out * in);
+  if (first >= last) return 0u;
+  const int64_t r0 = (first - offset) / in, r1 = (last - offset + in - 1) / in;
+  const int64_t workers = std::max(threads_, device_.concurrency());
+  const int64_t block = std::max<int64_t>(12, ((r1 - r0 + workers - 1) / workers + 11) / 12 * 12);
+  std::vector<uint32_t> blocks(static_cast<size_t>((r1 - r0 + block - 1) / block), 0u);
+  uint32_t* m = blocks.data();
+  float* to = grad + offset + r0 * in;
+  kdp::detail::host_blocks(device_, threads_, r1 - r0, block, [=](int64_t b, int64_t e) {
+    kdp::detail::row_gemm(true, false, e - b, in, rows, 1.0f, dy + r0 + b, out, x, in, 0.0f,
+                          to + b * in, in);
+    m[b / block] = largest_magnitude(to + b * in, (e - b) * in);
+  });
+  return *std::max_element(blocks.begin(), blocks.end());
+}
+
+// This rank's part of bias `b`'s gradient: dy's columns summed over `rows`
+// rows in their order, into `grad`; the largest magnitude's bits.
+uint32_t ExactGradient::bias_part(size_t b, int64_t out, const float* dy, int64_t rows,
+                                  float* grad) const {
+  const auto mine = part_range(part_);
+  const int64_t offset = offset_[b];
+  const int64_t first = std::max(mine.first, offset), last = std::min(mine.second, offset + out);
+  if (first >= last) return 0u;
+  float* sums = grad + first;
+  std::fill(sums, grad + last, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = dy + r * out + (first - offset);
+    for (int64_t c = 0; c < last - first; ++c) sums[c] += row[c];
   }
-  if (d.bias != npos) {
-    double* sum = sum_.data() + offset_[d.bias];
-    const double m = magic[d.bias];
-    if (!written[d.bias]) std::fill(sum, sum + out, 0.0);
-    for (int t = 0; t < shards; ++t) {
-      const float* s = d.bias_sums.data() + static_cast<size_t>(t) * static_cast<size_t>(out);
-      for (int64_t c = 0; c < out; ++c) sum[c] += (static_cast<double>(s[c]) + m) - m;
+  return largest_magnitude(sums, last - first);
+}
+
+// This rank's part (part_) of every deferred product, into `grad` (a flat
+// buffer of every parameter's gradient), from every rank's rows of each
+// parameter pair in the order of their shards' ids. A NaN or an Inf in any
+// rank's part stops every rank.
+void ExactGradient::make_deferred(float* grad) {
+  std::vector<std::vector<char>> received;
+  Pairs pairs = deferred_rows(received);
+  std::vector<int64_t> largest(params_.size(), 0);
+  std::vector<float> dy_all, x_all;
+  for (auto& [key, p] : pairs) {
+    const RowsInOrder r = rows_in_order(p, dy_all, x_all);
+    if (p.weight != npos) {
+      largest[p.weight] = weight_part(p.weight, p.out, p.in, r.dy, r.x, r.rows, grad);
     }
-    written[d.bias] = true;
+    if (p.bias != npos) largest[p.bias] = bias_part(p.bias, p.out, r.dy, r.rows, grad);
+  }
+  deferred_.clear();
+  comm_.allreduce(largest.data(), largest.size(), dist::ReduceOp::Max);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    KDP_CHECK(largest[i] < 0x7f800000, NumericalError,
+              "the gradient of '{}' holds NaN or Inf on some rank", params_[i].first);
   }
 }
 
 // Each parameter's grid, as the magic number that rounds onto it: 2^q, from
-// the largest magnitude over every kept shard of every rank (a max is exact)
-// and the bounds of every deferred product, with |sum of all shards| <
-// 2^(q + 51): every partial sum of values on the grid is then a double
-// without rounding.
+// the largest magnitude over every kept shard of every rank (a max is exact),
+// with |sum of all shards| < 2^(q + 51): every partial sum of values on the
+// grid is then a double without rounding.
 std::vector<double> ExactGradient::grids(int shards) {
   const size_t n = params_.size();
-  std::vector<int64_t> bits(3 * n);
-  for (size_t i = 0; i < n; ++i) {
-    bits[i] = largest_[i];
-    bits[n + i] = input_bound_[i];
-    bits[2 * n + i] = output_bound_[i];
-  }
+  std::vector<int64_t> bits(largest_.begin(), largest_.end());
   comm_.allreduce(bits.data(), bits.size(), dist::ReduceOp::Max);
   std::vector<double> magic(n);
   for (size_t i = 0; i < n; ++i) {
-    float f[3];
-    for (size_t k = 0; k < 3; ++k) {
-      const auto b = static_cast<uint32_t>(bits[k * n + i]);
-      KDP_CHECK(b < 0x7f800000u, NumericalError,
-                "the gradient of '{}' holds NaN or Inf on some rank", params_[i].first);
-      memcpy(&f[k], &b, sizeof(b));
-    }
-    const double bound = std::max<double>(f[0], double{f[1]} * double{f[2]});
-    magic[i] = std::ldexp(1.5, dist::detail::grid_exponent(bound, shards));
+    const auto b = static_cast<uint32_t>(bits[i]);
+    KDP_CHECK(b < 0x7f800000u, NumericalError, "the gradient of '{}' holds NaN or Inf on some rank",
+              params_[i].first);
+    float largest = 0.0f;
+    memcpy(&largest, &b, sizeof(b));
+    magic[i] = std::ldexp(1.5, dist::detail::grid_exponent(largest, shards));
   }
   return magic;
 }
 
-// sum_ = the exact sum of every rank's kept shards and deferred products.
+// sum_ = the exact sum of every rank's kept shards.
 void ExactGradient::sum_shards(int shards) {
   const size_t n = params_.size();
   const std::vector<double> magic = grids(shards);
-  std::vector<bool> deferred(n, false), written(n, false);
-  for (const Deferred& d : deferred_) {
-    for (size_t i : {d.weight, d.bias}) {
-      if (i != npos) deferred[i] = true;
-    }
-  }
   const auto kept = kept_;
   const auto sum = sum_;
   const int count = count_;
   for (size_t i = 0; i < n; ++i) {
-    if (count == 0 && deferred[i]) continue;  // their products write sum_ first
     const double m = magic[i];
     const int64_t offset = offset_[i], len = params_[i].second.numel();
     if constexpr (compat::launches_are_synchronous()) {
@@ -293,10 +421,7 @@ void ExactGradient::sum_shards(int shards) {
             sum(offset + e) = a;
           });
     }
-    written[i] = true;
   }
-  for (const Deferred& d : deferred_) make_deferred(d, magic, written);
-  deferred_.clear();
   device_.fence("kdp::reproducible sums");
   auto host = Kokkos::create_mirror_view(sum_);
   Kokkos::deep_copy(host, sum_);
@@ -307,14 +432,38 @@ void ExactGradient::sum_shards(int shards) {
   const auto mine = part_range(part_);
   Kokkos::deep_copy(Kokkos::subview(sum_, mine), Kokkos::subview(host, mine));
   std::fill(largest_.begin(), largest_.end(), 0u);
-  std::fill(input_bound_.begin(), input_bound_.end(), 0u);
-  std::fill(output_bound_.begin(), output_bound_.end(), 0u);
   count_ = 0;
 }
 
-// This rank's part of the sums (reduce_scatter's): the step's micro-batches
-// are added there, and rounded to float there once.
-void ExactGradient::reduce(int shards, bool last) {
+// The one pass's part of the gradients into `grad` (make_deferred), added to
+// the step's earlier micro-batches' in their order (in doubles, rounded once
+// after the last). False until the step's last micro-batch.
+bool ExactGradient::one_pass_part(float* grad, bool last) {
+  KDP_CHECK(count_ == 0, StateError,
+            "reproducible mode: shards kept apart and a one pass's products in one step");
+  part_ = comm_.part(static_cast<size_t>(total_));
+  make_deferred(grad);
+  if (last && micro_ == 0) return true;
+  if (step_.extent(0) == 0) step_ = decltype(step_)("kdp::reproducible step sums", total_);
+  const auto begin = static_cast<int64_t>(part_.begin), length = static_cast<int64_t>(part_.length);
+  double* to = step_.data() + begin;
+  float* from = grad + begin;
+  const bool first = micro_ == 0;
+  kdp::detail::host_blocks(device_, threads_, length, kChunk, [=](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) to[k] = first ? from[k] : to[k] + from[k];
+    if (last) {
+      for (int64_t k = b; k < e; ++k) from[k] = static_cast<float>(to[k]);
+    }
+  });
+  ++micro_;
+  if (!last) return false;
+  micro_ = 0;
+  return true;
+}
+
+// The exact sum's part of the gradients into `rounded`, added to the step's
+// earlier micro-batches' in their order. False until the step's last one.
+bool ExactGradient::exact_part(int shards, bool last, const View1& rounded) {
   sum_shards(shards);
   const auto sum = sum_;
   const auto begin = static_cast<int64_t>(part_.begin), length = static_cast<int64_t>(part_.length);
@@ -336,14 +485,10 @@ void ExactGradient::reduce(int shards, bool last) {
           });
     }
     ++micro_;
-    if (!last) return;
+    if (!last) return false;
   }
   const auto from = micro_ > 0 ? step_ : sum_;
   micro_ = 0;
-  // The gradients are pieces of one fresh buffer, which the parts are
-  // gathered into.
-  Tensor all = Tensor::empty_labeled({total_}, device_, "kdp::reproducible gradients");
-  const View1 rounded = all.flat();
   if constexpr (compat::launches_are_synchronous()) {
     const double* f = from.data() + begin;
     float* to = rounded.data() + begin;
@@ -356,6 +501,21 @@ void ExactGradient::reduce(int shards, bool last) {
         KOKKOS_LAMBDA(const int64_t k) {
           rounded(begin + k) = static_cast<float>(from(begin + k));
         });
+  }
+  return true;
+}
+
+// This rank's part of the gradients (the exact sums' or the one pass's), then
+// every rank's parts to every rank.
+void ExactGradient::reduce(int shards, bool last) {
+  // The gradients are pieces of one fresh buffer, which the parts are
+  // gathered into.
+  Tensor all = Tensor::empty_labeled({total_}, device_, "kdp::reproducible gradients");
+  const View1 rounded = all.flat();
+  if (one_pass_) {
+    if (!one_pass_part(rounded.data(), last)) return;
+  } else {
+    if (!exact_part(shards, last, rounded)) return;
   }
   device_.fence("kdp::reproducible gradients");
   auto host = Kokkos::create_mirror_view(rounded);

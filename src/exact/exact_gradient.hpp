@@ -6,10 +6,14 @@
 // step (from the largest magnitude over all shards, an exact max, or from a
 // bound on it) coarse enough that every partial sum of rounded values is a
 // double without rounding, and summed, within a rank and then across ranks:
-// exactly, so in any order and grouping. All of it on the device.
+// exactly, so in any order and grouping. All of it on the device. In the one
+// pass (shard_pass.hpp) a linear layer's products instead go over every
+// rank's rows in one order fixed by the shards (defer).
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/tensor.hpp"
@@ -17,6 +21,8 @@
 #include "kdp/optim/optimizer.hpp"
 
 namespace kdp::exact {
+
+struct PairRows;  // a linear layer's rows of the one pass from every rank
 
 class ExactGradient {
  public:
@@ -29,17 +35,26 @@ class ExactGradient {
   /// Keeps `grads`, one shard's gradients of the parameters in their order
   /// (undefined: none).
   void keep_shard(const std::vector<Tensor>& grads);
-  /// Takes one pass's products of the gradients of parameters `weight` and
-  /// `bias` (in the optimizer's order; npos: not wanted), made at the sum:
-  /// shard t's (rows [starts[t], starts[t + 1]) of dy [rows, out] and x
-  /// [rows, in]) are dy's rows transposed times x's and the sum of dy's rows.
-  /// Their grid comes from bounds taken now: the largest |x| times the largest
-  /// sum of |dy| over one shard's rows in one column.
+  /// Takes one pass's products for the gradients of parameters `weight` and
+  /// `bias` (in the optimizer's order; npos: not wanted): dy [rows, out] and
+  /// x [rows, in], whose rows [starts[t], starts[t + 1]) are shard ids[t]'s.
+  /// reduce() makes them as products over the whole global batch: every
+  /// rank's rows of these parameters gathered, shard after shard in the
+  /// order of their ids (the same at every layout), and each element of the
+  /// weight's gradient the chain of fused multiply-adds of dy's column times
+  /// x's over those rows in that order (row_gemm's), the bias's the sum of
+  /// dy's column in that order; each rank makes its own part of them. A
+  /// product over one order of the rows needs no rounding onto a grid, and
+  /// the products run at the rate of plain ones.
   void defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
-             const std::vector<int64_t>& starts);
+             const std::vector<int64_t>& starts, const std::vector<int>& ids);
+  /// Makes reduce() take the deferred products (the one pass) at every step,
+  /// on a rank whose batch had no rows too: every rank of the one pass must.
+  void use_one_pass() { one_pass_ = true; }
   static constexpr size_t npos = static_cast<size_t>(-1);
-  /// Sums every rank's kept shards exactly (every rank together) and forgets
-  /// them. The sums of a step's micro-batches are added in their order (the
+  /// Sums every rank's kept shards exactly (every rank together), or makes
+  /// the deferred products (where the rank kept no shard: the one pass), and
+  /// forgets them. The sums of a step's micro-batches are added in their order (the
   /// same at every layout); after the step's last one (`last`), the
   /// parameters' gradients are set to the total. `shards` bounds the number
   /// of shards of one micro-batch over all ranks.
@@ -49,18 +64,26 @@ class ExactGradient {
   /// sum_. (Public: CUDA's device lambdas may not be defined in a private
   /// member function.)
   void sum_shards(int shards);
+  /// The rounded sums of this rank's part into `rounded`, after the step's
+  /// last micro-batch (else false). (Public for the same reason.)
+  bool exact_part(int shards, bool last, const View1& rounded);
 
  private:
   struct Deferred {
     size_t weight, bias;
     Tensor dy, x;
     std::vector<int64_t> starts;
-    std::vector<float> bias_sums;  // [shard, out]: made with the bounds
+    std::vector<int> ids;
   };
   void grow_to(int shards);
   std::vector<double> grids(int shards);
-  void make_deferred(const Deferred& d, const std::vector<double>& magic,
-                     std::vector<bool>& written);
+  std::map<std::pair<size_t, size_t>, PairRows> deferred_rows(
+      std::vector<std::vector<char>>& received) const;
+  uint32_t weight_part(size_t w, int64_t out, int64_t in, const float* dy, const float* x,
+                       int64_t rows, float* grad) const;
+  uint32_t bias_part(size_t b, int64_t out, const float* dy, int64_t rows, float* grad) const;
+  void make_deferred(float* grad);
+  bool one_pass_part(float* grad, bool last);
 
   const optim::NamedParameters& params_;
   dist::Communicator& comm_;
@@ -74,8 +97,8 @@ class ExactGradient {
   dist::Part part_;                       // of sum_ and step_ this rank completes
   int micro_ = 0;                         // micro-batches summed into step_
   std::vector<uint32_t> largest_;         // |x|'s bits, per parameter, over the kept shards
-  std::vector<uint32_t> input_bound_, output_bound_;  // of the deferred products, as bits
   std::vector<Deferred> deferred_;
+  bool one_pass_ = false;
   int count_ = 0;
 };
 

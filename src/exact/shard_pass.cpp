@@ -77,12 +77,15 @@ bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& p
 
 namespace kdp::exact {
 
-ShardSlots::ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
+ShardSlots::ShardSlots(std::vector<int64_t> starts, std::vector<int> ids, ExactGradient& exact,
                        const std::map<const TensorImpl*, size_t>& index)
     : ShardProducts(std::move(starts), exact.threads()),
+      ids_(std::move(ids)),
       exact_(exact),
       index_(index),
-      written_(index.size()) {}
+      written_(index.size()) {
+  exact_.use_one_pass();
+}
 
 bool ShardSlots::take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias,
                                        const Tensor& dy, const Tensor& x) {
@@ -95,7 +98,7 @@ bool ShardSlots::take_linear_gradients(const TensorImpl* weight, const TensorImp
   };
   const size_t w = find(weight), b = find(bias);
   if (w == ExactGradient::npos && b == ExactGradient::npos) return false;
-  exact_.defer(w, b, dy, x, starts());
+  exact_.defer(w, b, dy, x, starts(), ids_);
   return true;
 }
 

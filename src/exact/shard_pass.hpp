@@ -4,8 +4,8 @@
 // computed from that sample's row alone, the rank's shards, their rows put
 // shard after shard, go forward and back together as one batch, with
 // products whose rows do not depend on the batch (row_gemm), and each linear
-// layer hands the products of every shard's own gradients to ExactGradient,
-// which makes them inside its exact sum.
+// layer hands its products to ExactGradient, which makes them over every
+// rank's rows in the shards' order.
 
 #include <map>
 #include <vector>
@@ -35,7 +35,8 @@ bool one_pass_precision(Precision precision);
 /// Where the backward of one pass hands its shards' products.
 class ShardSlots : public ShardProducts {
  public:
-  ShardSlots(std::vector<int64_t> starts, ExactGradient& exact,
+  /// Rows [starts[t], starts[t + 1]) of the pass are shard ids[t]'s.
+  ShardSlots(std::vector<int64_t> starts, std::vector<int> ids, ExactGradient& exact,
              const std::map<const TensorImpl*, size_t>& index);
   bool take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
                              const Tensor& x) override;
@@ -43,6 +44,7 @@ class ShardSlots : public ShardProducts {
   bool all_written() const;
 
  private:
+  std::vector<int> ids_;
   ExactGradient& exact_;
   const std::map<const TensorImpl*, size_t>& index_;
   std::vector<bool> written_;

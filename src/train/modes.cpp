@@ -15,9 +15,11 @@ namespace {
 
 // Why reproducible mode would cost more than DDP's step or change what the
 // run computes: what stands in its way for this model and request first,
-// else the cost of its exact sums on the CPUs measured (docs/performance.md:
-// 0.9-1.1x DDP's step on AMD Zen 4, 1.1-1.4x on Intel Xeon with AMX), which
-// is more than a default may cost (1.10x) on every CPU.
+// else its cost on the CPUs measured (docs/performance.md: for the one pass
+// 0.93-1.01x DDP's step at 2 and 4 ranks of one thread on Intel Xeon with
+// AMX, but 1.8x at one rank of 2 threads, where kdp's own products split
+// between threads), which is more than a default may cost (1.10x) on every
+// CPU and layout.
 std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ranks,
                                  Precision precision) {
   if (!r.comm_hook.empty()) {
@@ -43,7 +45,7 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
                : "this model's shards would go one by one, which costs more (one pass takes "
                  "Linear, ReLU, LeakyReLU, Dropout and Flatten layers alone)";
   }
-  return "its exact sums cost up to 1.4x DDP's step on some CPUs";
+  return "its products cost up to 1.8x DDP's step at 2 threads a rank on some CPUs";
 }
 
 // "the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) ...".

@@ -250,7 +250,9 @@ Tensor Together::pass(const MicroBatch& m, const std::vector<ShardRows>& shards,
 class OnePass final : public ShardedStep {
  public:
   OnePass(const StepEnv& env, int blas_threads, std::map<const TensorImpl*, size_t> parameters)
-      : ShardedStep(env, blas_threads), parameters_(std::move(parameters)) {}
+      : ShardedStep(env, blas_threads), parameters_(std::move(parameters)) {
+    exact_.use_one_pass();  // on a rank without rows as well
+  }
   std::string name() const override { return "one pass"; }
 
  private:
@@ -277,7 +279,7 @@ Tensor OnePass::pass(const MicroBatch& m, const std::vector<ShardRows>& shards, 
     starts.push_back(starts.back() + rows.count);
   }
   const int count = static_cast<int>(xs.size());
-  exact::ShardSlots slots(starts, exact_, parameters_);
+  exact::ShardSlots slots(starts, ids, exact_, parameters_);
   Tensor out, sum, step_loss = Tensor::zeros({}, home());
   std::vector<Tensor> losses;
   {

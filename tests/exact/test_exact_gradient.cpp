@@ -120,7 +120,8 @@ TEST(ExactGradient, ANonFiniteGradientNamesItsParameter) {
       const std::string got = message([&](ExactGradient& exact) {
         std::vector<float> x(16, 0.25f), dy(12, 0.5f);
         (in_x ? x[9] : dy[4]) = bad;
-        exact.defer(0, 1, Tensor::from_host(dy, {4, 3}), Tensor::from_host(x, {4, 4}), {0, 2, 4});
+        exact.defer(0, 1, Tensor::from_host(dy, {4, 3}), Tensor::from_host(x, {4, 4}), {0, 2, 4},
+                    {0, 1});
       });
       EXPECT_NE(got.find("the gradient of 'layer.weight' holds NaN or Inf"), std::string::npos)
           << got;
@@ -130,7 +131,8 @@ TEST(ExactGradient, ANonFiniteGradientNamesItsParameter) {
   // sum of 4 rows of 0.5 x 0.25, the bias's of 4 rows of 0.5.
   EXPECT_EQ(message([&](ExactGradient& exact) {
               exact.defer(0, 1, Tensor::from_host(std::vector<float>(12, 0.5f), {4, 3}),
-                          Tensor::from_host(std::vector<float>(16, 0.25f), {4, 4}), {0, 2, 4});
+                          Tensor::from_host(std::vector<float>(16, 0.25f), {4, 4}), {0, 2, 4},
+                          {0, 1});
             }),
             "no error");
   EXPECT_EQ(w.grad().to_vector(), std::vector<float>(12, 0.5f));

@@ -1,6 +1,7 @@
 // Reproducible mode's one pass over a rank's shards: which models it takes,
-// and that the exact sum adds up each shard's own gradient, the same bits
-// however the shards are grouped into passes.
+// and that each gradient is the product over all the shards' rows in the
+// order of their ids, the same bits however the shards are grouped into
+// passes and in whatever order the passes come.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,14 +74,14 @@ TEST(ShardPass, TakesModelsThatKeepEverySamplesRowApart) {
 namespace {
 
 // One pass over rows [starts.front(), starts.back()) of x, y as shards that
-// start at `starts`: each shard's loss on its own rows; every parameter's
-// products handed to `exact`, none summed into .grad.
+// start at `starts`, numbered `ids`: each shard's loss on its own rows; every
+// parameter's products handed to `exact`, none summed into .grad.
 void one_pass(nn::Module& model, const optim::NamedParameters& params, ExactGradient& exact,
               const std::map<const TensorImpl*, size_t>& index, const Tensor& x, const Tensor& y,
-              std::vector<int64_t> starts) {
+              std::vector<int64_t> starts, std::vector<int> ids) {
   const int64_t first = starts.front();
   for (int64_t& s : starts) s -= first;
-  ShardSlots slots(starts, exact, index);
+  ShardSlots slots(starts, std::move(ids), exact, index);
   const Tensor out = model.forward(x.slice(0, first, first + starts.back()));
   Tensor loss;
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
@@ -101,7 +102,8 @@ std::vector<std::vector<float>> gradients(const optim::NamedParameters& params) 
   return out;
 }
 
-// The one pass's exact sum against each shard alone (the test below).
+// The one pass's gradients against each shard alone and, for the last layer,
+// against the chain over the rows in the shards' order (the test below).
 void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   const optim::NamedParameters params = model->named_parameters();
   const auto index = one_pass_parameters(*model, params, 3);
@@ -122,8 +124,8 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   }
   for (auto [name, p] : params) p.set_grad(Tensor());
 
-  // One pass: the rows together. Its exact sum is the whole batch's gradient.
-  one_pass(*model, params, exact, index, x, y, starts);
+  // One pass: the rows together. Its gradient is the whole batch's.
+  one_pass(*model, params, exact, index, x, y, starts, {0, 1, 2});
   exact.reduce(12);
   const std::vector<std::vector<float>> together = gradients(params);
   for (size_t i = 0; i < params.size(); ++i) {
@@ -133,13 +135,40 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
           << params[i].first << "[" << e << "]";
     }
   }
+  // The last layer's weight: each element the chain of fused multiply-adds
+  // of dy (mse's 2 (out - y)) times its input h over rows 0..8, in order
+  // from zero; its bias: dy's column summed in that order.
+  {
+    NoGradGuard no_grad;
+    const Tensor h = (*model)[2]->forward((*model)[1]->forward((*model)[0]->forward(x)));
+    const Tensor out = (*model)[3]->forward(h);
+    const std::vector<float> hv = h.to_vector(), ov = out.to_vector(), yv = y.to_vector();
+    const size_t w = params.size() - (together.size() == 4 ? 2 : 1);
+    for (int64_t i = 0; i < 3; ++i) {
+      float bias = 0.0f;
+      for (int64_t j = 0; j < 7; ++j) {
+        float acc = 0.0f;
+        for (int64_t r = 0; r < 9; ++r) {
+          const float dy =
+              2.0f * (ov[static_cast<size_t>(r * 3 + i)] - yv[static_cast<size_t>(r * 3 + i)]);
+          acc = std::fma(dy, hv[static_cast<size_t>(r * 7 + j)], acc);
+          if (j == 0) bias += dy;
+        }
+        EXPECT_EQ(together[w][static_cast<size_t>(i * 7 + j)], acc)
+            << "weight [" << i << ", " << j << "]";
+      }
+      if (together.size() == 4) {
+        EXPECT_EQ(together[3][static_cast<size_t>(i)], bias) << "bias " << i;
+      }
+    }
+  }
 
   // Each shard in a pass of its own, in another order (as another layout
-  // would hold them): the same bits, so each shard's products were its own
-  // rows' alone, and their sum is exact.
+  // would hold them): the same bits, so the products went over the rows in
+  // the shards' order, whichever pass brought them.
   for (auto [name, p] : params) p.set_grad(Tensor());
   for (const size_t t : {2u, 0u, 1u}) {
-    one_pass(*model, params, exact, index, x, y, {starts[t], starts[t + 1]});
+    one_pass(*model, params, exact, index, x, y, {starts[t], starts[t + 1]}, {static_cast<int>(t)});
   }
   exact.reduce(12);
   const std::vector<std::vector<float>> apart = gradients(params);
@@ -151,7 +180,7 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
 
 }  // namespace
 
-TEST(ShardPass, SumsEachShardsOwnGradientExactly) {
+TEST(ShardPass, MakesEachGradientOverTheShardsRowsInTheirOrder) {
   check_one_pass(mlp());
   // A linear layer without a bias hands over its weight's products alone.
   check_one_pass(mlp(false));

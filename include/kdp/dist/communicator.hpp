@@ -132,6 +132,9 @@ class Communicator {
   /// in doubles and used as floats (ExactGradient's).
   Part reduce_scatter(double* data, size_t count);
   void allgather_parts(float* data, size_t count);
+  /// The part of `count` elements that reduce_scatter gives this rank (and
+  /// allgather_parts takes from it), without communicating.
+  Part part(size_t count) const;
 
   /// Processes on this rank's node (MPI_COMM_TYPE_SHARED), and nodes in all.
   int local_size() const;

@@ -53,6 +53,10 @@ void ring(detail::Backend& transport, detail::Group group, float* x, size_t coun
 /// Each rank sends (p - 1) / p of the data.
 Part reduce_scatter(detail::Backend& transport, detail::Group group, double* x, size_t count);
 
+/// The part of `count` elements reduce_scatter leaves complete at rank `rank`
+/// of `ranks`.
+Part ring_part(int ranks, int rank, size_t count);
+
 /// The ring's second half on floats: every rank's part of `x` (as
 /// reduce_scatter of `count` elements over `group` gave it) to every rank.
 void allgather_parts(detail::Backend& transport, detail::Group group, float* x, size_t count);

@@ -133,7 +133,13 @@ Part reduce_scatter(detail::Backend& transport, detail::Group group, double* x, 
     double* into = x + seg.begin(recv);
     for (size_t i = 0; i < nr; ++i) into[i] += in[i];
   }
-  const int mine = (r + 1) % p;
+  return ring_part(p, r, count);
+}
+
+Part ring_part(int ranks, int rank, size_t count) {
+  if (ranks <= 1) return {0, count};
+  const Segments seg{count, static_cast<size_t>(ranks)};
+  const int mine = (rank + 1) % ranks;
   return {seg.begin(mine), seg.length(mine)};
 }
 

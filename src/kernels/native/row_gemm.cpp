@@ -34,23 +34,6 @@ void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float*
   }
 }
 
-// D (+)= the shards' sums, each rounded by magic, one element at a time.
-void shard_sums_portable(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a,
-                         Strided b, double magic, double* d, int64_t ldd, bool add) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double sum = add ? d[i * ldd + j] : 0.0;
-      for (int t = 0; t < shards; ++t) {
-        float acc = 0.0f;
-        for (int64_t p = starts[t]; p < starts[t + 1]; ++p)
-          acc = std::fma(a.at(i, p), b.at(p, j), acc);
-        sum += (static_cast<double>(acc) + magic) - magic;
-      }
-      d[i * ldd + j] = sum;
-    }
-  }
-}
-
 #if defined(KDP_X86_KERNELS)
 
 // The product's inner dimension is walked in blocks of kKc (a fixed length,
@@ -111,25 +94,6 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
 }
-// Double vectors of half a Vec: lo += (v's first half + m) - m in double,
-// hi += the same of its second half; d (+)= v.
-using DVec = __m256d;
-struct Rounding {
-  DVec m;
-  KDP_RG_TARGET explicit Rounding(double magic) : m(_mm256_set1_pd(magic)) {}
-};
-KDP_RG_TARGET inline DVec dzero() {
-  return _mm256_setzero_pd();
-}
-KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, const Rounding& r) {
-  lo = _mm256_add_pd(
-      lo, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), r.m), r.m));
-  hi = _mm256_add_pd(
-      hi, _mm256_sub_pd(_mm256_add_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), r.m), r.m));
-}
-KDP_RG_TARGET inline void dstore(double* d, DVec v, const Rounding&, bool add) {
-  _mm256_storeu_pd(d, add ? _mm256_add_pd(_mm256_loadu_pd(d), v) : v);
-}
 #include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx2
@@ -137,7 +101,7 @@ KDP_RG_TARGET inline void dstore(double* d, DVec v, const Rounding&, bool add) {
 // AVX-512: 16 floats a vector (twice the peak where a core has two 512-bit
 // FMA units).
 namespace avx512 {
-#define KDP_RG_TARGET __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define KDP_RG_TARGET __attribute__((target("avx512f,avx2,fma")))
 using Vec = __m512;
 using Mask = __mmask16;
 constexpr int kLanes = 16;
@@ -165,36 +129,6 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
-// The rounded values in grid units, as 64-bit integers: v times 2^-q (q
-// the grid's exponent; exact, or below 2^-126 and so rounded to 0 either
-// way) converted with the rounding to nearest even, which is what (v + m) -
-// m does in double; |v| / 2^q < 2^51, so the integers' sums are exact too,
-// and their double times 2^q is the double path's sum, bit for bit (0 is
-// +0). For grids whose scale is a normal float (integer_grid()).
-using DVec = __m512i;
-struct Rounding {
-  __m512 scale;
-  __m512d grid;
-  KDP_RG_TARGET explicit Rounding(double magic)
-      : scale(_mm512_set1_ps(static_cast<float>(1.5 * 0x1p52 / magic))),
-        grid(_mm512_set1_pd(magic / (1.5 * 0x1p52))) {}
-};
-KDP_RG_TARGET inline DVec dzero() {
-  return _mm512_setzero_si512();
-}
-KDP_RG_TARGET inline void add_rounded(DVec& lo, DVec& hi, Vec v, const Rounding& r) {
-  // (The zero-masked extractions: GCC's plain ones read an "undefined"
-  // vector that -Wmaybe-uninitialized reports.)
-  const __m512d units = _mm512_castps_pd(_mm512_mul_ps(v, r.scale));
-  lo = _mm512_add_epi64(
-      lo, _mm512_cvtps_epi64(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, units, 0))));
-  hi = _mm512_add_epi64(
-      hi, _mm512_cvtps_epi64(_mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xf, units, 1))));
-}
-KDP_RG_TARGET inline void dstore(double* d, DVec v, const Rounding& r, bool add) {
-  const __m512d value = _mm512_mul_pd(_mm512_cvtepi64_pd(v), r.grid);
-  _mm512_storeu_pd(d, add ? _mm512_add_pd(_mm512_loadu_pd(d), value) : value);
-}
 #include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx512
@@ -207,27 +141,6 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc);
 #endif
   sums_portable(m, n, k, a, b, c, ldc);
-}
-
-#if defined(KDP_X86_KERNELS)
-// Whether the AVX-512 kernel's integer rounding serves the grid that `magic`
-// (1.5 2^(q + 52)) sets: 2^-q a normal float, and q small enough that no
-// product it bounds reaches a float's range (the bound is below 2^(q + 51)).
-bool integer_grid(double magic) {
-  const int q = std::ilogb(magic) - 52;
-  return q >= -126 && q <= 60;
-}
-#endif
-
-void shard_sums(int64_t m, int64_t n, const int64_t* starts, int shards, Strided a, Strided b,
-                double magic, double* d, int64_t ldd, bool add) {
-#if defined(KDP_X86_KERNELS)
-  if (cpu_isa() >= CpuIsa::Avx512 && integer_grid(magic))
-    return avx512::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
-  if (cpu_isa() >= CpuIsa::Avx2)
-    return avx2::shard_sums(m, n, starts, shards, a, b, magic, d, ldd, add);
-#endif
-  shard_sums_portable(m, n, starts, shards, a, b, magic, d, ldd, add);
 }
 
 }  // namespace
@@ -262,21 +175,6 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
       ci[j] = beta == 0.0f ? scaled : beta == 1.0f ? ci[j] + scaled : std::fma(beta, ci[j], scaled);
     }
   }
-}
-
-void row_gemm_shard_sums(bool trans_a, bool trans_b, int64_t m, int64_t n, const int64_t* starts,
-                         int shards, const float* a, int64_t lda, const float* b, int64_t ldb,
-                         double magic, double* d, int64_t ldd, bool add) {
-  if (m <= 0 || n <= 0) return;
-  if (shards <= 0) {
-    if (!add) {
-      for (int64_t i = 0; i < m; ++i) std::fill(d + i * ldd, d + i * ldd + n, 0.0);
-    }
-    return;
-  }
-  const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
-  const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-  shard_sums(m, n, starts, shards, sa, sb, magic, d, ldd, add);
 }
 
 }  // namespace kdp::detail

@@ -21,16 +21,4 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc);
 
-/// Reproducible mode's exact sum of shard products: for shards t in
-/// [0, shards), S_t = op(A)'s columns [starts[t], starts[t + 1]) times op(B)'s
-/// rows alike, each element the chain of fused multiply-adds row_gemm makes
-/// (from zero, in the order of p), is rounded as (double(S_t) + magic) -
-/// magic, and D (m x n doubles, row length ldd) = the sum of the rounded
-/// products over the shards, added to D's values where `add`. With `magic` =
-/// 1.5 2^e above every product's grid (dist::detail::grid_exponent), each sum
-/// is exact, so the same in any order: the shards' products are never stored.
-void row_gemm_shard_sums(bool trans_a, bool trans_b, int64_t m, int64_t n, const int64_t* starts,
-                         int shards, const float* a, int64_t lda, const float* b, int64_t ldb,
-                         double magic, double* d, int64_t ldd, bool add);
-
 }  // namespace kdp::detail
