@@ -28,7 +28,7 @@ events = json.load(open(sys.argv[1]))["traceEvents"]
 spans = [e for e in events if e.get("ph") == "X"]
 by = lambda rank, name: [e for e in spans if e["pid"] == rank and e["name"].startswith(name)]
 exchange = (("kdp::ddp::reduction wait", "allreduce bucket") if sys.argv[2] == "--no-reproducible"
-            else ("kdp::train::exact_sum", "kdp::train::exact_sum reduce-scatter"))
+            else ("kdp::train::exact_sum", "kdp::train::exact_sum allgather rows"))
 for rank in (0, 1):
     for name in ("kdp::data::wait", "kdp::train::forward", "kdp::train::backward",
                  "kdp::train::optimizer") + exchange:

@@ -52,6 +52,6 @@ common=("kdp::data::wait"
 regions --no-reproducible "${common[@]}" \
   "kdp::train::backward / kdp::autograd::backward / kdp::AccumulateGrad backward / kdp::ddp::bucket ready" \
   "kdp::ddp::finish / kdp::ddp::reduction wait"
-regions --reproducible "${common[@]}" "kdp::train::exact_sum / kdp::train::exact_sum reduce-scatter" \
+regions --reproducible "${common[@]}" "kdp::train::exact_sum / kdp::train::exact_sum allgather rows" \
   "kdp::train::exact_sum / kdp::train::exact_sum allgather"
 echo "ok: $(grep -c '^region' "${files[0]}") region paths, $(grep -c '^allocation' "${files[0]}") allocation labels on rank 0"
