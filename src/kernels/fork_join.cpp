@@ -20,9 +20,13 @@ namespace {
 thread_local bool inside_job = false;
 
 // How long a thread looks for what it waits on before it sleeps: a step's
-// products follow one another within microseconds, and waking a sleeping
-// thread costs about as much as a small product.
-constexpr auto kSpin = std::chrono::microseconds(100);
+// products follow one another within microseconds to a millisecond or two
+// (the ops between them), and waking a sleeping thread costs about as much
+// as a small product, more under a hypervisor. After the first kPause of
+// it, the thread yields between looks, so that another runnable thread of
+// the process (the loader's) gets the core.
+constexpr auto kSpin = std::chrono::microseconds(2000);
+constexpr auto kPause = std::chrono::microseconds(100);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -35,10 +39,15 @@ inline void cpu_relax() {
 // Spins until `ready()` or kSpin has passed; whether it became ready.
 template <class Ready>
 bool spin_until(Ready ready) {
-  const auto until = std::chrono::steady_clock::now() + kSpin;
+  const auto start = std::chrono::steady_clock::now();
   while (!ready()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    cpu_relax();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= start + kSpin) return false;
+    if (now >= start + kPause) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
   }
   return true;
 }
