@@ -14,11 +14,11 @@ namespace kdp::detail {
 /// Runs f(b) for every b in [0, blocks) on up to `threads` threads, the
 /// calling one among them, and returns once all are done; the first exception
 /// thrown is rethrown here. The other threads are kept for later calls; they
-/// flush denormals as the caller does, and look for the next call for 100
-/// microseconds before they sleep (as OpenMP's and the BLAS's threads do: a
-/// step's products follow one another closely, and waking a sleeping thread
-/// costs about a small product). A call from inside f runs on the calling
-/// thread alone.
+/// flush denormals as the caller does, and look for the next call for 2
+/// milliseconds before they sleep, yielding the core after the first 100
+/// microseconds (as OpenMP's and the BLAS's threads do: a step's products
+/// follow one another closely, and waking a sleeping thread costs more than a
+/// small product). A call from inside f runs on the calling thread alone.
 void fork_join(int threads, int64_t blocks, const std::function<void(int64_t)>& f);
 
 /// f(begin, end) over [0, n) in chunks of `chunk`: on the device's host
