@@ -147,7 +147,7 @@ void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Te
             "reproducible mode's one pass needs host memory");
   KDP_CHECK(ids.size() + 1 == starts.size(), ValueError,
             "reproducible mode: {} shard ids for {} shards", ids.size(), starts.size() - 1);
-  one_pass_ = true;
+  KDP_CHECK(one_pass_, StateError, "reproducible mode: products deferred outside a one pass");
   deferred_.push_back({weight, bias, dy, x, starts, ids});
 }
 
