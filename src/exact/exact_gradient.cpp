@@ -28,7 +28,6 @@ ExactGradient::ExactGradient(const optim::NamedParameters& params, dist::Communi
     offset_.push_back(total_);
     total_ += p.numel();
   }
-  sum_ = Kokkos::View<double*, MemSpace>("kdp::reproducible exact sums", total_);
 }
 
 void ExactGradient::grow_to(int shards) {
@@ -395,8 +394,12 @@ std::vector<double> ExactGradient::grids(int shards) {
   return magic;
 }
 
-// sum_ = the exact sum of every rank's kept shards.
+// sum_ = the exact sum of every rank's kept shards (made on the first call:
+// the one pass never needs it).
 void ExactGradient::sum_shards(int shards) {
+  if (sum_.extent(0) == 0 && total_ > 0) {
+    sum_ = Kokkos::View<double*, MemSpace>("kdp::reproducible exact sums", total_);
+  }
   const size_t n = params_.size();
   const std::vector<double> magic = grids(shards);
   const auto kept = kept_;

@@ -3,9 +3,9 @@
 // Trainer's reproducible mode, docs/architecture.md "Reproducible mode"):
 // the batch is cut into a fixed number of virtual shards by position, each
 // shard's gradient is computed on its own, rounded onto a grid fixed for the
-// step (from the largest magnitude over all shards, an exact max, or from a
-// bound on it) coarse enough that every partial sum of rounded values is a
-// double without rounding, and summed, within a rank and then across ranks:
+// step (from the largest magnitude over all shards, an exact max) coarse
+// enough that every partial sum of rounded values is a double without
+// rounding, and summed, within a rank and then across ranks:
 // exactly, so in any order and grouping. All of it on the device. In the one
 // pass (shard_pass.hpp) a linear layer's products instead go over every
 // rank's rows in one order fixed by the shards (defer).
