@@ -81,9 +81,14 @@ TEST(Bf16, RoundsToNearestEvenOnEveryPath) {
     for (const size_t n : {size_t{1}, size_t{15}, size_t{17}, size_t{33}, in.size()}) {
       std::vector<uint16_t> out(n, 0xdead);
       detail::to_bf16_host(in.data(), out.data(), static_cast<int64_t>(n));
+      std::vector<float> rounded(n, 2.0f);
+      detail::round_to_bf16_host(in.data(), rounded.data(), static_cast<int64_t>(n));
       for (size_t i = 0; i < n; ++i) {
         ASSERT_EQ(out[i], nearest_bf16(in[i])) << detail::cpu_isa_name(static_cast<CpuIsa>(level))
                                                << " value " << std::hex << bits(in[i]);
+        ASSERT_EQ(bits(rounded[i]), uint32_t{nearest_bf16(in[i])} << 16)
+            << "round_to_bf16_host, " << detail::cpu_isa_name(static_cast<CpuIsa>(level))
+            << " value " << std::hex << bits(in[i]);
       }
     }
     detail::set_cpu_isa_limit(before);

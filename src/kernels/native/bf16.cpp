@@ -51,6 +51,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void to_bf16_avx512(const f
   }
 }
 
+// out = in rounded to bf16, as floats.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void round_bf16_avx512(const float* in,
+                                                                            float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_cvtepu16_epi32(sixteen_to_bf16(_mm512_loadu_ps(in + i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(bits, 16));
+  }
+  for (; i < n; ++i) out[i] = round_to_bf16(in[i]);
+}
+
 // vcvtne2ps2bf16 rounds as to_bf16() does (ties to even, denormals to zero,
 // NaN quiet); 32 floats per instruction.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx512bf16(
@@ -75,6 +86,13 @@ void to_bf16_host(const float* in, uint16_t* out, int64_t n) {
   if (isa >= CpuIsa::Avx512) return to_bf16_avx512(in, out, n);
 #endif
   to_bf16_scalar(in, out, n);
+}
+
+void round_to_bf16_host(const float* in, float* out, int64_t n) {
+#if defined(KDP_X86_KERNELS)
+  if (cpu_isa() >= CpuIsa::Avx512) return round_bf16_avx512(in, out, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
 }
 
 }  // namespace kdp::detail

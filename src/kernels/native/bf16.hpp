@@ -38,4 +38,7 @@ KOKKOS_INLINE_FUNCTION float round_to_bf16(float value) {
 /// the widest instructions cpu_isa() allows.
 void to_bf16_host(const float* in, uint16_t* out, int64_t n);
 
+/// out[i] = round_to_bf16(in[i]) for i < n, host memory, as to_bf16_host.
+void round_to_bf16_host(const float* in, float* out, int64_t n);
+
 }  // namespace kdp::detail

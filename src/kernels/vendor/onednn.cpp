@@ -44,13 +44,13 @@ void cap_instruction_sets() {
 }
 
 // oneDNN's OpenMP runtime sizes its parallel regions by the calling thread's
-// OpenMP setting: kdp's share of the cores (the BLAS's count), looked up at
-// run time since kdp itself does not link OpenMP.
-void use_kdp_threads() {
+// OpenMP setting: `threads`, or kdp's share of the cores (the BLAS's count)
+// where it is 0, looked up at run time since kdp itself does not link OpenMP.
+void use_threads(int threads) {
   using SetThreads = void (*)(int);
   static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
   thread_local int applied = 0;
-  const int threads = blas_threads();
+  if (threads <= 0) threads = blas_threads();
   if (set != nullptr && threads != applied) {
     set(threads);
     applied = threads;
@@ -62,10 +62,10 @@ struct Context {
   dnnl::stream stream{engine};
 };
 
-Context& context() {
+Context& context(int threads = 0) {
   cap_instruction_sets();
   thread_local Context c;
-  use_kdp_threads();
+  use_threads(threads);
   return c;
 }
 
@@ -117,11 +117,11 @@ bool supports_bf16() {
 
 void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
-                 float* c, int64_t ldc) {
+                 float* c, int64_t ldc, int threads) {
   guarded(
       "bf16 matmul", [&] { return fmt::format("{}x{}x{}", m, n, k); },
       [&] {
-        Context& ctx = context();
+        Context& ctx = context(threads);
         const dnnl::memory::desc a_md({m, k}, dt::bf16, strides(trans_a, lda));
         const dnnl::memory::desc b_md({k, n}, dt::bf16, strides(trans_b, ldb));
         const dnnl::memory::desc c_md({m, n}, dt::f32, dims{ldc, 1});

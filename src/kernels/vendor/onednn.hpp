@@ -21,10 +21,13 @@ bool supports_bf16();
 
 /// C (fp32, row-major, row length ldc) = alpha op(A) op(B) + beta C, with A
 /// and B bf16 (row-major, row lengths lda and ldb) and fp32 accumulation;
-/// op(A) is m x k, op(B) k x n. Host memory.
+/// op(A) is m x k, op(B) k x n. Host memory. It runs on `threads` threads,
+/// or kdp's thread count where that is 0 (1 from a thread that is itself
+/// one of several splitting a job: the bits of C then depend on nothing but
+/// the shape).
 void matmul_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta,
-                 float* c, int64_t ldc);
+                 float* c, int64_t ldc, int threads = 0);
 
 /// Whether oneDNN takes this convolution: one group, and padding on the far
 /// side that the output size leaves non-negative.

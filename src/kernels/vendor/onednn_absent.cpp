@@ -13,7 +13,7 @@ bool supports_bf16() {
 }
 
 void matmul_bf16(bool, bool, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
-                 const uint16_t*, int64_t, float, float*, int64_t) {
+                 const uint16_t*, int64_t, float, float*, int64_t, int) {
   KDP_FAIL(StateError, "this build has no oneDNN");
 }
 
