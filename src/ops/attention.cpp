@@ -1,8 +1,11 @@
-// scaled_dot_product_attention: one query row a work item forward (keys in
-// blocks, a running max and sum), and backward two passes that recompute the
-// scores from the saved log-sum-exp: one a query row (dq, and the row's
-// dO . O), one a key row (dk, dv). No work item writes another's output, so
-// the sums go in one fixed order and need no atomics.
+// scaled_dot_product_attention. On host memory, a head at a time: blocks of
+// queries against every key they see, as products (HostRows: row_gemm in
+// fp32, oneDNN in bf16), the softmax between them. On GPUs, one query row a
+// work item forward (keys in blocks, a running max and sum), and backward two
+// passes that recompute the scores from the saved log-sum-exp: one a query
+// row (dq, and the row's dO . O), one a key row (dk, dv). No work item
+// writes another's output, so the sums go in one fixed order and need no
+// atomics, and the bits do not depend on the thread count.
 
 #include "kdp/ops/attention.hpp"
 
@@ -11,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kdp/core/generator.hpp"
@@ -18,9 +22,12 @@
 #include "kdp/core/trace.hpp"
 #include "kdp/ops/activation.hpp"
 #include "kernels/fork_join.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/native/bf16.hpp"
 #include "kernels/native/host_kernels.hpp"
 #include "kernels/native/row_gemm.hpp"
 #include "kernels/native/vector_exp.hpp"
+#include "kernels/vendor/onednn.hpp"
 #include "op_util.hpp"
 
 namespace kdp {
@@ -321,177 +328,46 @@ KDP_HOST_KERNEL(keep_row, keep_row_body,
                  float keep_scale),
                 (f, n, c0, stream, threshold, keep_scale))
 
-// Host memory: the same sums on blocks of kBlock queries and kBlock keys,
-// each product of two blocks one row_gemm (a row's bits do not depend on
-// the others), on the rank's threads (Serial has one: the fork-join pool).
-constexpr int64_t kBlock = 64;
-
-struct HostBlocks {
-  Problem p;
-
-  int64_t query_blocks() const { return (p.t + kBlock - 1) / kBlock; }
-  int64_t key_blocks() const { return (p.s + kBlock - 1) / kBlock; }
-
-  // s[r, c] (row length kBlock) = scale q_(i0+r) . k_(j0+c) + mask, -inf
-  // where the causal mask hides the key.
-  void scores(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* s) const {
-    kdp::detail::row_gemm(false, true, rows, n, p.d, p.scale, p.q + (b * p.t + i0) * p.d, p.d,
-                          p.k + (b * p.s + j0) * p.d, p.d, 0.0f, s, kBlock);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = s + r * kBlock;
-      if (p.mask != nullptr) {
-        const float* m = p.mask + b * p.mask_stride + (i0 + r) * p.s + j0;
-        for (int64_t c = 0; c < n; ++c) row[c] += m[c];
-      }
-      if (p.causal) {
-        for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < n; ++c) row[c] = -p.inf;
-      }
-    }
-  }
-  // The keys query block [i0, i0 + rows) sees: all, or up to its last row.
-  int64_t key_end(int64_t i0, int64_t rows) const {
-    return p.causal ? std::min(p.s, i0 + rows) : p.s;
-  }
-  // w[r, c] = exp(s[r, c] - lse[r]) in place (0 where lse is +inf: no key).
-  void weights(float* s, const float* lse, int64_t rows, int64_t n) const {
-    exp_rows(s, rows, n, kBlock, lse, -p.inf);
-  }
-  // keep[r, c] = the dropout factor of (query i0 + r, key j0 + c), with
-  // dropout.
-  void keep_tile(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n, float* keep) const {
-    if (!p.dropout) return;
-    const random::Stream stream(p.seeds(b / p.per_seed));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint64_t c0 =
-          p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s + j0);
-      keep_row(keep + r * kBlock, n, c0, stream, p.threshold, p.keep_scale);
-    }
-  }
-  // x[r, c] *= keep[r, c], with dropout.
-  void drop(float* x, const float* keep, int64_t rows, int64_t n) const {
-    if (!p.dropout) return;
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < n; ++c) x[r * kBlock + c] *= keep[r * kBlock + c];
-    }
-  }
-
-  void forward(int64_t w, float* out, float* lse) const;
-  void deltas(const Device& device, const float* dout, const float* out, float* delta) const;
-  void backward_queries(int64_t w, const float* dout, const float* lse, const float* delta,
-                        float* dq) const;
-  void backward_keys(int64_t w, const float* dout, const float* lse, const float* delta, float* dk,
-                     float* dv, float* dq) const;
-};
-
-// Query block w: the online softmax over key blocks, out and lse.
-void HostBlocks::forward(int64_t w, float* out, float* lse) const {
-  const int64_t b = w / query_blocks(), i0 = (w % query_blocks()) * kBlock;
-  const int64_t rows = std::min(kBlock, p.t - i0);
-  std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), acc(static_cast<size_t>(rows * p.dv));
-  std::vector<float> m(static_cast<size_t>(rows), -p.inf), l(static_cast<size_t>(rows), 0.0f);
-  std::vector<float> top(m.size()), shift(m.size()), sums(m.size());
-  std::vector<float> keep(p.dropout ? s.size() : 0);
-  const int64_t end = key_end(i0, rows);
-  for (int64_t j0 = 0; j0 < end; j0 += kBlock) {
-    const int64_t n = std::min(kBlock, end - j0);
-    scores(b, i0, rows, j0, n, s.data());
-    std::copy(m.begin(), m.end(), top.begin());
-    row_max(s.data(), rows, n, kBlock, top.data());
-    // A row without a key yet shifts by +inf: its weights are 0.
-    for (int64_t r = 0; r < rows; ++r)
-      shift[size_t(r)] = top[size_t(r)] == -p.inf ? p.inf : top[size_t(r)];
-    exp_rows(s.data(), rows, n, kBlock, shift.data(), -p.inf);
-    row_sums(s.data(), rows, n, kBlock, sums.data());
-    for (int64_t r = 0; r < rows; ++r) {
-      const float x = m[size_t(r)] - shift[size_t(r)];  // -inf for the first keys: factor 0
-      const float factor = x == -p.inf ? 0.0f : math::exp(x);
-      l[size_t(r)] = l[size_t(r)] * factor + sums[size_t(r)];
-      m[size_t(r)] = top[size_t(r)];
-      if (factor == 1.0f) continue;
-      float* a = acc.data() + r * p.dv;
-      for (int64_t e = 0; e < p.dv; ++e) a[e] *= factor;
-    }
-    keep_tile(b, i0, rows, j0, n, keep.data());
-    drop(s.data(), keep.data(), rows, n);
-    kdp::detail::row_gemm(false, false, rows, p.dv, n, 1.0f, s.data(), kBlock,
-                          p.v + (b * p.s + j0) * p.dv, p.dv, 1.0f, acc.data(), p.dv);
-  }
+// The tile's additive mask and the causal mask on scores s[r, c] (row
+// length ld) of queries i0 + r and keys j0 + c: -inf where a key is hidden.
+void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n,
+               float* s, int64_t ld) {
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = b * p.t + i0 + r;
-    float* o = out + row * p.dv;
-    const float* a = acc.data() + r * p.dv;
-    const bool none = l[size_t(r)] == 0.0f;
-    const float inv = none ? 0.0f : 1.0f / l[size_t(r)];
-    for (int64_t e = 0; e < p.dv; ++e) o[e] = a[e] * inv;
-    lse[row] = none ? p.inf : m[size_t(r)] + math::log(l[size_t(r)]);
+    float* row = s + r * ld;
+    if (p.mask != nullptr) {
+      const float* m = p.mask + b * p.mask_stride + (i0 + r) * p.s + j0;
+      for (int64_t c = 0; c < n; ++c) row[c] += m[c];
+    }
+    if (p.causal) {
+      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < n; ++c) row[c] = -p.inf;
+    }
   }
 }
 
-// Query block w: dq = scale sum over key blocks of dS K, with
-// dS = P (kept dO V^T - delta).
-void HostBlocks::backward_queries(int64_t w, const float* dout, const float* lse,
-                                  const float* delta, float* dq) const {
-  const int64_t b = w / query_blocks(), i0 = (w % query_blocks()) * kBlock;
-  const int64_t rows = std::min(kBlock, p.t - i0), first = b * p.t + i0;
-  std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), dp(s.size());
-  std::vector<float> keep(p.dropout ? s.size() : 0);
-  float* g = dq + first * p.d;
-  for (int64_t e = 0; e < rows * p.d; ++e) g[e] = 0.0f;
-  const int64_t end = key_end(i0, rows);
-  for (int64_t j0 = 0; j0 < end; j0 += kBlock) {
-    const int64_t n = std::min(kBlock, end - j0);
-    scores(b, i0, rows, j0, n, s.data());
-    weights(s.data(), lse + first, rows, n);
-    kdp::detail::row_gemm(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv,
-                          p.v + (b * p.s + j0) * p.dv, p.dv, 0.0f, dp.data(), kBlock);
-    keep_tile(b, i0, rows, j0, n, keep.data());
-    drop(dp.data(), keep.data(), rows, n);
-    score_grads(dp.data(), s.data(), rows, n, kBlock, delta + first);
-    kdp::detail::row_gemm(false, false, rows, p.d, n, p.scale, dp.data(), kBlock,
-                          p.k + (b * p.s + j0) * p.d, p.d, 1.0f, g, p.d);
+// keep[r, c] (row length ld) = the dropout factor of (query i0 + r, key
+// j0 + c), with dropout.
+void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n,
+               float* keep, int64_t ld) {
+  if (!p.dropout) return;
+  const random::Stream stream(p.seeds(b / p.per_seed));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t c0 =
+        p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s + j0);
+    keep_row(keep + r * ld, n, c0, stream, p.threshold, p.keep_scale);
   }
 }
 
-// Key block w: dv = sum over query blocks of (kept P)^T dO, and
-// dk = scale sum of dS^T Q. Where the keys are one block, the block holds
-// every key a query sees: dq = scale dS K comes from the same tiles (dq
-// non-null), as backward_queries would compute it.
-void HostBlocks::backward_keys(int64_t w, const float* dout, const float* lse, const float* delta,
-                               float* dk, float* dv, float* dq) const {
-  const int64_t b = w / key_blocks(), j0 = (w % key_blocks()) * kBlock;
-  const int64_t n = std::min(kBlock, p.s - j0), first = b * p.s + j0;
-  std::vector<float> s(static_cast<size_t>(kBlock * kBlock)), dp(s.size());
-  std::vector<float> keep(p.dropout ? s.size() : 0);
-  if (dk != nullptr) std::fill(dk + first * p.d, dk + (first + n) * p.d, 0.0f);
-  if (dv != nullptr) std::fill(dv + first * p.dv, dv + (first + n) * p.dv, 0.0f);
-  for (int64_t i0 = p.causal ? (j0 / kBlock) * kBlock : 0; i0 < p.t; i0 += kBlock) {
-    const int64_t rows = std::min(kBlock, p.t - i0), q0 = b * p.t + i0;
-    // The keys the query block sees: with one key block, what
-    // backward_queries scores.
-    const int64_t seen = dq != nullptr ? key_end(i0, rows) : n;
-    scores(b, i0, rows, j0, seen, s.data());
-    weights(s.data(), lse + q0, rows, seen);
-    kdp::detail::row_gemm(false, true, rows, seen, p.dv, 1.0f, dout + q0 * p.dv, p.dv,
-                          p.v + first * p.dv, p.dv, 0.0f, dp.data(), kBlock);
-    keep_tile(b, i0, rows, j0, seen, keep.data());
-    drop(dp.data(), keep.data(), rows, seen);
-    score_grads(dp.data(), s.data(), rows, seen, kBlock, delta + q0);
-    if (dq != nullptr) {
-      float* g = dq + q0 * p.d;
-      for (int64_t e = 0; e < rows * p.d; ++e) g[e] = 0.0f;
-      kdp::detail::row_gemm(false, false, rows, p.d, seen, p.scale, dp.data(), kBlock,
-                            p.k + first * p.d, p.d, 1.0f, g, p.d);
-    }
-    if (dv != nullptr) {
-      drop(s.data(), keep.data(), rows, seen);
-      kdp::detail::row_gemm(true, false, seen, p.dv, rows, 1.0f, s.data(), kBlock, dout + q0 * p.dv,
-                            p.dv, 1.0f, dv + first * p.dv, p.dv);
-    }
-    if (dk != nullptr) {
-      kdp::detail::row_gemm(true, false, seen, p.d, rows, p.scale, dp.data(), kBlock,
-                            p.q + q0 * p.d, p.d, 1.0f, dk + first * p.d, p.d);
-    }
+// x[r, c] *= keep[r, c] (row length ld), with dropout.
+void drop_tile(const Problem& p, float* x, const float* keep, int64_t rows, int64_t n, int64_t ld) {
+  if (!p.dropout) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) x[r * ld + c] *= keep[r * ld + c];
   }
+}
+
+// The keys query block [i0, i0 + rows) sees: all, or up to its last row.
+int64_t key_end(const Problem& p, int64_t i0, int64_t rows) {
+  return p.causal ? std::min(p.s, i0 + rows) : p.s;
 }
 
 // f(w) for every block w in [0, n) on the rank's threads.
@@ -504,9 +380,9 @@ void for_blocks(const Device& device, int64_t n, const F& f) {
   });
 }
 
-// delta[r] = dO[r] . O[r] for every query row.
-void HostBlocks::deltas(const Device& device, const float* dout, const float* out,
-                        float* delta) const {
+// delta[r] = dO[r] . O[r] for every query row, on host memory.
+void host_deltas(const Device& device, const Problem& p, const float* dout, const float* out,
+                 float* delta) {
   const int64_t rows = p.bh * p.t, dv = p.dv;
   for_blocks(device, (rows + 255) / 256, [=](int64_t w) {
     for (int64_t r = w * 256; r < std::min(rows, (w + 1) * 256); ++r) {
@@ -517,53 +393,267 @@ void HostBlocks::deltas(const Device& device, const float* dout, const float* ou
   });
 }
 
+// Host memory: a block of kRows queries meets every key it sees in one
+// product (its scores, rows x keys in fp32: memory grows with T, never with
+// T x T), and the softmax runs in fp32 on the whole rows. The products take
+// fp32 operands on row_gemm (T = float) or, under bf16 autocast where oneDNN
+// has bf16 kernels, bf16 operands (the operands, the weights, dO and dS
+// rounded) with fp32 sums on its AMX or AVX512_BF16 kernels
+// (T = uint16_t, the bits). A head is one thread's work, its products on
+// that thread alone and its key and value gradients summed over the query
+// blocks in order: the bits depend on the shapes, not on the thread count or
+// the batch. Forward makes two products a block, backward five (the scores
+// again, dP, dq, dk, dv).
+constexpr int64_t kRows = 128;
+// Fewer keys than this and oneDNN's calls cost more than they save: the
+// operands are rounded to bf16 and the fp32 kernels compute with them.
+constexpr int64_t kBf16MinKeys = 128;
+
+template <class T>
+struct HostRows {
+  static constexpr bool bf16 = std::is_same_v<T, uint16_t>;
+  Problem p;
+  const T* q;  // [BH, T, D]
+  const T* k;  // [BH, S, D]
+  const T* v;  // [BH, S, Dv]
+
+  // A worker's scratch: the scores and dP (rows x S in fp32 each), with
+  // dropout its factors, and in bf16 the weights and then dS as products
+  // read them.
+  struct Scratch {
+    float *s, *dp, *keep;
+    uint16_t* bits;
+  };
+  int64_t tile() const { return kRows * p.s; }
+  int64_t fp32_tiles() const { return p.dropout ? 3 : 2; }
+  int64_t scratch_floats() const { return fp32_tiles() * tile() + (bf16 ? (tile() + 1) / 2 : 0); }
+  Scratch scratch(float* base) const {
+    float* keep = p.dropout ? base + 2 * tile() : nullptr;
+    auto* bits = reinterpret_cast<uint16_t*>(base + fp32_tiles() * tile());
+    return {base, base + tile(), keep, bits};
+  }
+  // A tile (rows x n, row length n) as the products read it: itself, or its
+  // bits in `bits`.
+  static const T* operand(const float* x, uint16_t* bits, int64_t size) {
+    if constexpr (bf16) {
+      kdp::detail::to_bf16_host(x, bits, size);
+      return bits;
+    } else {
+      (void)bits;
+      (void)size;
+      return x;
+    }
+  }
+  // One product on this thread: C = alpha op(A) op(B) + beta C.
+  static void product(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, float alpha, const T* a,
+                      int64_t lda, const T* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+    if constexpr (bf16) {
+      kdp::detail::onednn::matmul_bf16(ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc, 1);
+    } else {
+      kdp::detail::row_gemm(ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+    }
+  }
+  // s[r, c] (row length n) = scale q_(i0+r) . k_c + mask, -inf where hidden.
+  void scores(int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) const {
+    product(false, true, rows, n, p.d, p.scale, q + (b * p.t + i0) * p.d, p.d, k + b * p.s * p.d,
+            p.d, 0.0f, s, n);
+    mask_tile(p, b, i0, rows, 0, n, s, n);
+  }
+  void forward(int64_t b, float* work, float* out, float* lse) const;
+  void backward(int64_t b, float* work, const T* dout, const float* lse, const float* delta,
+                float* dq, float* dk, float* dv) const;
+  // f(b, work) for every head b on the rank's threads, each thread with its
+  // own scratch of scratch_floats().
+  template <class F>
+  void for_heads(const Device& device, const F& f) const;
+};
+
+template <class T>
+template <class F>
+void HostRows<T>::for_heads(const Device& device, const F& f) const {
+  const int64_t workers = std::min<int64_t>(std::max(1, blas_threads()), p.bh);
+  const Tensor slab = Tensor::empty(Shape{workers * scratch_floats()}, device);
+  float* base = slab.data();
+  for_blocks(device, workers, [&](int64_t w) {
+    for (int64_t b = w * p.bh / workers; b < (w + 1) * p.bh / workers; ++b) {
+      f(b, base + w * scratch_floats());
+    }
+  });
+}
+
+// Head b's output and log-sum-exp, a query block at a time.
+template <class T>
+void HostRows<T>::forward(int64_t b, float* work, float* out, float* lse) const {
+  const Scratch w = scratch(work);
+  float top[kRows], shift[kRows], sums[kRows];
+  for (int64_t i0 = 0; i0 < p.t; i0 += kRows) {
+    const int64_t rows = std::min(kRows, p.t - i0), n = key_end(p, i0, rows);
+    const int64_t first = b * p.t + i0;
+    scores(b, i0, rows, n, w.s);
+    std::fill(top, top + rows, -p.inf);
+    row_max(w.s, rows, n, n, top);
+    // A row without a key shifts by +inf: its weights are 0.
+    for (int64_t r = 0; r < rows; ++r) shift[r] = top[r] == -p.inf ? p.inf : top[r];
+    exp_rows(w.s, rows, n, n, shift, -p.inf);
+    row_sums(w.s, rows, n, n, sums);
+    keep_tile(p, b, i0, rows, 0, n, w.keep, n);
+    drop_tile(p, w.s, w.keep, rows, n, n);
+    float* o = out + first * p.dv;
+    product(false, false, rows, p.dv, n, 1.0f, operand(w.s, w.bits, rows * n), n,
+            v + b * p.s * p.dv, p.dv, 0.0f, o, p.dv);
+    for (int64_t r = 0; r < rows; ++r) {
+      const bool none = sums[r] == 0.0f;
+      const float inv = none ? 0.0f : 1.0f / sums[r];
+      for (int64_t e = 0; e < p.dv; ++e) o[r * p.dv + e] *= inv;
+      lse[first + r] = none ? p.inf : top[r] + math::log(sums[r]);
+    }
+  }
+}
+
+// Head b's gradients: per query block the weights P again, dP = kept dO V^T,
+// dS = P (dP - delta); dq = scale dS K, and over the blocks in order
+// dv += (kept P)^T dO and dk += scale dS^T Q.
+template <class T>
+void HostRows<T>::backward(int64_t b, float* work, const T* dout, const float* lse,
+                           const float* delta, float* dq, float* dk, float* dv) const {
+  const Scratch w = scratch(work);
+  if (dk != nullptr) std::fill(dk + b * p.s * p.d, dk + (b + 1) * p.s * p.d, 0.0f);
+  if (dv != nullptr) std::fill(dv + b * p.s * p.dv, dv + (b + 1) * p.s * p.dv, 0.0f);
+  for (int64_t i0 = 0; i0 < p.t; i0 += kRows) {
+    const int64_t rows = std::min(kRows, p.t - i0), n = key_end(p, i0, rows);
+    const int64_t first = b * p.t + i0;
+    scores(b, i0, rows, n, w.s);
+    exp_rows(w.s, rows, n, n, lse + first, -p.inf);
+    product(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv, v + b * p.s * p.dv, p.dv,
+            0.0f, w.dp, n);
+    keep_tile(p, b, i0, rows, 0, n, w.keep, n);
+    drop_tile(p, w.dp, w.keep, rows, n, n);
+    score_grads(w.dp, w.s, rows, n, n, delta + first);
+    if (dv != nullptr) {
+      drop_tile(p, w.s, w.keep, rows, n, n);
+      product(true, false, n, p.dv, rows, 1.0f, operand(w.s, w.bits, rows * n), n,
+              dout + first * p.dv, p.dv, 1.0f, dv + b * p.s * p.dv, p.dv);
+    }
+    if (dq == nullptr && dk == nullptr) continue;
+    const T* ds = operand(w.dp, w.bits, rows * n);
+    if (dq != nullptr) {
+      product(false, false, rows, p.d, n, p.scale, ds, n, k + b * p.s * p.d, p.d, 0.0f,
+              dq + first * p.d, p.d);
+    }
+    if (dk != nullptr) {
+      product(true, false, n, p.d, rows, p.scale, ds, n, q + first * p.d, p.d, 1.0f,
+              dk + b * p.s * p.d, p.d);
+    }
+  }
+}
+
+// x with every value rounded to bf16 (still fp32): what a product with bf16
+// operands reads, for the paths that compute it in fp32.
+struct RoundToBf16 {
+  const float* src;
+  float* dst;
+  KOKKOS_INLINE_FUNCTION void operator()(const int64_t i) const {
+    dst[i] = kdp::detail::round_to_bf16(src[i]);
+  }
+};
+Tensor rounded_to_bf16(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  if constexpr (compat::launches_are_synchronous()) {
+    kdp::detail::round_to_bf16_host(x.data(), out.data(), x.numel());
+    return out;
+  }
+  for_rows("kdp::scaled_dot_product_attention bf16", x.device(), x.numel(),
+           RoundToBf16{x.data(), out.data()});
+  return out;
+}
+
+// How a call computes: fp32; bf16 on oneDNN's kernels (HostRows<uint16_t>); or the
+// fp32 kernels on operands (and dO) rounded to bf16.
+enum class AttentionPath { fp32, bf16, rounded };
+
+// Which path a call under `precision` takes: the choice depends on the
+// device, the CPU and T, S, D, never on the batch.
+AttentionPath attention_path(const Problem& p, Precision precision) {
+  if (precision != Precision::bf16) return AttentionPath::fp32;
+  const bool blocks = compat::host_accessible_memory() && kdp::detail::onednn::supports_bf16() &&
+                      p.s >= kBf16MinKeys;
+  return blocks ? AttentionPath::bf16 : AttentionPath::rounded;
+}
+
+// The operands as backward reads them: fp32 tensors, or their bf16 bits.
+struct AttentionSaved {
+  AttentionPath path = AttentionPath::fp32;
+  Tensor q, k, v;  // fp32 and rounded: the operands the kernels read
+  kdp::detail::Bf16Matrix qb, kb, vb;
+  Shape q_shape, k_shape, v_shape;
+};
+
 class AttentionNode : public autograd::Node {
  public:
-  AttentionNode(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                const Tensor& mask, const Tensor& out, const Tensor& lse)
-      : Node(q.device()),
+  AttentionNode(const Problem& p, const AttentionSaved& in, const Tensor& mask, const Tensor& out,
+                const Tensor& lse)
+      : Node(out.device()),
         p_(p),
-        q_(q),
-        k_(k),
-        v_(v),
+        path_(in.path),
+        q_(in.q.defined() ? autograd::SavedTensor(in.q) : autograd::SavedTensor()),
+        k_(in.k.defined() ? autograd::SavedTensor(in.k) : autograd::SavedTensor()),
+        v_(in.v.defined() ? autograd::SavedTensor(in.v) : autograd::SavedTensor()),
+        qb_(in.qb),
+        kb_(in.kb),
+        vb_(in.vb),
+        shapes_{in.q_shape, in.k_shape, in.v_shape},
         out_(out),
         mask_(mask.defined() ? mask.detach() : Tensor()),
         lse_(lse) {}
   const char* name() const override { return "kdp::scaled_dot_product_attention"; }
   std::vector<Tensor> apply(std::vector<Tensor>& grads) override {
     Problem p = p_;
-    const Tensor& q = q_.get(*this);
-    const Tensor& k = k_.get(*this);
-    const Tensor& v = v_.get(*this);
     const Tensor& out = out_.get(*this);
-    p.q = q.data();
-    p.k = k.data();
-    p.v = v.data();
     p.mask = mask_.defined() ? mask_.data() : nullptr;
-    const Tensor g = grads[0];
-    Tensor gq, gk, gv;
-    if (next_edges()[0].valid()) gq = Tensor::empty(q.shape(), device());
-    if (next_edges()[1].valid()) gk = Tensor::empty(k.shape(), device());
-    if (next_edges()[2].valid()) gv = Tensor::empty(v.shape(), device());
+    Tensor g = path_ == AttentionPath::rounded ? rounded_to_bf16(grads[0]) : grads[0];
+    Tensor gs[3];
+    for (int i = 0; i < 3; ++i) {
+      if (next_edges()[size_t(i)].valid()) gs[i] = Tensor::empty(shapes_[i], device());
+    }
     Tensor delta = Tensor::empty(Shape{p.bh * p.t}, device());
-    float* dq = gq.defined() ? gq.data() : nullptr;
-    float* dk = gk.defined() ? gk.data() : nullptr;
-    float* dv = gv.defined() ? gv.data() : nullptr;
+    float* dq = gs[0].defined() ? gs[0].data() : nullptr;
+    float* dk = gs[1].defined() ? gs[1].data() : nullptr;
+    float* dv = gs[2].defined() ? gs[2].data() : nullptr;
+    if (path_ == AttentionPath::bf16) {
+      host_deltas(device(), p, g.data(), out.data(), delta.data());
+      const kdp::detail::Bf16Matrix gb =
+          kdp::detail::to_bf16(device(), g.cmatrix(p.bh * p.t, p.dv));
+      const HostRows<uint16_t> h{p, qb_.data(), kb_.data(), vb_.data()};
+      h.for_heads(device(), [&](int64_t b, float* work) {
+        h.backward(b, work, gb.data(), lse_.data(), delta.data(), dq, dk, dv);
+      });
+    } else {
+      p.q = q_.get(*this).data();
+      p.k = k_.get(*this).data();
+      p.v = v_.get(*this).data();
+      fp32_backward(p, g, out, delta, dq, dk, dv);
+    }
+    device().fence("kdp::scaled_dot_product_attention backward");
+    return {gs[0], gs[1], gs[2]};
+  }
+  void release_saved() override {
+    q_.reset();
+    k_.reset();
+    v_.reset();
+    qb_ = kb_ = vb_ = kdp::detail::Bf16Matrix();
+    out_.reset();
+    mask_ = lse_ = Tensor();
+  }
+
+ private:
+  void fp32_backward(const Problem& p, const Tensor& g, const Tensor& out, const Tensor& delta,
+                     float* dq, float* dk, float* dv) const {
     if constexpr (compat::host_accessible_memory()) {
-      const HostBlocks h{p};
-      h.deltas(device(), g.data(), out.data(), delta.data());
-      // One key block: every query's gradient comes from the key pass.
-      const bool fused = h.key_blocks() == 1;
-      if (dq != nullptr && !fused) {
-        for_blocks(device(), p.bh * h.query_blocks(), [&](int64_t w) {
-          h.backward_queries(w, g.data(), lse_.data(), delta.data(), dq);
-        });
-      }
-      if (dk != nullptr || dv != nullptr || (dq != nullptr && fused)) {
-        for_blocks(device(), p.bh * h.key_blocks(), [&](int64_t w) {
-          h.backward_keys(w, g.data(), lse_.data(), delta.data(), dk, dv, fused ? dq : nullptr);
-        });
-      }
+      host_deltas(device(), p, g.data(), out.data(), delta.data());
+      const HostRows<float> h{p, p.q, p.k, p.v};
+      h.for_heads(device(), [&](int64_t b, float* work) {
+        h.backward(b, work, g.data(), lse_.data(), delta.data(), dq, dk, dv);
+      });
     } else {
       for_rows("kdp::scaled_dot_product_attention backward q", device(), p.bh * p.t,
                QueryRows{p, g.data(), out.data(), lse_.data(), delta.data(), dq});
@@ -572,20 +662,14 @@ class AttentionNode : public autograd::Node {
                  KeyRows{p, g.data(), lse_.data(), delta.data(), dk, dv});
       }
     }
-    device().fence("kdp::scaled_dot_product_attention backward");
-    return {gq, gk, gv};
-  }
-  void release_saved() override {
-    q_.reset();
-    k_.reset();
-    v_.reset();
-    out_.reset();
-    mask_ = lse_ = Tensor();
   }
 
- private:
   Problem p_;
-  autograd::SavedTensor q_, k_, v_, out_;
+  AttentionPath path_;
+  autograd::SavedTensor q_, k_, v_;
+  kdp::detail::Bf16Matrix qb_, kb_, vb_;
+  Shape shapes_[3];
+  autograd::SavedTensor out_;
   Tensor mask_, lse_;
 };
 
@@ -675,6 +759,20 @@ void attention_dropout(const char* op, Problem& p, const Tensor& q, float dropou
           seeds.data(), seeds.size()));
 }
 
+// out and lse on the fp32 kernels (p's operands as they are).
+void fp32_forward(const Problem& p, const Tensor& out, const Tensor& lse) {
+  const Device& dev = out.device();
+  if constexpr (compat::host_accessible_memory()) {
+    const HostRows<float> h{p, p.q, p.k, p.v};
+    float* o = out.data();
+    float* l = lse.data();
+    h.for_heads(dev, [&](int64_t b, float* work) { h.forward(b, work, o, l); });
+  } else {
+    for_rows("kdp::scaled_dot_product_attention", dev, p.bh * p.t,
+             ForwardRows{p, out.data(), lse.data()});
+  }
+}
+
 }  // namespace
 
 }  // namespace ops_detail
@@ -698,20 +796,31 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   out_dims.push_back(p.dv);
   Tensor out = Tensor::empty(Shape(out_dims), dev);
   Tensor lse = Tensor::empty(Shape{p.bh * p.t}, dev);
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  if constexpr (compat::host_accessible_memory()) {
-    const HostBlocks h{p};
+  AttentionSaved in;
+  in.path = attention_path(p, autocast_precision());
+  in.q_shape = q.shape();
+  in.k_shape = k.shape();
+  in.v_shape = v.shape();
+  if (in.path == AttentionPath::bf16) {
+    in.qb = kdp::detail::to_bf16(dev, q.cmatrix(p.bh * p.t, p.d));
+    in.kb = kdp::detail::to_bf16(dev, k.cmatrix(p.bh * p.s, p.d));
+    in.vb = kdp::detail::to_bf16(dev, v.cmatrix(p.bh * p.s, p.dv));
+    const HostRows<uint16_t> h{p, in.qb.data(), in.kb.data(), in.vb.data()};
     float* o = out.data();
     float* l = lse.data();
-    for_blocks(dev, p.bh * h.query_blocks(), [&](int64_t w) { h.forward(w, o, l); });
+    h.for_heads(dev, [&](int64_t b, float* work) { h.forward(b, work, o, l); });
   } else {
-    for_rows("kdp::scaled_dot_product_attention", dev, p.bh * p.t,
-             ForwardRows{p, out.data(), lse.data()});
+    const bool rounded = in.path == AttentionPath::rounded;
+    in.q = rounded ? rounded_to_bf16(q) : q;
+    in.k = rounded ? rounded_to_bf16(k) : k;
+    in.v = rounded ? rounded_to_bf16(v) : v;
+    p.q = in.q.data();
+    p.k = in.k.data();
+    p.v = in.v.data();
+    fp32_forward(p, out, lse);
   }
   if (autograd::needs_grad({&q, &k, &v})) {
-    auto node = std::make_shared<AttentionNode>(p, q, k, v, mask, out, lse);
+    auto node = std::make_shared<AttentionNode>(p, in, mask, out, lse);
     node->set_next_edges({&q, &k, &v});
     autograd::set_history(out, node);
   }

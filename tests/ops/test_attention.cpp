@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/native/bf16.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -92,10 +93,10 @@ TEST(Attention, ForwardIsSoftmaxOfTheScoresTimesTheValues) {
                      naive_attention(q, k, v, Tensor(), false, 0.3), 2e-5, 1e-4, "scale 0.3");
 }
 
-// Keys in one block of the host path (7: every gradient from one pass over
-// the tiles) and in two (70 queries, 80 keys: the query and key passes).
+// Queries in one block of the host path (5) and in two (130: 128 and 2,
+// the key and value gradients summed over both).
 TEST(Attention, GradientsMatchFiniteDifferences) {
-  for (const auto& [t, s] : {std::pair<int64_t, int64_t>{5, 7}, {70, 80}}) {
+  for (const auto& [t, s] : {std::pair<int64_t, int64_t>{5, 7}, {130, 80}}) {
     Tensor q = leaf(random_tensor({2, t, 4}, 66));
     Tensor k = leaf(random_tensor({2, s, 4}, 67));
     Tensor v = leaf(random_tensor({2, s, 3}, 68));
@@ -123,8 +124,8 @@ TEST(Attention, DropoutReplaysItsMaskInBackward) {
   AttentionOptions o;
   o.dropout_p = 0.5f;
   o.is_causal = true;
-  // Keys in one block and in two (the host path's passes).
-  for (const int64_t t : {6, 66}) {
+  // Queries in one block and in two (the host path's blocks of 128).
+  for (const int64_t t : {6, 130}) {
     Tensor q = leaf(random_tensor({1, 2, t, 4}, 70));
     Tensor k = leaf(random_tensor({1, 2, t, 4}, 71));
     Tensor v = leaf(random_tensor({1, 2, t, 3}, 72));
@@ -272,4 +273,210 @@ TEST(Attention, BadArgumentsAreNamed) {
   EXPECT_THROW(scaled_dot_product_attention(Tensor::zeros({1, 2, 300}), Tensor::zeros({1, 2, 300}),
                                             Tensor::zeros({1, 2, 300})),
                ShapeError);
+}
+
+namespace {
+
+// Attention in double on operands rounded to bf16, with dropout's factors
+// (the device stream's draws, as Problem::kept defines them), and for every
+// result the sum of the magnitudes of its terms: a product whose operands
+// (the weights, dS) are rounded once more to bf16 is off by at most
+// u = 2^-8 of that sum, plus fp32's rounding of the sums.
+struct Bf16Reference {
+  std::vector<double> out, dq, dk, dv;          // values
+  std::vector<double> out_m, dq_m, dk_m, dv_m;  // sums of |terms|
+};
+
+float bf16(float x) {
+  return kdp::detail::round_to_bf16(x);
+}
+
+Bf16Reference bf16_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& gy,
+                             const Tensor& mask, bool causal, float p, uint64_t seed,
+                             uint64_t offset) {
+  const int64_t t = q.size(-2), s = k.size(-2), d = q.size(-1), dv = v.size(-1);
+  const int64_t bh = q.numel() / (t * d);
+  auto rounded = [](const Tensor& x) {
+    std::vector<double> r;
+    for (float f : x.to_vector()) r.push_back(bf16(f));
+    return r;
+  };
+  const auto qv = rounded(q), kv = rounded(k), vv = rounded(v), gv = rounded(gy);
+  const std::vector<float> mv = mask.defined() ? mask.to_vector() : std::vector<float>();
+  const random::Stream stream(seed);
+  const uint32_t threshold = random::uniform_threshold(p);
+  const double keep_scale = 1.0 / (1.0 - p), scale = 1.0 / std::sqrt(double(d));
+  Bf16Reference r;
+  for (auto* x : {&r.out, &r.out_m, &r.dq, &r.dq_m}) x->assign(size_t(bh * t * dv), 0.0);
+  r.dq.assign(size_t(bh * t * d), 0.0);
+  r.dq_m.assign(r.dq.size(), 0.0);
+  r.dk.assign(size_t(bh * s * d), 0.0);
+  r.dk_m.assign(r.dk.size(), 0.0);
+  r.dv.assign(size_t(bh * s * dv), 0.0);
+  r.dv_m.assign(r.dv.size(), 0.0);
+  for (int64_t b = 0; b < bh; ++b) {
+    for (int64_t i = 0; i < t; ++i) {
+      std::vector<double> w(static_cast<size_t>(s)), keep(static_cast<size_t>(s), 1.0);
+      double top = -INFINITY;
+      for (int64_t j = 0; j < s; ++j) {
+        double sc = 0.0;
+        for (int64_t c = 0; c < d; ++c)
+          sc += qv[size_t((b * t + i) * d + c)] * kv[size_t((b * s + j) * d + c)];
+        sc = sc * scale + (mv.empty() ? 0.0 : mv[size_t(i * s + j)]);
+        if (causal && j > i) sc = -INFINITY;
+        w[size_t(j)] = sc;
+        top = std::max(top, sc);
+        if (p > 0.0f) {
+          const uint64_t counter = offset + static_cast<uint64_t>((b * t + i) * s + j);
+          keep[size_t(j)] = stream.draw24(counter) >= threshold ? keep_scale : 0.0;
+        }
+      }
+      double total = 0.0;
+      for (double& x : w) total += (x = std::exp(x - top));
+      for (double& x : w) x /= total;
+      const size_t row = size_t(b * t + i);
+      double delta = 0.0, delta_m = 0.0;
+      for (int64_t e = 0; e < dv; ++e) {
+        double acc = 0.0, mag = 0.0;
+        for (int64_t j = 0; j < s; ++j) {
+          const double term = w[size_t(j)] * keep[size_t(j)] * vv[size_t((b * s + j) * dv + e)];
+          acc += term;
+          mag += std::abs(term);
+        }
+        r.out[row * size_t(dv) + size_t(e)] = acc;
+        r.out_m[row * size_t(dv) + size_t(e)] = mag;
+        delta += gv[row * size_t(dv) + size_t(e)] * acc;
+        delta_m += std::abs(gv[row * size_t(dv) + size_t(e)]) * mag;
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        double dpj = 0.0, dpm = 0.0;
+        for (int64_t e = 0; e < dv; ++e) {
+          const double term = gv[row * size_t(dv) + size_t(e)] * vv[size_t((b * s + j) * dv + e)];
+          dpj += term;
+          dpm += std::abs(term);
+        }
+        const double pj = w[size_t(j)], kj = keep[size_t(j)];
+        const double ds = pj * (dpj * kj - delta), ds_m = pj * (dpm * kj + delta_m);
+        for (int64_t e = 0; e < dv; ++e) {
+          const double term = pj * kj * gv[row * size_t(dv) + size_t(e)];
+          r.dv[size_t((b * s + j) * dv + e)] += term;
+          r.dv_m[size_t((b * s + j) * dv + e)] += std::abs(term);
+        }
+        for (int64_t c = 0; c < d; ++c) {
+          const double kc = kv[size_t((b * s + j) * d + c)], qc = qv[row * size_t(d) + size_t(c)];
+          r.dq[row * size_t(d) + size_t(c)] += scale * ds * kc;
+          r.dq_m[row * size_t(d) + size_t(c)] += scale * ds_m * std::abs(kc);
+          r.dk[size_t((b * s + j) * d + c)] += scale * ds * qc;
+          r.dk_m[size_t((b * s + j) * d + c)] += scale * ds_m * std::abs(qc);
+        }
+      }
+    }
+  }
+  return r;
+}
+
+void expect_within(const std::vector<float>& got, const std::vector<double>& want,
+                   const std::vector<double>& magnitude, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  const double u = std::ldexp(1.0, -8);
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    const double tol = 3.0 * u * magnitude[i] + 1e-6;
+    if (std::abs(double(got[i]) - want[i]) > tol) {
+      ADD_FAILURE() << what << " [" << i << "]: " << got[i] << " against " << want[i]
+                    << " (tolerance " << tol << ")";
+      ++bad;
+    }
+  }
+}
+
+}  // namespace
+
+// Under bf16 autocast the products take bf16 operands and sum in fp32: kdp's
+// result is the attention of the rounded operands, off by one more bf16
+// rounding of the weights and of dS. 150 queries: a whole block of the bf16
+// path and part of a second; 150 keys (that path) and 40 (the fp32 kernels
+// on rounded operands); with and without the causal mask, an additive mask
+// and dropout.
+TEST(Attention, Bf16AutocastIsTheAttentionOfTheRoundedOperands) {
+  Generator& gen = get_default_device().generator();
+  for (const int64_t s : {150, 40}) {
+    for (const auto& [causal, masked, p] : {std::tuple<bool, bool, float>{false, false, 0.0f},
+                                            {true, false, 0.0f},
+                                            {false, true, 0.2f},
+                                            {true, true, 0.2f}}) {
+      if (causal && s != 150) continue;  // causal needs S >= T here
+      const int64_t t = causal ? s : 150;
+      Tensor q = leaf(random_tensor({2, 2, t, 16}, 90, -2.0f, 2.0f));
+      Tensor k = leaf(random_tensor({2, 2, s, 16}, 91, -2.0f, 2.0f));
+      Tensor v = leaf(random_tensor({2, 2, s, 8}, 92));
+      const Tensor gy = random_tensor({2, 2, t, 8}, 93);
+      AttentionOptions o;
+      o.is_causal = causal;
+      o.dropout_p = p;
+      if (masked) o.attn_mask = random_mask({t, s}, 94);
+      const uint64_t seed = gen.seed(), offset = gen.offset();
+      Tensor out;
+      {
+        autocast bf16(Precision::bf16);
+        out = scaled_dot_product_attention(q, k, v, o);
+      }
+      out.backward(gy);
+      const Bf16Reference r = bf16_reference(q, k, v, gy, o.attn_mask, causal, p, seed, offset);
+      const std::string what =
+          fmt::format("S {} causal {} mask {} dropout {}", s, causal, masked, p);
+      expect_within(out.to_vector(), r.out, r.out_m, "out, " + what);
+      expect_within(q.grad().to_vector(), r.dq, r.dq_m, "dq, " + what);
+      expect_within(k.grad().to_vector(), r.dk, r.dk_m, "dk, " + what);
+      expect_within(v.grad().to_vector(), r.dv, r.dv_m, "dv, " + what);
+      // Not fp32's result: the operands were rounded.
+      const Tensor fp32 = scaled_dot_product_attention(q.detach(), k.detach(), v.detach());
+      if (!causal && !masked && p == 0.0f) {
+        EXPECT_NE(out.to_vector(), fp32.to_vector()) << what;
+      }
+    }
+  }
+}
+
+// bf16's bits depend on neither the thread count nor the other heads of the
+// batch: a head is one thread's work, each product on that thread.
+TEST(Attention, Bf16TheSameBitsAtEveryThreadCountAndBatch) {
+  Tensor q = leaf(random_tensor({3, 2, 140, 16}, 95));
+  Tensor k = leaf(random_tensor({3, 2, 140, 16}, 96));
+  Tensor v = leaf(random_tensor({3, 2, 140, 16}, 97));
+  AttentionOptions o;
+  o.is_causal = true;
+  auto run = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv) {
+    for (const Tensor* x : {&qq, &kk, &vv}) const_cast<Tensor*>(x)->set_grad(Tensor());
+    Tensor out;
+    {
+      autocast bf16(Precision::bf16);
+      out = scaled_dot_product_attention(qq, kk, vv, o);
+    }
+    sum(out * out).backward();
+    std::vector<float> all = out.to_vector();
+    for (const Tensor* x : {&qq, &kk, &vv}) {
+      const auto g = x->grad().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    ScopedBlasThreads scoped(threads);
+    runs.push_back(run(q, k, v));
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+  // The last batch entry alone: its output and gradients are the whole
+  // batch's last third of each.
+  Tensor q1 = leaf(q.detach().slice(0, 2, 3)), k1 = leaf(k.detach().slice(0, 2, 3));
+  Tensor v1 = leaf(v.detach().slice(0, 2, 3));
+  const std::vector<float> alone = run(q1, k1, v1);
+  const size_t part = alone.size() / 4, whole = runs[0].size() / 4;
+  for (size_t x = 0; x < 4; ++x) {
+    EXPECT_TRUE(std::equal(alone.begin() + long(x * part), alone.begin() + long((x + 1) * part),
+                           runs[0].begin() + long(x * whole + 2 * part)))
+        << "part " << x;
+  }
 }
