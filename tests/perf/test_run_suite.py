@@ -155,8 +155,10 @@ class Suite(unittest.TestCase):
     def test_attention_is_put_beside_pytorchs_sdpa_shape_by_shape(self):
         logs = {"attention": "backend: Serial, 1 BLAS thread(s)\n"
                              "ATTENTION kdp T=256 full fp32 fwd+bwd 10.000 ms\n"
+                             "ATTENTION kdp T=256 full bf16 fwd+bwd 4.000 ms\n"
                              "ATTENTION kdp T=256 causal fp32 fwd+bwd 4.000 ms\n"
-                             "MEMORY attention peak T=2048 / T=1024 1.010 (target <= 1.15)\n",
+                             "MEMORY attention peak T=2048 / T=1024 1.010 (target <= 1.15)\n"
+                             "MEMORY attention bf16 peak T=2048 / T=1024 1.100 (target <= 1.15)\n",
                 "attention_torch": "ATTENTION torch T=256 full fp32 fwd+bwd 15.000 ms\n"
                                    "ATTENTION torch T=256 full bf16 fwd+bwd 8.000 ms\n"
                                    "ATTENTION torch T=256 causal fp32 fwd+bwd 5.000 ms\n"
@@ -164,14 +166,23 @@ class Suite(unittest.TestCase):
         metrics = {}
         run_suite.attention_ratios(logs, metrics)
         run_suite.parse("attention", logs["attention"], metrics, {})
+        target = run_suite.ATTENTION_TARGET
         self.assertEqual(metrics["kdp_vs_torch_attention_T256_full_fp32"],
-                         {"value": 1.5, "target": run_suite.ATTENTION_TARGET, "better": "higher"})
-        self.assertEqual(metrics["kdp_vs_torch_attention_T256_full_bf16"]["better"], "info")
-        self.assertAlmostEqual(metrics["kdp_vs_torch_attention_T256_full_bf16"]["value"], 0.8)
+                         {"value": 1.5, "target": target, "better": "higher"})
+        # bf16 against bf16, and each side at its better precision: 8 / 4.
+        self.assertEqual(metrics["kdp_vs_torch_attention_T256_full_bf16"],
+                         {"value": 2.0, "target": target, "better": "higher"})
+        self.assertEqual(metrics["kdp_vs_torch_best_attention_T256_full"],
+                         {"value": 2.0, "target": target, "better": "higher"})
         self.assertAlmostEqual(metrics["kdp_vs_torch_attention_T256_causal_fp32"]["value"], 1.25)
-        self.assertNotIn("kdp_vs_torch_attention_T1024_full_fp32", metrics)  # kdp's side missing
+        # A side missing: no ratio.
+        self.assertNotIn("kdp_vs_torch_attention_T1024_full_fp32", metrics)
+        self.assertNotIn("kdp_vs_torch_attention_T256_causal_bf16", metrics)
+        self.assertNotIn("kdp_vs_torch_best_attention_T256_causal", metrics)
         self.assertEqual(metrics["attention_peak_memory_T2048_vs_T1024"],
                          {"value": 1.01, "target": 1.15, "better": "lower"})
+        self.assertEqual(metrics["attention_bf16_peak_memory_T2048_vs_T1024"],
+                         {"value": 1.1, "target": 1.15, "better": "lower"})
 
     def listed(self, *args):
         argv = ["run_suite.py", "--build", self.build, *args, "--list"]
