@@ -406,7 +406,7 @@ void host_deltas(const Device& device, const Problem& p, const float* dout, cons
 // again, dP, dq, dk, dv).
 constexpr int64_t kRows = 128;
 // Fewer keys than this and oneDNN's calls cost more than they save: the
-// operands are rounded to bf16 and the fp32 kernels compute with them.
+// operands are rounded to bf16 and the fp32 products compute with them.
 constexpr int64_t kBf16MinKeys = 128;
 
 template <class T>
@@ -573,10 +573,13 @@ enum class AttentionPath { fp32, bf16, rounded };
 
 // Which path a call under `precision` takes: the choice depends on the
 // device, the CPU and T, S, D, never on the batch.
-AttentionPath attention_path(const Problem& p, Precision precision) {
+AttentionPath attention_path(const Problem& p, Precision precision, const Device& device) {
   if (precision != Precision::bf16) return AttentionPath::fp32;
-  const bool blocks = compat::host_accessible_memory() && kdp::detail::onednn::supports_bf16() &&
-                      p.s >= kBf16MinKeys;
+  // oneDNN's bf16 products outrun row_gemm's fp32 ones on AMX tiles only
+  // (its AVX512_BF16 kernels multiplied at about 0.7x row_gemm's rate on
+  // attention's shapes: docs/performance.md).
+  const bool blocks =
+      compat::host_accessible_memory() && has_bf16_matrix_units(device) && p.s >= kBf16MinKeys;
   return blocks ? AttentionPath::bf16 : AttentionPath::rounded;
 }
 
@@ -797,7 +800,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor out = Tensor::empty(Shape(out_dims), dev);
   Tensor lse = Tensor::empty(Shape{p.bh * p.t}, dev);
   AttentionSaved in;
-  in.path = attention_path(p, autocast_precision());
+  in.path = attention_path(p, autocast_precision(), dev);
   in.q_shape = q.shape();
   in.k_shape = k.shape();
   in.v_shape = v.shape();

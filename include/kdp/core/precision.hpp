@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// Mixed precision, PyTorch's autocast semantics: inside an autocast region,
-/// matrix products (linear, matmul) and convolutions take bf16 inputs and
-/// accumulate in fp32, forward and backward; everything else (reductions,
+/// matrix products (linear, matmul, attention's) and convolutions take bf16
+/// inputs and accumulate in fp32, forward and backward; everything else (reductions,
 /// softmax, losses, BatchNorm statistics, the optimizer) runs in fp32, and
 /// master weights and optimizer state stay fp32, so checkpoints are the same
 /// in every precision. A backward pass runs each product in the precision

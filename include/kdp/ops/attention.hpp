@@ -2,10 +2,11 @@
 /// \file
 /// Scaled dot-product attention, as
 /// torch.nn.functional.scaled_dot_product_attention, fused in the manner of
-/// flash attention: each query row meets the keys in blocks with a running
-/// (online) softmax, and backward recomputes the scores from the saved
-/// log-sum-exp, so neither direction ever holds a T x S matrix: memory grows
-/// linearly with the sequence.
+/// flash attention: queries meet the keys a block at a time (on CPUs a block
+/// of 128 query rows against every key, on GPUs a query row against blocks
+/// of keys with a running softmax), and backward recomputes the scores from
+/// the saved log-sum-exp, so neither direction ever holds a T x S matrix per
+/// head: memory grows linearly with the sequence.
 
 #include <cstdint>
 #include <optional>
@@ -35,7 +36,10 @@ struct AttentionOptions {
 /// [..., T, Dv]. D and Dv are at most 256. A query row whose keys are all
 /// masked out gets zeros (and passes no gradient). The scores are summed in
 /// fp32 in a fixed order, forward and backward, so the results are the same
-/// bits at every thread count. Differentiable in q, k and v.
+/// bits at every thread count and in any batch. Under bf16 autocast the
+/// products take bf16 operands (q, k, v, the weights, dO and dS rounded) and
+/// sum in fp32, as PyTorch's autocast has it; the softmax and the output stay
+/// fp32. Differentiable in q, k and v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 
