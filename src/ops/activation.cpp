@@ -275,6 +275,30 @@ void keyed_dropout_kernel(const Device& device, View1 out, ConstView1 in, float 
                           const RowSeeds& seeds, int64_t row_len, int64_t plane) {
   const float scale = 1.0f / (1.0f - p);
   const uint32_t threshold = random::uniform_threshold(p);
+  if constexpr (compat::launches_are_synchronous()) {
+    if (plane == 1) {
+      // Host: a row's elements in pairs from one hash each, as dropout_kernel
+      // draws them (the same numbers as at_least's), rows over the threads.
+      const float* src = in.data();
+      float* dst = out.data();
+      const int64_t pairs = row_len / 2;
+      kdp::detail::host_chunks(
+          "kdp::dropout per sample", device, static_cast<int64_t>(seeds.extent(0)),
+          std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row_len)), [=](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              const random::Stream stream(seeds(r));
+              const float* x = src + r * row_len;
+              float* y = dst + r * row_len;
+              dropout_pairs(x, y, pairs, 0, stream, threshold, scale);
+              if (2 * pairs < row_len) {
+                const bool keep = stream.draw24(static_cast<uint64_t>(2 * pairs)) >= threshold;
+                y[2 * pairs] = x[2 * pairs] * (keep ? scale : 0.0f);
+              }
+            }
+          });
+      return;
+    }
+  }
   kdp::detail::for_each_2d(
       "kdp::dropout per sample", device, static_cast<int64_t>(seeds.extent(0)), row_len,
       KOKKOS_LAMBDA(const int64_t r, const int64_t j) {

@@ -339,3 +339,27 @@ TEST(Activation, SampleDrawsGiveEachRowItsOwnMaskInAnyBatch) {
   }
   EXPECT_EQ(SampleDraws::active(), nullptr);
 }
+
+// Element j of row r keeps where the row's stream (the seed SampleDraws gives
+// the row for this call) draws at least p's threshold for counter j: an odd
+// row length, so that the last element is drawn without its pair.
+TEST(Activation, SampleDrawsDropElementJWithTheRowStreamsDrawJ) {
+  const float p = 0.3f;
+  const std::vector<uint64_t> keys = {5, 9};
+  const int64_t width = 37;
+  std::vector<float> y;
+  {
+    SampleDraws draws(3, keys);
+    y = dropout(Tensor::ones({2, width}), p, true).to_vector();
+  }
+  SampleDraws again(3, keys);
+  const std::vector<uint64_t> seeds = again.next_call();
+  const uint32_t threshold = random::uniform_threshold(p);
+  for (int64_t r = 0; r < 2; ++r) {
+    const random::Stream stream(seeds[size_t(r)]);
+    for (int64_t j = 0; j < width; ++j) {
+      const float want = stream.at_least(uint64_t(j), threshold) ? 1.0f / (1.0f - p) : 0.0f;
+      ASSERT_EQ(y[size_t(r * width + j)], want) << "row " << r << " element " << j;
+    }
+  }
+}
