@@ -269,29 +269,43 @@ def cluster_here():
 
 def reproducible_runs(train):
     """kdp-train's step in reproducible mode against DDP's exchange
-    (--no-reproducible) on Fashion-MNIST at a global batch of 240, taking
-    turns three times in one run
-    (the better rate of each mode counts, so that a busy moment slows both
-    alike): L at 2 and 4 ranks (the target's layouts), at 1 rank with the
-    rank's threads and with 2 devices, and a CNN with SyncBatchNorm at 2."""
+    (--no-reproducible), taking turns three times in one run (the better rate
+    of each mode counts, so that a busy moment slows both alike): on
+    Fashion-MNIST at a global batch of 240, L at 2 and 4 ranks (the target's
+    layouts), at 1 rank with the rank's threads and with 2 devices, and a CNN
+    with SyncBatchNorm at 2; the reference transformers at 2 ranks, the ViT on
+    Fashion-MNIST (batch 128) and the GPT on byte windows of kdp's own docs
+    (batch 32), which the run imports into a scratch folder and removes."""
     cnn = "'conv(16,3,1,1),batchnorm,relu,maxpool(2),flatten,linear(10)' --sync-batchnorm"
     cores = len(os.sched_getaffinity(0))
-    layouts = (("step", "784,1024,1024,10", 2, 1, ""), ("step", "784,1024,1024,10", 4, 1, ""),
-               ("step_threads", "784,1024,1024,10", 1, cores, ""),
-               ("step_devices", "784,1024,1024,10", 1, cores, "--devices 2"),
-               ("step_sync_batchnorm_cnn", cnn, 2, 1, ""))
+    mlp = "784,1024,1024,10"
+    text = "$scratch/text.h5"
+    docs = " ".join(os.path.join(os.path.dirname(HERE), f) for f in ("README.md", "docs/*.md"))
+    # label, model, ranks, threads, extra options, data, batch, steps, target
+    layouts = (("step", mlp, 2, 1, "", DATA, 240, 60, True),
+               ("step", mlp, 4, 1, "", DATA, 240, 60, True),
+               ("step_threads", mlp, 1, cores, "", DATA, 240, 60, False),
+               ("step_devices", mlp, 1, cores, "--devices 2", DATA, 240, 60, False),
+               ("step_sync_batchnorm_cnn", cnn, 2, 1, "", DATA, 240, 60, False),
+               ("step_vit", "'vit(4,64,6,4,128)'", 2, 1, "", DATA, 128, 30, True),
+               ("step_gpt", "'gpt(4,4,128)'", 2, 1, "", text, 32, 20, True))
     runs = []
-    for label, model, ranks, threads, extra in layouts:
+    for label, model, ranks, threads, extra, data, batch, steps, targeted in layouts:
         name = f"reproducible_{label}_r{ranks}"
         if not os.path.exists(train) or mpirun(ranks) is None:
             runs.append((name, not_built(train) if mpirun(ranks) is not None else None, {}))
             continue
         launch = " ".join(mpirun(ranks))
-        common = (f"{launch} {train} --data {DATA} --model {model} --batch-size 240 "
-                  f"--threads {threads} {extra} --max-steps 60 --progress lines --log-every 1000000")
+        common = (f"{launch} {train} --data {data} --model {model} --batch-size {batch} "
+                  f"--threads {threads} {extra} --max-steps {steps} --progress lines --log-every 1000000")
         rate = "sed -n 's/.*samples_per_s=\\([0-9.]*\\).*/\\1/p'"
-        target = "(target <= 1.10)" if label == "step" and ranks in (2, 4) and threads == 1 else ""
-        cmd = (f"a=0; b=0; for round in 1 2 3; do "
+        target = "(target <= 1.10)" if targeted else ""
+        setup = ""
+        if data == text:
+            kdp_data = os.path.join(os.path.dirname(train), "kdp-data")
+            setup = (f"scratch=$(mktemp -d) && trap 'rm -rf \"$scratch\"' EXIT && "
+                     f"{kdp_data} import-text {docs} --context 256 --out {text} >/dev/null && ")
+        cmd = (f"{setup}a=0; b=0; for round in 1 2 3; do "
                f"x=$({common} --no-reproducible | {rate}); y=$({common} --reproducible | {rate}); "
                f"echo \"INFO  round $round: --no-reproducible $x samples/s, --reproducible $y samples/s\"; "
                f"a=$(awk -v a=$a -v x=$x 'BEGIN {{print (x > a ? x : a)}}'); "
