@@ -111,6 +111,34 @@ void gemm_bf16(BlasHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_
 #endif
 }
 
+void gemm_strided_batched(BlasHandle& handle, bool bf16, bool trans_a, bool trans_b, int64_t batch,
+                          int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                          int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
+                          float beta, float* c, int64_t ldc, int64_t stride_c) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (batch == 0 || m == 0 || n == 0) return;
+  // Row-major C_i = op(A_i) op(B_i) as column-major C_i^T = op(B_i)^T op(A_i)^T
+  // (see gemm), B's batch before A's.
+  cudaSetDevice(handle.space().cuda_device());
+  const cudaDataType_t in = bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const cublasStatus_t status = cublasGemmStridedBatchedEx(
+      static_cast<cublasHandle_t>(handle.cublas()), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(m),
+      static_cast<int>(k), &alpha, b, in, static_cast<int>(ldb), static_cast<long long>(stride_b),
+      a, in, static_cast<int>(lda), static_cast<long long>(stride_a), &beta, c, CUDA_R_32F,
+      static_cast<int>(ldc), static_cast<long long>(stride_c), static_cast<int>(batch),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  KDP_CHECK(status == CUBLAS_STATUS_SUCCESS, DeviceError,
+            "cublasGemmStridedBatchedEx ({}, {} x [{} x {} x {}]) failed with status {}",
+            bf16 ? "bf16" : "fp32", batch, m, n, k, static_cast<int>(status));
+#else
+  (void)handle, (void)bf16, (void)trans_a, (void)trans_b, (void)batch, (void)m, (void)n, (void)k,
+      (void)alpha, (void)a, (void)lda, (void)stride_a, (void)b, (void)ldb, (void)stride_b,
+      (void)beta, (void)c, (void)ldc, (void)stride_c;
+  KDP_FAIL(StateError, "cuBLAS's strided-batched product is for CUDA builds");
+#endif
+}
+
 int gpu_compute_capability(int gpu) {
 #if defined(KOKKOS_ENABLE_CUDA)
   int major = 0, minor = 0;

@@ -155,6 +155,23 @@ void batched_gemm(const Device& device, const char* ta, const char* tb, int64_t 
                   int64_t b_cols, float beta, float* c, int64_t c_rows, int64_t c_cols,
                   Precision precision) {
   const int64_t a_size = a_rows * a_cols, b_size = b_rows * b_cols, c_size = c_rows * c_cols;
+  const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
+  const int64_t k = trans_a ? a_rows : a_cols;
+  if constexpr (compat::gpu_backend()) {
+    // GPUs: the whole batch in one launch of cuBLAS' strided-batched GEMM.
+    if (batch > 1 && k > 0 && c_size > 0) {
+      if (precision == Precision::bf16) {
+        const Bf16Matrix ab = to_bf16(device, ConstView2(a, batch * a_rows, a_cols));
+        const Bf16Matrix bb = to_bf16(device, ConstView2(b, batch * b_rows, b_cols));
+        return compat::gemm_strided_batched(device.blas(), true, trans_a, trans_b, batch, c_rows,
+                                            c_cols, k, alpha, ab.data(), a_cols, a_size, bb.data(),
+                                            b_cols, b_size, beta, c, c_cols, c_size);
+      }
+      return compat::gemm_strided_batched(device.blas(), false, trans_a, trans_b, batch, c_rows,
+                                          c_cols, k, alpha, a, a_cols, a_size, b, b_cols, b_size,
+                                          beta, c, c_cols, c_size);
+    }
+  }
   for (int64_t i = 0; i < batch; ++i) {
     gemm(device, ta, tb, alpha, ConstView2(a + i * a_size, a_rows, a_cols),
          ConstView2(b + i * b_size, b_rows, b_cols), beta, View2(c + i * c_size, c_rows, c_cols),

@@ -32,7 +32,9 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
 
 /// C_i = alpha op(A_i) op(B_i) + beta C_i for i in [0, batch): A_i is the
 /// a_rows x a_cols row-major matrix at a + i a_rows a_cols, B_i and C_i
-/// alike (torch.bmm's contiguous operands), each product as gemm() makes it.
+/// alike (torch.bmm's contiguous operands): on GPUs the whole batch in one
+/// launch (cuBLAS' strided-batched GEMM), on host backends each product as
+/// gemm() makes it.
 void batched_gemm(const Device& device, const char* ta, const char* tb, int64_t batch, float alpha,
                   const float* a, int64_t a_rows, int64_t a_cols, const float* b, int64_t b_rows,
                   int64_t b_cols, float beta, float* c, int64_t c_rows, int64_t c_cols,

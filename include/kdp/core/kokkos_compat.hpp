@@ -111,6 +111,17 @@ void gemm_bf16(BlasHandle& handle, bool trans_a, bool trans_b, int64_t m, int64_
                float alpha, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
                float beta, float* c, int64_t ldc);
 
+/// C_i = alpha op(A_i) op(B_i) + beta C_i for i in [0, batch), every matrix
+/// row-major (row lengths lda, ldb, ldc) and the i-th one `stride_*` elements
+/// after the (i-1)-th, on the GPU of `handle` in one launch (cuBLAS'
+/// strided-batched GEMM): fp32, or with `bf16` A and B as bf16 bits (uint16_t)
+/// and fp32 accumulation. op(A_i) is m x k, op(B_i) k x n. Only with CUDA:
+/// host backends multiply a batch one product at a time.
+void gemm_strided_batched(BlasHandle& handle, bool bf16, bool trans_a, bool trans_b, int64_t batch,
+                          int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+                          int64_t stride_a, const void* b, int64_t ldb, int64_t stride_b,
+                          float beta, float* c, int64_t ldc, int64_t stride_c);
+
 /// GPUs the process sees before Kokkos starts (0 on host backends).
 int visible_gpus();
 
