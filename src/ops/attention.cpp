@@ -489,6 +489,11 @@ void HostRows<T>::forward(int64_t b, float* work, float* out, float* lse) const 
   for (int64_t i0 = 0; i0 < p.t; i0 += kRows) {
     const int64_t rows = std::min(kRows, p.t - i0), n = key_end(p, i0, rows);
     const int64_t first = b * p.t + i0;
+    if (n == 0) {  // no keys at all: zeros, and no gradient
+      std::fill(out + first * p.dv, out + (first + rows) * p.dv, 0.0f);
+      std::fill(lse + first, lse + first + rows, p.inf);
+      continue;
+    }
     scores(b, i0, rows, n, w.s);
     std::fill(top, top + rows, -p.inf);
     row_max(w.s, rows, n, n, top);
@@ -522,6 +527,10 @@ void HostRows<T>::backward(int64_t b, float* work, const T* dout, const float* l
   for (int64_t i0 = 0; i0 < p.t; i0 += kRows) {
     const int64_t rows = std::min(kRows, p.t - i0), n = key_end(p, i0, rows);
     const int64_t first = b * p.t + i0;
+    if (n == 0) {
+      if (dq != nullptr) std::fill(dq + first * p.d, dq + (first + rows) * p.d, 0.0f);
+      continue;
+    }
     scores(b, i0, rows, n, w.s);
     exp_rows(w.s, rows, n, n, lse + first, -p.inf);
     product(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv, v + b * p.s * p.dv, p.dv,

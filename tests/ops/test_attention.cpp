@@ -250,6 +250,18 @@ TEST(Attention, ARowWithEveryKeyMaskedOutGetsZerosAndNoGradient) {
   }
 }
 
+// No keys at all (S = 0): every query gets zeros, and no gradient flows.
+TEST(Attention, NoKeysGiveZeros) {
+  Tensor q = leaf(random_tensor({1, 2, 3, 4}, 82));
+  Tensor k = leaf(Tensor::zeros({1, 2, 0, 4}));
+  Tensor v = leaf(Tensor::zeros({1, 2, 0, 5}));
+  const Tensor out = scaled_dot_product_attention(q, k, v);
+  ASSERT_EQ(out.shape(), (Shape{1, 2, 3, 5}));
+  for (float x : out.to_vector()) EXPECT_EQ(x, 0.0f);
+  sum(out).backward();
+  for (float g : q.grad().to_vector()) EXPECT_EQ(g, 0.0f);
+}
+
 TEST(Attention, BadArgumentsAreNamed) {
   const Tensor q = Tensor::zeros({2, 5, 4});
   try {
