@@ -205,26 +205,40 @@ TEST(Attention, DropoutPerSampleIsTheSameInAnyBatch) {
   EXPECT_EQ(alone, std::vector<float>(whole.begin() + 30, whole.begin() + 60));
 }
 
-// The rows go on the rank's threads; each is summed in one order, so the
-// bits do not depend on how many there are.
+namespace {
+
+// out, then the gradients of q, k and v of sum(out^2), in `precision`.
+std::vector<float> attention_bits(Tensor q, Tensor k, Tensor v, const AttentionOptions& o,
+                                  Precision precision) {
+  for (Tensor* x : {&q, &k, &v}) x->set_grad(Tensor());
+  Tensor out;
+  {
+    autocast guard(precision);
+    out = scaled_dot_product_attention(q, k, v, o);
+  }
+  sum(out * out).backward();
+  std::vector<float> all = out.to_vector();
+  for (const Tensor* x : {&q, &k, &v}) {
+    const auto g = x->grad().to_vector();
+    all.insert(all.end(), g.begin(), g.end());
+  }
+  return all;
+}
+
+}  // namespace
+
+// A head is one thread's work, each of its sums in one order, so the bits do
+// not depend on how many threads there are (140 queries: two blocks).
 TEST(Attention, TheSameBitsAtEveryThreadCount) {
-  Tensor q = leaf(random_tensor({4, 2, 40, 16}, 76));
-  Tensor k = leaf(random_tensor({4, 2, 40, 16}, 77));
-  Tensor v = leaf(random_tensor({4, 2, 40, 16}, 78));
+  const Tensor q = leaf(random_tensor({4, 2, 140, 16}, 76));
+  const Tensor k = leaf(random_tensor({4, 2, 140, 16}, 77));
+  const Tensor v = leaf(random_tensor({4, 2, 140, 16}, 78));
   AttentionOptions o;
   o.is_causal = true;
   std::vector<std::vector<float>> runs;
   for (int threads : {1, 2, 3}) {
     ScopedBlasThreads scoped(threads);
-    for (Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
-    const Tensor out = scaled_dot_product_attention(q, k, v, o);
-    sum(out * out).backward();
-    std::vector<float> all = out.to_vector();
-    for (Tensor* t : {&q, &k, &v}) {
-      const auto g = t->grad().to_vector();
-      all.insert(all.end(), g.begin(), g.end());
-    }
-    runs.push_back(all);
+    runs.push_back(attention_bits(q, k, v, o, Precision::fp32));
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
@@ -453,38 +467,23 @@ TEST(Attention, Bf16AutocastIsTheAttentionOfTheRoundedOperands) {
 // bf16's bits depend on neither the thread count nor the other heads of the
 // batch: a head is one thread's work, each product on that thread.
 TEST(Attention, Bf16TheSameBitsAtEveryThreadCountAndBatch) {
-  Tensor q = leaf(random_tensor({3, 2, 140, 16}, 95));
-  Tensor k = leaf(random_tensor({3, 2, 140, 16}, 96));
-  Tensor v = leaf(random_tensor({3, 2, 140, 16}, 97));
+  const Tensor q = leaf(random_tensor({3, 2, 140, 16}, 95));
+  const Tensor k = leaf(random_tensor({3, 2, 140, 16}, 96));
+  const Tensor v = leaf(random_tensor({3, 2, 140, 16}, 97));
   AttentionOptions o;
   o.is_causal = true;
-  auto run = [&](const Tensor& qq, const Tensor& kk, const Tensor& vv) {
-    for (const Tensor* x : {&qq, &kk, &vv}) const_cast<Tensor*>(x)->set_grad(Tensor());
-    Tensor out;
-    {
-      autocast bf16(Precision::bf16);
-      out = scaled_dot_product_attention(qq, kk, vv, o);
-    }
-    sum(out * out).backward();
-    std::vector<float> all = out.to_vector();
-    for (const Tensor* x : {&qq, &kk, &vv}) {
-      const auto g = x->grad().to_vector();
-      all.insert(all.end(), g.begin(), g.end());
-    }
-    return all;
-  };
   std::vector<std::vector<float>> runs;
   for (int threads : {1, 2, 3}) {
     ScopedBlasThreads scoped(threads);
-    runs.push_back(run(q, k, v));
+    runs.push_back(attention_bits(q, k, v, o, Precision::bf16));
   }
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
   // The last batch entry alone: its output and gradients are the whole
   // batch's last third of each.
-  Tensor q1 = leaf(q.detach().slice(0, 2, 3)), k1 = leaf(k.detach().slice(0, 2, 3));
-  Tensor v1 = leaf(v.detach().slice(0, 2, 3));
-  const std::vector<float> alone = run(q1, k1, v1);
+  const std::vector<float> alone =
+      attention_bits(leaf(q.detach().slice(0, 2, 3)), leaf(k.detach().slice(0, 2, 3)),
+                     leaf(v.detach().slice(0, 2, 3)), o, Precision::bf16);
   const size_t part = alone.size() / 4, whole = runs[0].size() / 4;
   for (size_t x = 0; x < 4; ++x) {
     EXPECT_TRUE(std::equal(alone.begin() + long(x * part), alone.begin() + long((x + 1) * part),
