@@ -146,16 +146,19 @@ std::vector<Piece> direct_pieces(const std::vector<const h5::Dataset*>& sets,
                                  std::vector<Tensor>& out, std::vector<int64_t>& at) {
   constexpr int64_t kPieceValues = int64_t{1} << 18;  // 1 MiB: in the core's cache when scanned
   std::vector<Piece> pieces;
-  if (!compat::host_accessible_memory()) return pieces;
-  for (size_t i = 0; i < sets.size(); ++i) {
-    const std::optional<int64_t> offset = sets[i]->native_float_offset();
-    if (!offset) continue;
-    at[i] = *offset;
-    out[i] = Tensor::empty(Shape(sets[i]->dims()));
-    const int64_t n = out[i].numel();
-    for (int64_t f = 0; f < n; f += kPieceValues) {
-      pieces.push_back({i, f, std::min(kPieceValues, n - f)});
+  if constexpr (compat::host_accessible_memory()) {
+    for (size_t i = 0; i < sets.size(); ++i) {
+      const std::optional<int64_t> offset = sets[i]->native_float_offset();
+      if (!offset) continue;
+      at[i] = *offset;
+      out[i] = Tensor::empty(Shape(sets[i]->dims()));
+      const int64_t n = out[i].numel();
+      for (int64_t f = 0; f < n; f += kPieceValues) {
+        pieces.push_back({i, f, std::min(kPieceValues, n - f)});
+      }
     }
+  } else {
+    (void)sets, (void)out, (void)at;
   }
   return pieces;
 }
