@@ -328,41 +328,36 @@ KDP_HOST_KERNEL(keep_row, keep_row_body,
                  float keep_scale),
                 (f, n, c0, stream, threshold, keep_scale))
 
-// The tile's additive mask and the causal mask on scores s[r, c] (row
-// length ld) of queries i0 + r and keys j0 + c: -inf where a key is hidden.
-void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n,
-               float* s, int64_t ld) {
+// The additive mask and the causal mask on the scores s[r, c] (rows x n,
+// row length n) of queries i0 + r and keys c: -inf where a key is hidden.
+void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) {
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = s + r * ld;
+    float* row = s + r * n;
     if (p.mask != nullptr) {
-      const float* m = p.mask + b * p.mask_stride + (i0 + r) * p.s + j0;
+      const float* m = p.mask + b * p.mask_stride + (i0 + r) * p.s;
       for (int64_t c = 0; c < n; ++c) row[c] += m[c];
     }
     if (p.causal) {
-      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < n; ++c) row[c] = -p.inf;
+      for (int64_t c = i0 + r + 1; c < n; ++c) row[c] = -p.inf;
     }
   }
 }
 
-// keep[r, c] (row length ld) = the dropout factor of (query i0 + r, key
-// j0 + c), with dropout.
-void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t n,
-               float* keep, int64_t ld) {
+// keep[r, c] (rows x n) = the dropout factor of (query i0 + r, key c), with
+// dropout.
+void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, float* keep) {
   if (!p.dropout) return;
   const random::Stream stream(p.seeds(b / p.per_seed));
   for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t c0 =
-        p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s + j0);
-    keep_row(keep + r * ld, n, c0, stream, p.threshold, p.keep_scale);
+    const uint64_t c0 = p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s);
+    keep_row(keep + r * n, n, c0, stream, p.threshold, p.keep_scale);
   }
 }
 
-// x[r, c] *= keep[r, c] (row length ld), with dropout.
-void drop_tile(const Problem& p, float* x, const float* keep, int64_t rows, int64_t n, int64_t ld) {
+// x[e] *= keep[e] for the `size` elements of a tile, with dropout.
+void drop_tile(const Problem& p, float* x, const float* keep, int64_t size) {
   if (!p.dropout) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < n; ++c) x[r * ld + c] *= keep[r * ld + c];
-  }
+  for (int64_t e = 0; e < size; ++e) x[e] *= keep[e];
 }
 
 // The keys query block [i0, i0 + rows) sees: all, or up to its last row.
@@ -396,11 +391,10 @@ void host_deltas(const Device& device, const Problem& p, const float* dout, cons
 // Host memory: a block of kRows queries meets every key it sees in one
 // product (its scores, rows x keys in fp32: memory grows with T, never with
 // T x T), and the softmax runs in fp32 on the whole rows. The products take
-// fp32 operands on row_gemm (T = float) or, under bf16 autocast where oneDNN
-// has bf16 kernels, bf16 operands (the operands, the weights, dO and dS
-// rounded) with fp32 sums on its AMX or AVX512_BF16 kernels
-// (T = uint16_t, the bits). A head is one thread's work, its products on
-// that thread alone and its key and value gradients summed over the query
+// fp32 operands on row_gemm (T = float) or, under bf16 autocast on a CPU with
+// AMX (attention_path), bf16 operands (the operands, the weights, dO and dS
+// rounded) with fp32 sums on oneDNN's AMX kernels (T = uint16_t, the bits). A head is one thread's
+// work, its products on that thread alone and its key and value gradients summed over the query
 // blocks in order: the bits depend on the shapes, not on the thread count or
 // the batch. Forward makes two products a block, backward five (the scores
 // again, dP, dq, dk, dv).
@@ -457,7 +451,7 @@ struct HostRows {
   void scores(int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) const {
     product(false, true, rows, n, p.d, p.scale, q + (b * p.t + i0) * p.d, p.d, k + b * p.s * p.d,
             p.d, 0.0f, s, n);
-    mask_tile(p, b, i0, rows, 0, n, s, n);
+    mask_tile(p, b, i0, rows, n, s);
   }
   void forward(int64_t b, float* work, float* out, float* lse) const;
   void backward(int64_t b, float* work, const T* dout, const float* lse, const float* delta,
@@ -501,8 +495,8 @@ void HostRows<T>::forward(int64_t b, float* work, float* out, float* lse) const 
     for (int64_t r = 0; r < rows; ++r) shift[r] = top[r] == -p.inf ? p.inf : top[r];
     exp_rows(w.s, rows, n, n, shift, -p.inf);
     row_sums(w.s, rows, n, n, sums);
-    keep_tile(p, b, i0, rows, 0, n, w.keep, n);
-    drop_tile(p, w.s, w.keep, rows, n, n);
+    keep_tile(p, b, i0, rows, n, w.keep);
+    drop_tile(p, w.s, w.keep, rows * n);
     float* o = out + first * p.dv;
     product(false, false, rows, p.dv, n, 1.0f, operand(w.s, w.bits, rows * n), n,
             v + b * p.s * p.dv, p.dv, 0.0f, o, p.dv);
@@ -535,11 +529,11 @@ void HostRows<T>::backward(int64_t b, float* work, const T* dout, const float* l
     exp_rows(w.s, rows, n, n, lse + first, -p.inf);
     product(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv, v + b * p.s * p.dv, p.dv,
             0.0f, w.dp, n);
-    keep_tile(p, b, i0, rows, 0, n, w.keep, n);
-    drop_tile(p, w.dp, w.keep, rows, n, n);
+    keep_tile(p, b, i0, rows, n, w.keep);
+    drop_tile(p, w.dp, w.keep, rows * n);
     score_grads(w.dp, w.s, rows, n, n, delta + first);
     if (dv != nullptr) {
-      drop_tile(p, w.s, w.keep, rows, n, n);
+      drop_tile(p, w.s, w.keep, rows * n);
       product(true, false, n, p.dv, rows, 1.0f, operand(w.s, w.bits, rows * n), n,
               dout + first * p.dv, p.dv, 1.0f, dv + b * p.s * p.dv, p.dv);
     }
