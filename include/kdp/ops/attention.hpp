@@ -37,9 +37,10 @@ struct AttentionOptions {
 /// masked out gets zeros (and passes no gradient). The scores are summed in
 /// fp32 in a fixed order, forward and backward, so the results are the same
 /// bits at every thread count and in any batch. Under bf16 autocast the
-/// products take bf16 operands (q, k, v, the weights, dO and dS rounded) and
-/// sum in fp32, as PyTorch's autocast has it; the softmax and the output stay
-/// fp32. Differentiable in q, k and v.
+/// products take bf16 operands and sum in fp32, as PyTorch's autocast has it:
+/// q, k, v and dO rounded to bf16, and on CPUs with AMX (from 128 keys) the
+/// weights and dS too, on AMX tiles; the softmax and the output stay fp32.
+/// Differentiable in q, k and v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
 
