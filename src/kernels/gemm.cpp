@@ -160,16 +160,16 @@ void batched_gemm(const Device& device, const char* ta, const char* tb, int64_t 
   if constexpr (compat::gpu_backend()) {
     // GPUs: the whole batch in one launch of cuBLAS' strided-batched GEMM.
     if (batch > 1 && k > 0 && c_size > 0) {
-      if (precision == Precision::bf16) {
-        const Bf16Matrix ab = to_bf16(device, ConstView2(a, batch * a_rows, a_cols));
-        const Bf16Matrix bb = to_bf16(device, ConstView2(b, batch * b_rows, b_cols));
-        return compat::gemm_strided_batched(device.blas(), true, trans_a, trans_b, batch, c_rows,
-                                            c_cols, k, alpha, ab.data(), a_cols, a_size, bb.data(),
-                                            b_cols, b_size, beta, c, c_cols, c_size);
+      const bool bf16 = precision == Precision::bf16;
+      Bf16Matrix ab, bb;  // the operands' bits, in bf16
+      if (bf16) {
+        ab = to_bf16(device, ConstView2(a, batch * a_rows, a_cols));
+        bb = to_bf16(device, ConstView2(b, batch * b_rows, b_cols));
       }
-      return compat::gemm_strided_batched(device.blas(), false, trans_a, trans_b, batch, c_rows,
-                                          c_cols, k, alpha, a, a_cols, a_size, b, b_cols, b_size,
-                                          beta, c, c_cols, c_size);
+      return compat::gemm_strided_batched(
+          device.blas(), bf16, trans_a, trans_b, batch, c_rows, c_cols, k, alpha,
+          bf16 ? static_cast<const void*>(ab.data()) : a, a_cols, a_size,
+          bf16 ? static_cast<const void*>(bb.data()) : b, b_cols, b_size, beta, c, c_cols, c_size);
     }
   }
   for (int64_t i = 0; i < batch; ++i) {
