@@ -3,6 +3,7 @@
 #include "core/check.hpp"
 #include "kdp/core/execution_context.hpp"
 #include "kdp/core/trace.hpp"
+#include "kernels/native/dropout_row.hpp"
 #include "kernels/native/host_kernels.hpp"
 #include "kernels/native/vector_erf.hpp"
 #include "unary.hpp"
@@ -162,28 +163,6 @@ Tensor softmax_impl(const char* name, const Tensor& x_in, int dim, bool log) {
   return out;
 }
 
-namespace {
-
-// `pairs` whole pairs of elements: pair k draws for counters 2 (first + k) and
-// 2 (first + k) + 1 from one hash (random::Stream::draw24_pair).
-KDP_ALWAYS_INLINE void dropout_pairs_body(const float* __restrict in, float* __restrict out,
-                                          int64_t pairs, uint64_t first,
-                                          const random::Stream& stream, uint32_t threshold,
-                                          float scale) {
-  for (int64_t k = 0; k < pairs; ++k) {
-    uint32_t even = 0, odd = 0;
-    stream.draw24_pair(first + static_cast<uint64_t>(k), even, odd);
-    out[2 * k] = in[2 * k] * (even >= threshold ? scale : 0.0f);
-    out[2 * k + 1] = in[2 * k + 1] * (odd >= threshold ? scale : 0.0f);
-  }
-}
-KDP_HOST_KERNEL(dropout_pairs, dropout_pairs_body,
-                (const float* __restrict in, float* __restrict out, int64_t pairs, uint64_t first,
-                 const random::Stream& stream, uint32_t threshold, float scale),
-                (in, out, pairs, first, stream, threshold, scale))
-
-}  // namespace
-
 // Dropout keeps element i when uniform(seed, base + i) >= p. A dropped element
 // is multiplied by 0, as in PyTorch, so a NaN stays NaN either way.
 void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uint64_t seed,
@@ -194,23 +173,13 @@ void dropout_kernel(const Device& device, View1 out, ConstView1 in, float p, uin
   const auto n = static_cast<int64_t>(out.extent(0));
   if (n == 0) return;
   if constexpr (compat::launches_are_synchronous()) {
-    // Whole pairs in blocks over the host threads; an odd counter at either
-    // end is drawn on its own (draw24 gives it the same number).
-    const int64_t head = static_cast<int64_t>(base & 1);
-    const int64_t pairs = (n - head) / 2, tail = head + 2 * pairs;
-    const uint64_t first = (base + static_cast<uint64_t>(head)) >> 1;
+    // Runs of elements over the host threads, two draws to a hash.
     const float* src = in.data();
     float* dst = out.data();
-    kdp::detail::host_chunks("kdp::dropout", device, pairs, 4096, [=](int64_t k0, int64_t k1) {
-      dropout_pairs(src + head + 2 * k0, dst + head + 2 * k0, k1 - k0,
-                    first + static_cast<uint64_t>(k0), stream, threshold, scale);
+    kdp::detail::host_chunks("kdp::dropout", device, n, 8192, [=](int64_t i0, int64_t i1) {
+      kdp::detail::dropout_row(src + i0, dst + i0, i1 - i0, base + static_cast<uint64_t>(i0),
+                               stream, threshold, scale);
     });
-    auto single = [&](int64_t i) {
-      const bool keep = stream.draw24(base + static_cast<uint64_t>(i)) >= threshold;
-      dst[i] = src[i] * (keep ? scale : 0.0f);
-    };
-    if (head == 1) single(0);
-    if (tail < n) single(tail);
     return;
   }
   // Element i draws for counter base + i; one hash serves a pair of counters.
@@ -277,23 +246,16 @@ void keyed_dropout_kernel(const Device& device, View1 out, ConstView1 in, float 
   const uint32_t threshold = random::uniform_threshold(p);
   if constexpr (compat::launches_are_synchronous()) {
     if (plane == 1) {
-      // Host: a row's elements in pairs from one hash each, as dropout_kernel
-      // draws them (the same numbers as at_least's), rows over the threads.
+      // Host: a row's elements two draws to a hash, as dropout_kernel draws
+      // them (the same numbers as at_least's), rows over the threads.
       const float* src = in.data();
       float* dst = out.data();
-      const int64_t pairs = row_len / 2;
       kdp::detail::host_chunks(
           "kdp::dropout per sample", device, static_cast<int64_t>(seeds.extent(0)),
           std::max<int64_t>(1, 4096 / std::max<int64_t>(1, row_len)), [=](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
-              const random::Stream stream(seeds(r));
-              const float* x = src + r * row_len;
-              float* y = dst + r * row_len;
-              dropout_pairs(x, y, pairs, 0, stream, threshold, scale);
-              if (2 * pairs < row_len) {
-                const bool keep = stream.draw24(static_cast<uint64_t>(2 * pairs)) >= threshold;
-                y[2 * pairs] = x[2 * pairs] * (keep ? scale : 0.0f);
-              }
+              kdp::detail::dropout_row(src + r * row_len, dst + r * row_len, row_len, 0,
+                                       random::Stream(seeds(r)), threshold, scale);
             }
           });
       return;

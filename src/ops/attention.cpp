@@ -24,6 +24,7 @@
 #include "kernels/fork_join.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/native/bf16.hpp"
+#include "kernels/native/dropout_row.hpp"
 #include "kernels/native/host_kernels.hpp"
 #include "kernels/native/row_gemm.hpp"
 #include "kernels/native/vector_exp.hpp"
@@ -300,34 +301,6 @@ KDP_HOST_KERNEL(score_grads, score_grads_body,
                  const float* delta),
                 (dp, w, rows, n, ld, delta))
 
-// f[c] = keep_scale where the draw for counter c0 + c is at least
-// threshold, else 0: a row of dropout factors (Problem::kept's draws).
-// One hash serves a pair of counters (2 k, 2 k + 1: Stream::draw24_pair); a
-// counter at either end without its pair is drawn alone.
-KDP_ALWAYS_INLINE void keep_row_body(float* __restrict f, int64_t n, uint64_t c0,
-                                     const random::Stream& stream, uint32_t threshold,
-                                     float keep_scale) {
-  const int64_t head = static_cast<int64_t>(c0 & 1) < n ? static_cast<int64_t>(c0 & 1) : 0;
-  if (head == 1) f[0] = stream.draw24(c0) >= threshold ? keep_scale : 0.0f;
-  const int64_t pairs = (n - head) / 2;
-  const uint64_t first = (c0 + static_cast<uint64_t>(head)) >> 1;
-  float* g = f + head;
-  for (int64_t k = 0; k < pairs; ++k) {
-    uint32_t even = 0, odd = 0;
-    stream.draw24_pair(first + static_cast<uint64_t>(k), even, odd);
-    g[2 * k] = even >= threshold ? keep_scale : 0.0f;
-    g[2 * k + 1] = odd >= threshold ? keep_scale : 0.0f;
-  }
-  const int64_t last = head + 2 * pairs;
-  if (last < n) {
-    f[last] = stream.draw24(c0 + static_cast<uint64_t>(last)) >= threshold ? keep_scale : 0.0f;
-  }
-}
-KDP_HOST_KERNEL(keep_row, keep_row_body,
-                (float* f, int64_t n, uint64_t c0, const random::Stream& stream, uint32_t threshold,
-                 float keep_scale),
-                (f, n, c0, stream, threshold, keep_scale))
-
 // The additive mask and the causal mask on the scores s[r, c] (rows x n,
 // row length n) of queries i0 + r and keys c: -inf where a key is hidden.
 void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) {
@@ -350,7 +323,7 @@ void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n,
   const random::Stream stream(p.seeds(b / p.per_seed));
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t c0 = p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s);
-    keep_row(keep + r * n, n, c0, stream, p.threshold, p.keep_scale);
+    kdp::detail::dropout_factors(keep + r * n, n, c0, stream, p.threshold, p.keep_scale);
   }
 }
 
