@@ -214,6 +214,18 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                                             "--precision", "bf16"], {}))
         runs.append(("tta_cnn_lightning_bf16", [python, peer("lightning_fmnist.py"), *recipe, *two,
                                                 "--target", str(CNN_TTA_TARGET), "--precision", "bf16"], {}))
+        # The reference ViT to 88 %, wall time from launch at 2x1, with the
+        # demo's recipe: kdp-train and a PyTorch DDP loop, each precision.
+        vit_recipe = ["--epochs", str(VIT_TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
+        kdp_vit = launch(2, os.path.join(build, "tools", "kdp-train"), "--data", DATA, "--model", VIT,
+                         "--optimizer", "adamw", "--scheduler", "cosine", "--stop-at-accuracy",
+                         str(TTA_TARGET), *vit_recipe, "--progress", "lines", "--log-every", "1000000")
+        torch_vit = [python, peer("torch_fmnist.py"), "--model", "vit", *vit_recipe, *two,
+                     "--target", str(TTA_TARGET), "--stop-at-target"]
+        runs.append(("tta_vit_kdp", kdp_vit, {"KDP_NUM_THREADS": "1"}))
+        runs.append(("tta_vit_kdp_bf16", [*kdp_vit, "--precision", "bf16"], {"KDP_NUM_THREADS": "1"}))
+        runs.append(("tta_vit_torch", torch_vit, {}))
+        runs.append(("tta_vit_torch_bf16", [*torch_vit, "--precision", "bf16"], {}))
     return runs
 
 
@@ -333,6 +345,7 @@ def cluster_accuracy_runs(train):
 
 
 TTA_EPOCHS = 10
+VIT_TTA_SIDES = ("kdp", "kdp_bf16", "torch", "torch_bf16")
 # Runs whose figures are information only and which a full run leaves out to
 # keep within 30 minutes on 2 cores: --only NAME (or --extra) runs them.
 EXTRA = {
@@ -340,14 +353,20 @@ EXTRA = {
     "tta_cnn_lightning": "Lightning's fp32 time to 91 % (its bf16-mixed run, the target's peer, stays)",
     "tta_cnn_torch": "PyTorch's fp32 time to 91 % (the fp32-only comparison; the target compares each "
                      "side's best precision, against its bf16 run)",
+    **{f"tta_vit_{side}": "the ViT's time to 88 % at 2x1 against a PyTorch DDP loop, each at its best "
+                          "precision (about an hour in all on 2 cores)" for side in VIT_TTA_SIDES},
 }
-# A run that hangs (a collective whose peer died, say) is stopped and reported.
+# A run that hangs (a collective whose peer died, say) is stopped and reported;
+# the ViT's runs to 88 % train for up to half an hour.
 RUN_TIMEOUT_S = 900
+LONG_RUN_TIMEOUT_S = {f"tta_vit_{side}": 2700 for side in VIT_TTA_SIDES}
 TTA_TARGET = 0.88
 CNN_E = ("conv(32,3),relu,conv(64,3),relu,maxpool(2),dropout(0.25),flatten,linear(128),relu,"
          "dropout(0.5),linear(10)")
 CNN_TTA_TARGET = 0.91
 CNN_TTA_EPOCHS = 8
+VIT = "vit(4,64,6,4,128)"
+VIT_TTA_EPOCHS = 15
 # The targets of kdp against PyTorch (kdp samples/s / PyTorch's), per model
 # (and layout where only one has a target).
 PEER_TARGETS = {("T", "1x1"): 10.0, "M": 2.0, "L": 1.0, ("H", "1x1"): 2.0, ("E", "1x1"): 1.2,
@@ -399,9 +418,9 @@ def parse_tta(run, text, tta):
             break
 
 
-def parse_cnn_tta(run, text, wall_s, tta, versions):
-    """Wall seconds from launch to CNN_TTA_TARGET (None: not reached) and the
-    epochs it took."""
+def parse_cnn_tta(run, text, wall_s, tta, versions, target=CNN_TTA_TARGET):
+    """Wall seconds from launch to `target` (None: not reached) and the epochs
+    it took: the CNN's runs (tta_cnn_*) and the ViT's (tta_vit_*)."""
     side = "_".join(run.split("_")[2:])  # kdp, torch, lightning; _bf16 with bf16 products
     accuracies = []
     if side.startswith("kdp"):
@@ -412,8 +431,37 @@ def parse_cnn_tta(run, text, wall_s, tta, versions):
                 report = json.loads(line)
                 accuracies = [e["test_accuracy"] for e in report.get("epochs", [])]
                 versions.update({k: report[k] for k in ("torch", "lightning") if k in report})
-    reached = next((i + 1 for i, a in enumerate(accuracies) if a >= CNN_TTA_TARGET), None)
+    reached = next((i + 1 for i, a in enumerate(accuracies) if a >= target), None)
     tta[side] = {"wall_s": wall_s if reached else None, "epochs": reached, "accuracies": accuracies}
+
+
+def vit_tta_metrics(vit_tta, metrics):
+    """The ViT's wall seconds to 88 % per run, and kdp's best against
+    PyTorch's best (the faster precision of each side that ran)."""
+    for side, v in vit_tta.items():
+        metrics[f"time_to_88_vit_{side}_s"] = {
+            "value": float("nan") if v["wall_s"] is None else v["wall_s"], "target": None, "better": "info"}
+    def best(*sides):
+        return min((v for v in (vit_tta.get(s, {}).get("wall_s") for s in sides) if v), default=None)
+    mine, theirs = best("kdp", "kdp_bf16"), best("torch", "torch_bf16")
+    if mine and theirs:
+        metrics["kdp_vs_torch_best_time_to_88_vit_2x1"] = {"value": mine / theirs, "target": 0.7,
+                                                           "better": "lower"}
+
+
+def tta_table(runs):
+    """A report's table of the time-to-accuracy runs of one model."""
+    lines = ["| run | wall time | epochs | test accuracy per epoch |", "|---|---|---|---|"]
+    for side, label in (("kdp", "kdp-train"), ("torch", "PyTorch loop"), ("lightning", "Lightning Trainer"),
+                        ("kdp_bf16", "kdp-train --precision bf16"),
+                        ("torch_bf16", "PyTorch loop, bf16 autocast"),
+                        ("lightning_bf16", 'Lightning Trainer, precision="bf16-mixed"')):
+        v = runs.get(side)
+        if v:
+            wall = "not reached" if v["wall_s"] is None else f"{v['wall_s']:.1f} s"
+            lines.append(f"| {label} | {wall} | {v['epochs'] or ''} | "
+                         f"{', '.join(f'{a:.4f}' for a in v['accuracies'])} |")
+    return lines
 
 
 def suffix(run):
@@ -674,9 +722,10 @@ def main():
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures, skipped, wall, retried = {}, {}, {}, [], [], {}, []
-    peers, tta, cnn_tta, versions = {}, {}, {}, {}
+    peers, tta, cnn_tta, vit_tta, versions = {}, {}, {}, {}, {}
     suite_start = time.monotonic()
     for name, cmd, env in runs:
+        timeout_s = LONG_RUN_TIMEOUT_S.get(name, RUN_TIMEOUT_S)
         why = runnable(cmd, build)
         if why is None and name != IMPORT and needs_data(cmd) and not os.path.exists(DATA):
             why = CannotRun(f"no {DATA} (its import did not run or failed)")
@@ -691,21 +740,21 @@ def main():
         try:
             launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
-                                  timeout=RUN_TIMEOUT_S)
+                                  timeout=timeout_s)
             if proc.returncode not in (0, 3) and cmd[0] == args.peer_python:
                 # A peer's own failure (its DDP processes over gloo, say) gets
                 # one more try; kdp's runs get none.
                 print(f"   the peer exited with {proc.returncode}: once more", flush=True)
                 retried.append(f"{name} (exit {proc.returncode} the first time)")
                 proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
-                                      timeout=RUN_TIMEOUT_S)
+                                      timeout=timeout_s)
             wall_s = wall[name] = time.monotonic() - launched
         except subprocess.TimeoutExpired as e:
-            failures.append(f"{name} did not finish within {RUN_TIMEOUT_S} s")
-            print(f"   {name}: stopped after {RUN_TIMEOUT_S} s", flush=True)
+            failures.append(f"{name} did not finish within {timeout_s} s")
+            print(f"   {name}: stopped after {timeout_s} s", flush=True)
             logs[name] = uncoloured((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
                                else (e.stdout or ""))
-            wall[name] = RUN_TIMEOUT_S
+            wall[name] = timeout_s
             continue
         print(f"   {wall_s:.1f} s", flush=True)
         text = uncoloured(proc.stdout + proc.stderr)
@@ -725,6 +774,8 @@ def main():
             parse_peer(name, text, peers)
         elif name.startswith("tta_cnn_"):
             parse_cnn_tta(name, text, wall_s, cnn_tta, versions)
+        elif name.startswith("tta_vit_"):
+            parse_cnn_tta(name, text, wall_s, vit_tta, versions, target=TTA_TARGET)
         elif name.startswith("tta_"):
             parse_tta(name, text, tta)
         else:
@@ -769,6 +820,7 @@ def main():
         theirs = cnn_tta.get(peer, {}).get("wall_s")
         if mine and theirs:
             metrics[f"kdp_vs_{peer}_time_to_91_cnn"] = {"value": mine / theirs, "target": 0.7, "better": "lower"}
+    vit_tta_metrics(vit_tta, metrics)
     acc = {s: (cnn_tta.get(s, {}).get("accuracies") or [None])[:3] for s in ("kdp", "kdp_bf16")}
     if len(acc["kdp"]) == 3 and len(acc["kdp_bf16"]) == 3 and None not in acc["kdp"] + acc["kdp_bf16"]:
         metrics["cnn_bf16_accuracy_points_lost_epoch_3"] = {
@@ -823,7 +875,8 @@ def main():
     result = {"timestamp": stamp, "host": platform.node(), "cpus": os.cpu_count(), "machine": machine,
               "baseline": baseline_path if baseline else None,
               "metrics": metrics, "models": models, "best_layouts": best, "peers": peers,
-              "time_to_88": tta, "time_to_91_cnn": cnn_tta, "peer_versions": versions,
+              "time_to_88": tta, "time_to_91_cnn": cnn_tta,
+              "time_to_88_vit": vit_tta, "peer_versions": versions,
               "regressions": regressions, "failures": failures, "skipped": skipped, "retried": retried,
               "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start}
     with open(os.path.join(out, "results.json"), "w") as f:
@@ -881,17 +934,13 @@ def main():
     if cnn_tta:
         lines += ["", f"Time to {CNN_TTA_TARGET:.0%} test accuracy with the pytorch/examples CNN (E) on "
                       f"Fashion-MNIST, wall time from launch, two data-parallel processes of one thread "
-                      f"(Adadelta 1.0, StepLR 0.7, global batch 64, at most {CNN_TTA_EPOCHS} epochs):", "",
-                  "| run | wall time | epochs | test accuracy per epoch |", "|---|---|---|---|"]
-        for side, label in (("kdp", "kdp-train"), ("torch", "PyTorch loop"), ("lightning", "Lightning Trainer"),
-                            ("kdp_bf16", "kdp-train --precision bf16"),
-                            ("torch_bf16", "PyTorch loop, bf16 autocast"),
-                            ("lightning_bf16", 'Lightning Trainer, precision="bf16-mixed"')):
-            v = cnn_tta.get(side)
-            if v:
-                wall = "not reached" if v["wall_s"] is None else f"{v['wall_s']:.1f} s"
-                lines.append(f"| {label} | {wall} | {v['epochs'] or ''} | "
-                             f"{', '.join(f'{a:.4f}' for a in v['accuracies'])} |")
+                      f"(Adadelta 1.0, StepLR 0.7, global batch 64, at most {CNN_TTA_EPOCHS} epochs):", ""]
+        lines += tta_table(cnn_tta)
+    if vit_tta:
+        lines += ["", f"Time to {TTA_TARGET:.0%} test accuracy with the ViT {VIT} on Fashion-MNIST, wall "
+                      f"time from launch, two data-parallel processes of one thread (AdamW 1e-3, cosine "
+                      f"schedule, global batch 128, at most {VIT_TTA_EPOCHS} epochs):", ""]
+        lines += tta_table(vit_tta)
     lines += [""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in pictures]
     if regressions:
         lines += ["", "## Regressions", ""] + [f"- {r}" for r in regressions]

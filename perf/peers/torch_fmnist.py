@@ -7,8 +7,11 @@ test accuracy.
   --model mlp  the 784-256-256-10 MLP kdp-train trains by default, with Adam
   --model cnn  the pytorch/examples MNIST CNN with its recipe: Adadelta, the
                learning rate times --gamma after every epoch
+  --model vit  the reference vit(4,64,6,4,128) (torch_cnn.py's ViT) with
+               kdp-train's demo recipe: AdamW without weight decay and a
+               cosine schedule over --epochs
 
-    torch_fmnist.py [--model mlp|cnn] [--epochs 10] [--batch-size 128] [--lr 1e-3]
+    torch_fmnist.py [--model mlp|cnn|vit] [--epochs 10] [--batch-size 128] [--lr 1e-3]
                     [--gamma 0.7] [--target 0.88] [--stop-at-target] [--processes P]
                     [--threads N] [--dir DIR]
 
@@ -30,7 +33,7 @@ import struct
 import sys
 import time
 
-from torch_cnn import examples
+from torch_cnn import examples, vit
 
 
 def read_idx(path):
@@ -82,6 +85,13 @@ def train(rank, args, queue):
         model = examples(nn)
         opt = torch.optim.Adadelta(model.parameters(), lr=args.lr)
         scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=args.gamma)
+    elif args.model == "vit":
+        # kdp-train's vit(4,64,6,4,128) recipe: AdamW without weight decay (its
+        # --weight-decay default), a cosine schedule over the epochs.
+        x_train, x_test = x_train.reshape(-1, 1, 28, 28), x_test.reshape(-1, 1, 28, 28)
+        model = vit(nn)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+        scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs)
     else:
         model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                               nn.Linear(256, 10))
@@ -155,7 +165,7 @@ def parse_run_args(ap):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    ap.add_argument("--model", default="mlp", choices=["mlp", "cnn", "vit"])
     ap.add_argument("--gamma", type=float, default=0.7)
     ap.add_argument("--stop-at-target", action="store_true")
     ap.add_argument("--epochs", type=int, default=10)
