@@ -39,6 +39,14 @@ bool amx_permitted() {
   return ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// The vendor string of CPUID leaf 0 (EBX, EDX, ECX) reads "AuthenticAMD".
+bool amd() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __cpuid(0, a, b, c, d);
+  constexpr unsigned kAuth = 0x68747541u, kEnti = 0x69746e65u, kCamd = 0x444d4163u;
+  return b == kAuth && d == kEnti && c == kCamd;
+}
+
 CpuIsa detect() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_max(0, nullptr) < 7) return CpuIsa::Baseline;
@@ -58,6 +66,9 @@ CpuIsa detect() {
   return CpuIsa::Amx;
 }
 #else
+bool amd() {
+  return false;
+}
 CpuIsa detect() {
   return CpuIsa::Baseline;
 }
@@ -86,6 +97,12 @@ CpuIsa cpu_isa() {
 
 CpuIsa set_cpu_isa_limit(CpuIsa cap) {
   return static_cast<CpuIsa>(limit().exchange(static_cast<int>(cap)));
+}
+
+bool bf16_dots_outrun_fp32() {
+  static const bool is_amd = amd();
+  const CpuIsa isa = cpu_isa();
+  return isa >= CpuIsa::Amx || (isa >= CpuIsa::Avx512Bf16 && is_amd);
 }
 
 const char* cpu_isa_name(CpuIsa isa) {

@@ -39,6 +39,13 @@ CpuIsa cpu_isa_detected();
 /// way); returns the previous cap. oneDNN takes the cap once, before its first
 /// primitive: to cap it too, set KDP_MAX_CPU_ISA before the program starts.
 CpuIsa set_cpu_isa_limit(CpuIsa limit);
+/// Whether products with bf16 operands and fp32 sums outrun fp32 ones on this
+/// CPU within cpu_isa(): on AMX tiles, and with AVX512_BF16 on AMD's CPUs,
+/// whose bf16 dot products do twice the multiply-adds of their fp32 FMAs
+/// (Zen 4: oneDNN's bf16 products at about twice row_gemm's fp32 rate on
+/// attention's shapes). Intel's AVX512_BF16 without AMX multiplies no faster
+/// than its two 512-bit FMA units (docs/performance.md, "Attention").
+bool bf16_dots_outrun_fp32();
 /// "baseline", "avx2", "avx512", "avx512_bf16", "amx".
 const char* cpu_isa_name(CpuIsa isa);
 /// The level a name stands for; throws ValueError naming the valid ones.

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/cpu_isa.hpp"
+#include "kdp/config.hpp"
 #include "kdp/core/generator.hpp"
 #include "kdp/core/threads.hpp"
 #include "kdp/core/trace.hpp"
@@ -364,13 +366,14 @@ void host_deltas(const Device& device, const Problem& p, const float* dout, cons
 // Host memory: a block of kRows queries meets every key it sees in one
 // product (its scores, rows x keys in fp32: memory grows with T, never with
 // T x T), and the softmax runs in fp32 on the whole rows. The products take
-// fp32 operands on row_gemm (T = float) or, under bf16 autocast on a CPU with
-// AMX (attention_path), bf16 operands (the operands, the weights, dO and dS
-// rounded) with fp32 sums on oneDNN's AMX kernels (T = uint16_t, the bits). A head is one thread's
-// work, its products on that thread alone and its key and value gradients summed over the query
-// blocks in order: the bits depend on the shapes, not on the thread count or
-// the batch. Forward makes two products a block, backward five (the scores
-// again, dP, dq, dk, dv).
+// fp32 operands on row_gemm (T = float) or, under bf16 autocast on a CPU whose
+// bf16 products outrun its fp32 ones (attention_path), bf16 operands (the
+// operands, the weights, dO and dS rounded) with fp32 sums on oneDNN's AMX or
+// AVX512_BF16 kernels (T = uint16_t, the bits). A head is one thread's work,
+// its products on that thread alone and its key and value gradients summed
+// over the query blocks in order: the bits depend on the shapes, not on the
+// thread count or the batch. Forward makes two products a block, backward
+// five (the scores again, dP, dq, dk, dv).
 constexpr int64_t kRows = 128;
 // Fewer keys than this and oneDNN's calls cost more than they save: the
 // operands are rounded to bf16 and the fp32 products compute with them.
@@ -549,13 +552,14 @@ enum class AttentionPath { fp32, bf16, rounded };
 
 // Which path a call under `precision` takes: the choice depends on the
 // device, the CPU and T, S, D, never on the batch.
-AttentionPath attention_path(const Problem& p, Precision precision, const Device& device) {
+AttentionPath attention_path(const Problem& p, Precision precision) {
   if (precision != Precision::bf16) return AttentionPath::fp32;
-  // oneDNN's bf16 products outrun row_gemm's fp32 ones on AMX tiles only
-  // (its AVX512_BF16 kernels multiplied at about 0.7x row_gemm's rate on
-  // attention's shapes: docs/performance.md).
-  const bool blocks =
-      compat::host_accessible_memory() && has_bf16_matrix_units(device) && p.s >= kBf16MinKeys;
+  // oneDNN's bf16 products outrun row_gemm's fp32 ones on AMX tiles and on
+  // AMD's AVX512_BF16 (twice its rate on attention's shapes on Zen 4); on
+  // Intel's AVX512_BF16 without AMX they multiplied at about 0.7x its rate
+  // (docs/performance.md).
+  const bool blocks = compat::host_accessible_memory() && KDP_HAVE_ONEDNN &&
+                      kdp::detail::bf16_dots_outrun_fp32() && p.s >= kBf16MinKeys;
   return blocks ? AttentionPath::bf16 : AttentionPath::rounded;
 }
 
@@ -776,7 +780,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   Tensor out = Tensor::empty(Shape(out_dims), dev);
   Tensor lse = Tensor::empty(Shape{p.bh * p.t}, dev);
   AttentionSaved in;
-  in.path = attention_path(p, autocast_precision(), dev);
+  in.path = attention_path(p, autocast_precision());
   in.q_shape = q.shape();
   in.k_shape = k.shape();
   in.v_shape = v.shape();

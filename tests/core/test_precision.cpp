@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/cpu_isa.hpp"
@@ -102,6 +104,28 @@ TEST(CpuIsa, NamesAndTheCap) {
   EXPECT_EQ(detail::cpu_isa(), CpuIsa::Baseline);
   detail::set_cpu_isa_limit(before);
   EXPECT_LE(static_cast<int>(detail::cpu_isa()), static_cast<int>(detail::cpu_isa_detected()));
+}
+
+// bf16 products are taken for speed on AMX, and on AVX512_BF16 from AMD
+// alone: the vendor as /proc/cpuinfo names it, the levels as the cap leaves
+// them.
+TEST(CpuIsa, Bf16DotsOutrunFp32OnAmxAndOnAmdsAvx512Bf16) {
+  std::string vendor;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; vendor.empty() && std::getline(cpuinfo, line);) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  const CpuIsa detected = detail::cpu_isa_detected();
+  const bool amd = vendor == "AuthenticAMD";
+  const CpuIsa before = detail::set_cpu_isa_limit(CpuIsa::Avx512);
+  EXPECT_FALSE(detail::bf16_dots_outrun_fp32()) << "capped at avx512";
+  detail::set_cpu_isa_limit(CpuIsa::Avx512Bf16);
+  EXPECT_EQ(detail::bf16_dots_outrun_fp32(), detected >= CpuIsa::Avx512Bf16 && amd) << vendor;
+  detail::set_cpu_isa_limit(CpuIsa::Amx);
+  EXPECT_EQ(detail::bf16_dots_outrun_fp32(),
+            detected >= CpuIsa::Amx || (detected >= CpuIsa::Avx512Bf16 && amd))
+      << vendor;
+  detail::set_cpu_isa_limit(before);
 }
 
 TEST(Autocast, IsScopedPerThreadAndResolvesAuto) {

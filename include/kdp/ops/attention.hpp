@@ -38,8 +38,9 @@ struct AttentionOptions {
 /// fp32 in a fixed order, forward and backward, so the results are the same
 /// bits at every thread count and in any batch. Under bf16 autocast the
 /// products take bf16 operands and sum in fp32, as PyTorch's autocast has it:
-/// q, k, v and dO rounded to bf16, and on CPUs with AMX (from 128 keys) the
-/// weights and dS too, on AMX tiles; the softmax and the output stay fp32.
+/// q, k, v and dO rounded to bf16, and on CPUs whose bf16 products outrun
+/// their fp32 ones (AMX, or AMD's AVX512_BF16; from 128 keys) the weights and
+/// dS too, on oneDNN's bf16 kernels; the softmax and the output stay fp32.
 /// Differentiable in q, k and v.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options = {});
