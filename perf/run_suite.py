@@ -435,15 +435,19 @@ def parse_cnn_tta(run, text, wall_s, tta, versions, target=CNN_TTA_TARGET):
     tta[side] = {"wall_s": wall_s if reached else None, "epochs": reached, "accuracies": accuracies}
 
 
+def best_wall(runs, *sides):
+    """The shortest wall time to the target among `sides` of a model's
+    time-to-accuracy runs (None where none reached it)."""
+    return min((v for v in (runs.get(s, {}).get("wall_s") for s in sides) if v), default=None)
+
+
 def vit_tta_metrics(vit_tta, metrics):
     """The ViT's wall seconds to 88 % per run, and kdp's best against
     PyTorch's best (the faster precision of each side that ran)."""
     for side, v in vit_tta.items():
         metrics[f"time_to_88_vit_{side}_s"] = {
             "value": float("nan") if v["wall_s"] is None else v["wall_s"], "target": None, "better": "info"}
-    def best(*sides):
-        return min((v for v in (vit_tta.get(s, {}).get("wall_s") for s in sides) if v), default=None)
-    mine, theirs = best("kdp", "kdp_bf16"), best("torch", "torch_bf16")
+    mine, theirs = best_wall(vit_tta, "kdp", "kdp_bf16"), best_wall(vit_tta, "torch", "torch_bf16")
     if mine and theirs:
         metrics["kdp_vs_torch_best_time_to_88_vit_2x1"] = {"value": mine / theirs, "target": 0.7,
                                                            "better": "lower"}
@@ -814,8 +818,7 @@ def main():
             metrics[f"kdp_vs_{peer}_time_to_91_cnn"] = {
                 "value": mine / theirs, "target": target, "better": "lower" if target else "info"}
     # With bf16 products on each side (kdp's better precision counts).
-    mine = min((v for v in (cnn_tta.get(s, {}).get("wall_s") for s in ("kdp", "kdp_bf16")) if v),
-               default=None)
+    mine = best_wall(cnn_tta, "kdp", "kdp_bf16")
     for peer in ("torch_bf16", "lightning_bf16"):
         theirs = cnn_tta.get(peer, {}).get("wall_s")
         if mine and theirs:
