@@ -184,14 +184,20 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                                  [python, peer(script), "--layout", layout, "--precision", "bf16",
                                   *(["--quick"] if quick else [])], {}))
     # Time to 88 % test accuracy on Fashion-MNIST: kdp-train and PyTorch with the
-    # same model, data, batch, optimizer, learning rate and epochs.
+    # same model, data, batch, optimizer, learning rate and epochs, each at
+    # TTA_SEEDS seeds: the epoch that first reaches 88 % varies by one or two
+    # with the draws of initialisation and shuffling, on either side.
     if not quick:
         common = ["--epochs", str(TTA_EPOCHS), "--batch-size", "128", "--lr", "1e-3"]
-        runs.append(("tta_kdp", [os.path.join(build, "tools", "kdp-train"), "--data", DATA,
-                                 "--model", "784,256,256,10", "--optimizer", "adam", *common,
-                                 "--progress", "lines", "--log-every", "1000000"], {}))
-        runs.append(("tta_torch", [python, peer("torch_fmnist.py"), *common, "--target", str(TTA_TARGET)],
-                     {}))
+        for seed in range(TTA_SEEDS):
+            runs.append((f"tta_kdp_seed{seed}",
+                         [os.path.join(build, "tools", "kdp-train"), "--data", DATA, "--model",
+                          "784,256,256,10", "--optimizer", "adam", *common, "--seed", str(seed),
+                          "--stop-at-accuracy", str(TTA_TARGET), "--progress", "lines",
+                          "--log-every", "1000000"], {}))
+            runs.append((f"tta_torch_seed{seed}",
+                         [python, peer("torch_fmnist.py"), *common, "--target", str(TTA_TARGET),
+                          "--stop-at-target", "--seed", str(seed)], {}))
         # The pytorch/examples CNN (E) to 91 %, wall time from launch, at 2x1 (two
         # processes of one thread, data-parallel): kdp-train, a plain PyTorch DDP
         # loop and Lightning's Trainer with its "ddp" strategy.
@@ -345,6 +351,7 @@ def cluster_accuracy_runs(train):
 
 
 TTA_EPOCHS = 10
+TTA_SEEDS = 5  # the MLP's time to 88 % is each side's median over these seeds
 VIT_TTA_SIDES = ("kdp", "kdp_bf16", "torch", "torch_bf16")
 # Runs whose figures are information only and which a full run leaves out to
 # keep within 30 minutes on 2 cores: --only NAME (or --extra) runs them.
@@ -403,19 +410,33 @@ def parse_peer(run, text, peers):
 
 
 def parse_tta(run, text, tta):
-    """Training seconds to the target test accuracy (None: not reached)."""
-    if run == "tta_torch":
+    """Training seconds to the target test accuracy (None: not reached) of
+    one seed's run (tta_<side>_seed<n>), appended to tta[side]."""
+    side = run.split("_")[1]
+    seconds = None
+    if side == "torch":
         for line in text.splitlines():
             if line.startswith("{"):
-                tta["torch"] = json.loads(line).get("seconds_to_target")
-        return
-    total = 0.0
-    tta["kdp"] = None
-    for m in re.finditer(r"val_acc ([\d.]+) \([\d.]+ samples/s, ([\d.]+) s\)", text):
-        total += float(m[2])
-        if float(m[1]) >= TTA_TARGET:
-            tta["kdp"] = total
-            break
+                seconds = json.loads(line).get("seconds_to_target")
+    else:
+        total = 0.0
+        for m in re.finditer(r"val_acc ([\d.]+) \([\d.]+ samples/s, ([\d.]+) s\)", text):
+            total += float(m[2])
+            if float(m[1]) >= TTA_TARGET:
+                seconds = total
+                break
+    tta.setdefault(side, []).append(seconds)
+
+
+def median_time(times):
+    """The median of seeds' times to a target, a seed that never reached it
+    counting as slower than any that did (None: most never reached it)."""
+    ranked = sorted(times, key=lambda t: float("inf") if t is None else t)
+    n = len(ranked)
+    if n == 0:
+        return None
+    middle = ranked[(n - 1) // 2:n // 2 + 1]
+    return None if None in middle else sum(middle) / len(middle)
 
 
 def parse_cnn_tta(run, text, wall_s, tta, versions, target=CNN_TTA_TARGET):
@@ -801,13 +822,15 @@ def main():
                 target = BEST_TARGETS.get(model) if layout == "1x1" else None
                 metrics[f"kdp_vs_torch_best_{model}_{layout}"] = {
                     "value": mine / max(t16, t32), "target": target, "better": "higher" if target else "info"}
+    medians = {side: median_time(times) for side, times in tta.items()}
     for side in ("kdp", "torch"):
-        if side in tta:
+        if side in medians:
             metrics[f"time_to_88_{side}_s"] = {
-                "value": float("nan") if tta[side] is None else tta[side], "target": None, "better": "info"}
-    if tta.get("kdp") and tta.get("torch"):
-        metrics["kdp_vs_torch_time_to_88"] = {"value": tta["kdp"] / tta["torch"], "target": 0.5,
-                                              "better": "lower"}
+                "value": float("nan") if medians[side] is None else medians[side], "target": None,
+                "better": "info"}
+    if medians.get("kdp") and medians.get("torch"):
+        metrics["kdp_vs_torch_time_to_88"] = {"value": medians["kdp"] / medians["torch"],
+                                              "target": 0.5, "better": "lower"}
     for side, v in cnn_tta.items():
         metrics[f"time_to_91_cnn_{side}_s"] = {
             "value": float("nan") if v["wall_s"] is None else v["wall_s"], "target": None, "better": "info"}
@@ -930,10 +953,15 @@ def main():
                 if mine and theirs:
                     lines.append(f"| {name} | {layout} | {mine:.0f} | {theirs:.0f} | {mine / theirs:.2f} |")
     if tta:
-        shown = {k: ("not reached" if v is None else f"{v:.1f} s") for k, v in tta.items()}
+        def shown(side):
+            if side not in tta:
+                return "not run"
+            each = ", ".join("not reached" if v is None else f"{v:.1f}" for v in tta[side])
+            m = median_time(tta[side])
+            return f"{'not reached' if m is None else f'{m:.1f} s'} (seeds: {each})"
         lines += ["", f"Time to {TTA_TARGET:.0%} test accuracy on Fashion-MNIST (training time, "
-                      f"784-256-256-10, Adam 1e-3, batch 128): kdp {shown.get('kdp', 'not run')}, "
-                      f"PyTorch {shown.get('torch', 'not run')}."]
+                      f"784-256-256-10, Adam 1e-3, batch 128; the median over seeds): "
+                      f"kdp {shown('kdp')}, PyTorch {shown('torch')}."]
     if cnn_tta:
         lines += ["", f"Time to {CNN_TTA_TARGET:.0%} test accuracy with the pytorch/examples CNN (E) on "
                       f"Fashion-MNIST, wall time from launch, two data-parallel processes of one thread "
