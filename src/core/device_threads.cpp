@@ -11,12 +11,16 @@ DeviceThreads::~DeviceThreads() {
 }
 
 void DeviceThreads::shutdown() {
-  std::map<int, std::unique_ptr<Worker>> workers;
+  std::vector<std::unique_ptr<Worker>> workers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    workers.swap(workers_);
+    for (auto& [id, w] : workers_) workers.push_back(std::move(w));
+    workers_.clear();
+    for (auto& w : together_workers_) workers.push_back(std::move(w));
+    together_workers_.clear();
   }
-  for (auto& [id, w] : workers) {
+  for (auto& w : workers) {
+    if (!w) continue;
     {
       std::lock_guard<std::mutex> lock(w->mutex);
       w->stop = true;
@@ -26,27 +30,81 @@ void DeviceThreads::shutdown() {
   }
 }
 
+// The worker's thread: runs its queue's jobs in order until told to stop.
+void DeviceThreads::start(Worker& worker) {
+  Worker* w = &worker;
+  w->thread = std::thread([w] {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock<std::mutex> lock(w->mutex);
+        w->wake.wait(lock, [w] { return w->stop || !w->queue.empty(); });
+        if (w->queue.empty()) return;
+        job = std::move(w->queue.front());
+        w->queue.pop_front();
+      }
+      job();
+    }
+  });
+}
+
 DeviceThreads::Worker& DeviceThreads::worker(int instance_id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& slot = workers_[instance_id];
   if (!slot) {
     slot = std::make_unique<Worker>();
-    Worker* w = slot.get();
-    w->thread = std::thread([w] {
-      for (;;) {
-        std::function<void()> job;
-        {
-          std::unique_lock<std::mutex> lock(w->mutex);
-          w->wake.wait(lock, [w] { return w->stop || !w->queue.empty(); });
-          if (w->queue.empty()) return;
-          job = std::move(w->queue.front());
-          w->queue.pop_front();
-        }
-        job();
-      }
-    });
+    start(*slot);
   }
   return *slot;
+}
+
+std::vector<std::exception_ptr> DeviceThreads::run_together(
+    const std::vector<std::function<void()>>& tasks) {
+  std::vector<std::exception_ptr> errors(tasks.size());
+  auto run_one = [&](size_t i) {
+    try {
+      tasks[i]();
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::unique_lock<std::mutex> mine(together_, std::try_to_lock);
+  if (!mine.owns_lock()) {
+    // Another call holds the threads (or this is one of its tasks): queued
+    // behind its tasks, which wait for each other, these would never start.
+    std::vector<std::thread> threads;
+    threads.reserve(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) threads.emplace_back(run_one, i);
+    for (std::thread& t : threads) t.join();
+    return errors;
+  }
+  std::mutex done_mutex;
+  std::condition_variable done;
+  size_t remaining = tasks.size();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    Worker* w = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (together_workers_.size() <= i) together_workers_.resize(i + 1);
+      if (!together_workers_[i]) {
+        together_workers_[i] = std::make_unique<Worker>();
+        start(*together_workers_[i]);
+      }
+      w = together_workers_[i].get();
+    }
+    {
+      std::lock_guard<std::mutex> lock(w->mutex);
+      w->queue.emplace_back([&, i] {
+        run_one(i);
+        std::lock_guard<std::mutex> lock(done_mutex);
+        if (--remaining == 0) done.notify_one();
+      });
+    }
+    w->wake.notify_one();
+  }
+  std::unique_lock<std::mutex> lock(done_mutex);
+  done.wait(lock, [&] { return remaining == 0; });
+  return errors;
 }
 
 std::vector<std::exception_ptr> DeviceThreads::run(const std::vector<std::function<void()>>& tasks,

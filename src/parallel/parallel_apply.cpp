@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <mutex>
-#include <thread>
 
 #include "core/check.hpp"
 #include "kdp/core/error.hpp"
@@ -42,8 +41,9 @@ namespace {
 }
 
 // Replicas that meet in their forward (SyncBatchNorm): each on a thread of its
-// own, those that share an instance taking turns on it. Returns each one's
-// exception; a replica that fails releases the others from their meetings.
+// own (the Runtime's, kept from one forward to the next), those that share an
+// instance taking turns on it. Returns each one's exception; a replica that
+// fails releases the others from their meetings.
 std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<void()>>& tasks,
                                              const std::vector<Device>& devices) {
   const size_t n = tasks.size();
@@ -51,10 +51,10 @@ std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<voi
   std::vector<std::exception_ptr> errors(n);
   std::vector<int> first_to_fail;
   std::mutex failures;
-  std::vector<std::thread> threads;
-  threads.reserve(n);
+  std::vector<std::function<void()>> members;
+  members.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
+    members.emplace_back([&, i] {
       try {
         ReplicaGroup::Scope scope(&group, static_cast<int>(i), devices[i].instance_id());
         tasks[i]();
@@ -66,7 +66,7 @@ std::vector<std::exception_ptr> run_as_group(const std::vector<std::function<voi
       }
     });
   }
-  for (std::thread& t : threads) t.join();
+  Runtime::get().device_threads().run_together(members);
   // Report the replica that failed first, not the ones it released.
   if (!first_to_fail.empty()) {
     std::vector<std::exception_ptr> only(n);

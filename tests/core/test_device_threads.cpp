@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -71,4 +73,88 @@ TEST(DeviceThreads, ABackgroundThreadGivesWayToTheComputeThreads) {
 #else
   GTEST_SKIP() << "no SCHED_BATCH outside Linux";
 #endif
+}
+
+namespace {
+
+// Tasks run before on the calling thread.
+thread_local int tasks_on_this_thread = 0;
+
+// `n` tasks that each wait (at most 20 s) until all of them have started:
+// they finish only if they run at the same time. Task i records its thread,
+// how many of these tasks that thread has run, and whether it timed out.
+std::vector<std::function<void()>> meeting_tasks(int n, std::vector<std::thread::id>& ids,
+                                                 std::vector<int>& runs,
+                                                 std::vector<int>& timed_out, std::mutex& m,
+                                                 std::condition_variable& cv, int& arrived) {
+  ids.assign(static_cast<size_t>(n), std::thread::id());
+  runs.assign(static_cast<size_t>(n), 0);
+  timed_out.assign(static_cast<size_t>(n), 0);
+  std::vector<std::function<void()>> tasks;
+  for (int i = 0; i < n; ++i) {
+    tasks.emplace_back([&, i, n] {
+      ids[static_cast<size_t>(i)] = std::this_thread::get_id();
+      runs[static_cast<size_t>(i)] = ++tasks_on_this_thread;
+      std::unique_lock<std::mutex> lock(m);
+      ++arrived;
+      cv.notify_all();
+      if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return arrived >= n; })) {
+        timed_out[static_cast<size_t>(i)] = 1;
+      }
+    });
+  }
+  return tasks;
+}
+
+}  // namespace
+
+// Replicas that meet (SyncBatchNorm's) need their tasks at the same time, and
+// keep their threads, with what those threads cache, from one call to the next.
+TEST(DeviceThreads, TasksRunTogetherOnThreadsKeptBetweenCalls) {
+  DeviceThreads& threads = Runtime::get().device_threads();
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::thread::id> first, second;
+  std::vector<int> runs, late;
+  int arrived = 0;
+  auto tasks = meeting_tasks(4, first, runs, late, m, cv, arrived);
+  tasks.emplace_back([] { throw std::runtime_error("the fifth task failed"); });
+  std::vector<std::exception_ptr> errors = threads.run_together(tasks);
+  EXPECT_EQ(late, std::vector<int>(4, 0));
+  ASSERT_EQ(errors.size(), 5u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_FALSE(errors[i]) << i;
+  EXPECT_TRUE(errors[4]);
+  arrived = 0;
+  errors = threads.run_together(meeting_tasks(4, second, runs, late, m, cv, arrived));
+  EXPECT_EQ(late, std::vector<int>(4, 0));
+  EXPECT_EQ(first, second);            // the same thread for each task index,
+  for (int r : runs) EXPECT_GE(r, 2);  // which ran a task before
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_NE(first[i], std::this_thread::get_id());
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(first[i], first[j]);
+  }
+}
+
+// A task that runs a group of its own (nested replicas) gets threads for it:
+// queued behind its own group's tasks, the inner ones would never start.
+TEST(DeviceThreads, AGroupInsideAGroupGetsThreadsOfItsOwn) {
+  DeviceThreads& threads = Runtime::get().device_threads();
+  std::mutex m, inner_m;
+  std::condition_variable cv, inner_cv;
+  std::vector<std::thread::id> outer_ids, inner_ids;
+  std::vector<int> runs, inner_runs, late, inner_late;
+  int arrived = 0, inner_arrived = 0;
+  std::vector<std::exception_ptr> inner_errors;
+  auto tasks = meeting_tasks(2, outer_ids, runs, late, m, cv, arrived);
+  tasks[0] = [&, meet = tasks[0]] {
+    inner_errors = threads.run_together(
+        meeting_tasks(3, inner_ids, inner_runs, inner_late, inner_m, inner_cv, inner_arrived));
+    meet();
+  };
+  const std::vector<std::exception_ptr> errors = threads.run_together(tasks);
+  EXPECT_EQ(late, std::vector<int>(2, 0));
+  EXPECT_EQ(inner_late, std::vector<int>(3, 0));
+  EXPECT_EQ(inner_errors.size(), 3u);
+  for (const auto& e : errors) EXPECT_FALSE(e);
+  for (const auto& e : inner_errors) EXPECT_FALSE(e);
 }

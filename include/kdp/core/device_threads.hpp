@@ -18,7 +18,8 @@
 
 namespace kdp {
 
-/// One persistent host thread per execution-space instance.
+/// One persistent host thread per execution-space instance, and threads for
+/// tasks that must run at the same time.
 class DeviceThreads {
  public:
   DeviceThreads() = default;
@@ -33,6 +34,14 @@ class DeviceThreads {
   std::vector<std::exception_ptr> run(const std::vector<std::function<void()>>& tasks,
                                       const std::vector<Device>& devices, bool concurrent);
 
+  /// Runs every task at the same time, each on a persistent thread of its own
+  /// (tasks that wait for each other, as replicas meeting in SyncBatchNorm's
+  /// forward do), and returns after all finished, with the exception each task
+  /// threw (or null). The threads, and what they keep between calls (oneDNN's
+  /// primitives, kernels' scratch), serve one call at a time: a call made
+  /// while another runs, or from one of its tasks, starts threads for itself.
+  std::vector<std::exception_ptr> run_together(const std::vector<std::function<void()>>& tasks);
+
   /// Stops the threads (the Runtime calls this before Kokkos finalises).
   void shutdown();
 
@@ -45,9 +54,12 @@ class DeviceThreads {
     bool stop = false;
   };
   Worker& worker(int instance_id);
+  static void start(Worker& w);
 
   std::mutex mutex_;
   std::map<int, std::unique_ptr<Worker>> workers_;
+  std::mutex together_;  // held by the run_together that uses together_workers_
+  std::vector<std::unique_ptr<Worker>> together_workers_;
 };
 
 }  // namespace kdp
