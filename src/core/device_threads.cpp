@@ -6,6 +6,20 @@
 
 namespace kdp {
 
+namespace {
+
+// tasks[i], with the exception it throws kept in errors[i].
+void run_catching(const std::vector<std::function<void()>>& tasks,
+                  std::vector<std::exception_ptr>& errors, size_t i) {
+  try {
+    tasks[i]();
+  } catch (...) {
+    errors[i] = std::current_exception();
+  }
+}
+
+}  // namespace
+
 DeviceThreads::~DeviceThreads() {
   shutdown();
 }
@@ -58,44 +72,15 @@ DeviceThreads::Worker& DeviceThreads::worker(int instance_id) {
   return *slot;
 }
 
-std::vector<std::exception_ptr> DeviceThreads::run_together(
-    const std::vector<std::function<void()>>& tasks) {
-  std::vector<std::exception_ptr> errors(tasks.size());
-  auto run_one = [&](size_t i) {
-    try {
-      tasks[i]();
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
-  std::unique_lock<std::mutex> mine(together_, std::try_to_lock);
-  if (!mine.owns_lock()) {
-    // Another call holds the threads (or this is one of its tasks): queued
-    // behind its tasks, which wait for each other, these would never start.
-    std::vector<std::thread> threads;
-    threads.reserve(tasks.size());
-    for (size_t i = 0; i < tasks.size(); ++i) threads.emplace_back(run_one, i);
-    for (std::thread& t : threads) t.join();
-    return errors;
-  }
+void DeviceThreads::run_on(const std::vector<std::pair<Worker*, std::function<void()>>>& jobs) {
   std::mutex done_mutex;
   std::condition_variable done;
-  size_t remaining = tasks.size();
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    Worker* w = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (together_workers_.size() <= i) together_workers_.resize(i + 1);
-      if (!together_workers_[i]) {
-        together_workers_[i] = std::make_unique<Worker>();
-        start(*together_workers_[i]);
-      }
-      w = together_workers_[i].get();
-    }
+  size_t remaining = jobs.size();
+  for (const auto& [w, job] : jobs) {
     {
       std::lock_guard<std::mutex> lock(w->mutex);
-      w->queue.emplace_back([&, i] {
-        run_one(i);
+      w->queue.emplace_back([&, job = job] {
+        job();
         std::lock_guard<std::mutex> lock(done_mutex);
         if (--remaining == 0) done.notify_one();
       });
@@ -104,6 +89,37 @@ std::vector<std::exception_ptr> DeviceThreads::run_together(
   }
   std::unique_lock<std::mutex> lock(done_mutex);
   done.wait(lock, [&] { return remaining == 0; });
+}
+
+std::vector<std::exception_ptr> DeviceThreads::run_together(
+    const std::vector<std::function<void()>>& tasks) {
+  std::vector<std::exception_ptr> errors(tasks.size());
+  std::unique_lock<std::mutex> mine(together_, std::try_to_lock);
+  if (!mine.owns_lock()) {
+    // Another call holds the threads (or this is one of its tasks): queued
+    // behind its tasks, which wait for each other, these would never start.
+    std::vector<std::thread> threads;
+    threads.reserve(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      threads.emplace_back([&, i] { run_catching(tasks, errors, i); });
+    }
+    for (std::thread& t : threads) t.join();
+    return errors;
+  }
+  std::vector<std::pair<Worker*, std::function<void()>>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (together_workers_.size() < tasks.size()) together_workers_.resize(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      std::unique_ptr<Worker>& w = together_workers_[i];
+      if (!w) {
+        w = std::make_unique<Worker>();
+        start(*w);
+      }
+      jobs.emplace_back(w.get(), [&, i] { run_catching(tasks, errors, i); });
+    }
+  }
+  run_on(jobs);
   return errors;
 }
 
@@ -111,20 +127,13 @@ std::vector<std::exception_ptr> DeviceThreads::run(const std::vector<std::functi
                                                    const std::vector<Device>& devices,
                                                    bool concurrent) {
   std::vector<std::exception_ptr> errors(tasks.size());
-  auto run_one = [&](size_t i) {
-    try {
-      tasks[i]();
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  };
 
   // Group the tasks by instance, keeping their order within a group.
   std::map<int, std::vector<size_t>> groups;
   for (size_t i = 0; i < tasks.size(); ++i) groups[devices[i].instance_id()].push_back(i);
 
   if (!concurrent || groups.size() <= 1) {
-    for (size_t i = 0; i < tasks.size(); ++i) run_one(i);
+    for (size_t i = 0; i < tasks.size(); ++i) run_catching(tasks, errors, i);
     return errors;
   }
 
@@ -133,23 +142,13 @@ std::vector<std::exception_ptr> DeviceThreads::run(const std::vector<std::functi
   // its share of the threads, so n instances do not oversubscribe the cores.
   const ScopedBlasThreads share(blas_threads() / static_cast<int>(groups.size()));
 
-  std::mutex done_mutex;
-  std::condition_variable done;
-  size_t remaining = groups.size();
+  std::vector<std::pair<Worker*, std::function<void()>>> jobs;
   for (auto& [instance, indices] : groups) {
-    Worker& w = worker(instance);
-    {
-      std::lock_guard<std::mutex> lock(w.mutex);
-      w.queue.emplace_back([&, idx = indices] {
-        for (size_t i : idx) run_one(i);
-        std::lock_guard<std::mutex> lock(done_mutex);
-        if (--remaining == 0) done.notify_one();
-      });
-    }
-    w.wake.notify_one();
+    jobs.emplace_back(&worker(instance), [&, idx = indices] {
+      for (size_t i : idx) run_catching(tasks, errors, i);
+    });
   }
-  std::unique_lock<std::mutex> lock(done_mutex);
-  done.wait(lock, [&] { return remaining == 0; });
+  run_on(jobs);
   return errors;
 }
 

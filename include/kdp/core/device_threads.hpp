@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kdp/core/device.hpp"
@@ -55,6 +56,8 @@ class DeviceThreads {
   };
   Worker& worker(int instance_id);
   static void start(Worker& w);
+  // Each job on its worker; returns when all have run.
+  static void run_on(const std::vector<std::pair<Worker*, std::function<void()>>>& jobs);
 
   std::mutex mutex_;
   std::map<int, std::unique_ptr<Worker>> workers_;
