@@ -684,7 +684,7 @@ BASELINES = os.path.join(HERE, "baselines")
 def this_machine(logs):
     """The machine kind of this run: CPU model, cores, the Kokkos backend the
     benchmarks printed."""
-    backend = next((m[1] for text in logs.values() for m in [re.search(r"^backend: (\S+)", text, re.M)]
+    backend = next((m[1] for text in logs.values() for m in [re.search(r"^backend: (\w+)", text, re.M)]
                     if m), "unknown")
     cpu, cores = baselines.cpu_model(), len(os.sched_getaffinity(0))
     return {"key": baselines.machine_key(cpu, cores, backend), "cpu": cpu, "cores": cores,

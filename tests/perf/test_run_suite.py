@@ -64,6 +64,9 @@ class Suite(unittest.TestCase):
         text = run_suite.uncoloured(raw)
         self.assertNotIn("\x1b", text)
         self.assertEqual(run_suite.this_machine({"models_1x1": text})["backend"], "Serial")
+        # The attention benchmark's line goes on after the backend's name.
+        attention = {"attention": "backend: Serial, 1 BLAS thread(s)\n"}
+        self.assertEqual(run_suite.this_machine(attention)["backend"], "Serial")
         metrics, models = {}, {}
         run_suite.parse("models_1x1", text, metrics, models)
         # The log's own lines: "MODEL M step 10506.5 us, ... 139.3 % of the roofline".
