@@ -117,21 +117,26 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     # noisy neighbour slows both alike instead of one of them.
     mixed = [] if quick else ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
                               "--benchmark_report_aggregates_only=true"]
-    # The convolutions' long runs take three turns (two minutes at five).
+    # The convolutions' long runs take three turns (two minutes at five) of a
+    # quarter second each: the turns, more than their length, give the spread.
     mixed3 = [] if quick else ["--benchmark_repetitions=3", "--benchmark_enable_random_interleaving=true",
-                               "--benchmark_report_aggregates_only=true"]
+                               "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.25"]
     short = ["--benchmark_min_time=0.05"] if quick else []
     q = ["--kdp_quick"] if quick else []
     p = lambda name: os.path.join(build, "perf", name)  # noqa: E731
     one_thread = {"KDP_NUM_THREADS": "1"}
+    # The convolutions' forward+backward and the GEMM rooflines (the forward
+    # alone, oneDNN's against the direct loops, is the 2-thread run's).
+    conv_and_roofline = "conv/layer|conv/forward_backward|conv3d|gemm/raw"
     runs = [
         ("linear", [p("kdp_bench_linear"), *short, *mixed], {}),
         ("ops", [p("kdp_bench_ops"), *short, *mixed3], {}),
         # The convolution against one core's GEMM, as PyTorch's figures are given.
-        ("ops_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed3],
+        ("ops_1thread", [p("kdp_bench_ops"), f"--benchmark_filter={conv_and_roofline}", *short, *mixed3],
          one_thread),
         # The same on kdp's own im2col and GEMM path: the two paths per shape.
-        ("ops_im2col_1thread", [p("kdp_bench_ops"), "--benchmark_filter=conv|gemm/raw", *short, *mixed3],
+        ("ops_im2col_1thread", [p("kdp_bench_ops"), f"--benchmark_filter={conv_and_roofline}", *short,
+                                *mixed3],
          {**one_thread, "KDP_CONV_PATH": "im2col"}),
         ("data_parallel", [p("kdp_bench_data_parallel"), *short, *mixed], {}),
         # Logical devices run one after another: on one thread DataParallel's own
@@ -163,7 +168,7 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
                      launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
     if not quick:  # the quick suite (a CTest smoke test) makes no namespaces
         runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of L, 12 of D
-        # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks.
+        # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks, on an unshaped link.
         runs += cluster_accuracy_runs(os.path.join(build, "tools", "kdp-train"))
         runs += reproducible_runs(os.path.join(build, "tools", "kdp-train"))
     # Side by side with PyTorch at processes x threads layouts, taking turns so
@@ -175,9 +180,11 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
             runs.append((f"peer_kdp_{layout}_{rnd}", launch(ranks, p("kdp_bench_models"), *q),
                          {"KDP_NUM_THREADS": str(threads)}))
             for script in ("torch_mlp.py", "torch_cnn.py"):
+                # The GPT's 0.7 s steps are timed where its target is, on one core.
+                models = ["--models", "H,E,B,V"] if script == "torch_cnn.py" and layout != "1x1" else []
                 runs.append((f"peer_torch_{layout}_{rnd}_{script[6:9]}",
-                             [python, peer(script), "--layout", layout, *(["--quick"] if quick else [])],
-                             {}))
+                             [python, peer(script), "--layout", layout, *models,
+                              *(["--quick"] if quick else [])], {}))
             if layout == "1x1":  # PyTorch's best on one core may be its bf16 autocast
                 for script in ("torch_mlp.py", "torch_cnn.py"):
                     runs.append((f"peer_torch_{layout}_{rnd}_{script[6:9]}_bf16",
@@ -257,9 +264,10 @@ def cluster_runs(bench, q, reps):
     one = {"KDP_NUM_THREADS": "1"}
     runs = []
     for rate in CLUSTER_RATES:
-        # On the slow link a step takes about twice as long: half the steps.
+        # On the slow link L's step takes about twice as long: half the steps;
+        # D's (more parameters, less compute a byte) four to five times: a third.
         steps = {"L": [], "D": []} if rate != "250mbit" or q else {"L": ["--kdp_steps=15"],
-                                                                   "D": ["--kdp_steps=6"]}
+                                                                   "D": ["--kdp_steps=4"]}
         for model in ("L", "D"):
             runs.append((f"cluster_{model}_{rate}",
                          on_cluster(rate, 2, 1, bench, f"--kdp_model={model}", f"--kdp_label={rate}", *q,
@@ -335,6 +343,11 @@ def reproducible_runs(train):
 
 
 def cluster_accuracy_runs(train):
+    """Each hook's test accuracy after TTA_EPOCHS epochs, 2 nodes x 2 ranks.
+    The link is left unshaped: its rate changes the time, never the bits
+    (the same gradients cross it in the same order) nor the bytes sent, which
+    are what these runs report; the step's time on a shaped link is
+    cluster_runs' to measure."""
     here = cluster_here()
     runs = []
     for hook in HOOK_NAMES:
@@ -342,7 +355,7 @@ def cluster_accuracy_runs(train):
         if here is not None or not os.path.exists(train):
             runs.append((name, here if here is not None else not_built(train), {}))
             continue
-        cmd = (f"{CLUSTER} down --name kdpacc >/dev/null; {CLUSTER} up --name kdpacc --nodes 2 --rate 1gbit "
+        cmd = (f"{CLUSTER} down --name kdpacc >/dev/null; {CLUSTER} up --name kdpacc --nodes 2 --rate none "
                f">/dev/null && {CLUSTER} run --name kdpacc --ranks-per-node 2 -- {train} --data {DATA} "
                f"--epochs {TTA_EPOCHS} --comm-hook {hook} --seed 0 --progress lines --log-every 1000000; "
                f"rc=$?; {CLUSTER} down --name kdpacc >/dev/null; exit $rc")
@@ -591,6 +604,14 @@ def attention_ratios(logs, metrics):
         if len(mine) == 2 and len(theirs) == 2:
             metrics[f"kdp_vs_torch_best_attention_T{t}_{mask}"] = {
                 "value": min(theirs) / min(mine), "target": ATTENTION_TARGET, "better": "higher"}
+
+
+def time_spent(wall, suite_s, longest=5):
+    """The report's line on the run's length: minutes in all and the runs
+    that took longest, for a user who reruns a part with --only."""
+    top = sorted(wall.items(), key=lambda kv: -kv[1])[:longest]
+    return (f"The run took {suite_s / 60:.1f} min; the longest runs: "
+            + ", ".join(f"{name} {seconds / 60:.1f} min" for name, seconds in top) + ".")
 
 
 def met(entry):
@@ -919,7 +940,7 @@ def main():
                 else "none for this machine yet" if known else "none: the machine kind is unknown")
              + ". Peers: "
              + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "none ran")
-             + f" ({args.peer_python}).", "",
+             + f" ({args.peer_python}). " + time_spent(wall, result["suite_s"]), "",
              "| metric | value | target | met | baseline |", "|---|---|---|---|---|"]
     for key, e in sorted(metrics.items()):
         ok = met(e)

@@ -9,6 +9,7 @@ thread each (2x1). Prints one JSON object: {"layout": ..., "threads": ...,
 """
 import argparse
 import json
+import math
 import os
 import time
 
@@ -35,17 +36,18 @@ def time_model(torch, spec, rank, world, seconds, quick, bf16):
         loss.backward()
         opt.step()
 
-    for _ in range(3):
+    for _ in range(2):
         step()
-    # Calibrate to about `seconds` of steps, then time them. Every rank runs
-    # the same number of steps (DDP's collectives need it): a fixed count to
-    # calibrate, then rank 0's choice.
-    calib = 5
+    # Calibrate to about `seconds` of steps, then time them (at least three
+    # steps a round: a model whose step takes longer than `seconds` is timed
+    # over three). Every rank runs the same number of steps (DDP's
+    # collectives need it): a fixed count to calibrate, then rank 0's choice.
+    calib = 2  # these steps warm the model further; the rounds below take the best
     start = time.perf_counter()
     for _ in range(calib):
         step()
     per_step = (time.perf_counter() - start) / calib
-    steps = 5 if quick else max(10, int(seconds / per_step))
+    steps = 5 if quick else max(3, math.ceil(seconds / per_step))
     if world > 1:
         import torch.distributed as dist
         t = torch.tensor([steps])
@@ -93,7 +95,7 @@ def main(description, models):
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--layout", default="1x1", choices=["1x1", "1xN", "2x1"])
     ap.add_argument("--models", default=",".join(models))
-    ap.add_argument("--seconds", type=float, default=1.0, help="timed seconds per model and round")
+    ap.add_argument("--seconds", type=float, default=0.5, help="timed seconds per model and round")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
                     help="bf16: forward and loss under torch.autocast('cpu', torch.bfloat16)")

@@ -216,6 +216,12 @@ class Suite(unittest.TestCase):
         self.assertIsNone(run_suite.median_time([None, None, 1.0]))
         self.assertIsNone(run_suite.median_time([]))
 
+    def test_the_report_names_the_runs_length_and_its_longest_runs(self):
+        wall = {"ops": 78.0, "linear": 19.0, "tta_cnn_kdp": 100.0, "loader": 4.8}
+        line = run_suite.time_spent(wall, 1500.0, longest=2)
+        self.assertEqual(line, "The run took 25.0 min; the longest runs: tta_cnn_kdp 1.7 min, ops 1.3 min.")
+        self.assertIn("loader 0.1 min.", run_suite.time_spent(wall, 1500.0))
+
     def test_the_vits_time_to_88_puts_each_side_at_its_best(self):
         vit, versions = {}, {}
         # kdp-train's epoch lines: 88 % (not the CNN's 91 %) is reached at epoch 2.
