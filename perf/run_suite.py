@@ -272,7 +272,8 @@ def cluster_runs(bench, q, reps):
             runs.append((f"cluster_{model}_{rate}",
                          on_cluster(rate, 2, 1, bench, f"--kdp_model={model}", f"--kdp_label={rate}", *q,
                                     *steps[model], *reps), one))
-        # 3 and 4 nodes check the scaling model's ring (2 cores: ranks share them).
+        # 3 and 4 nodes check the scaling model's ring (2 cores: ranks share
+        # them); on the slow link only with --extra.
         for nodes in (3, 4):
             runs.append((f"cluster{nodes}n_L_{rate}",
                          on_cluster(rate, nodes, 1, bench, "--kdp_model=L", f"--kdp_label={rate}_{nodes}n",
@@ -313,8 +314,8 @@ def reproducible_runs(train):
                ("step_threads", mlp, 1, cores, "", DATA, 240, 60, False),
                ("step_devices", mlp, 1, cores, "--devices 2", DATA, 240, 60, False),
                ("step_sync_batchnorm_cnn", cnn, 2, 1, "", DATA, 240, 60, False),
-               ("step_vit", "'vit(4,64,6,4,128)'", 2, 1, "", DATA, 128, 30, True),
-               ("step_gpt", "'gpt(4,4,128)'", 2, 1, "", text, 32, 20, True))
+               ("step_vit", "'vit(4,64,6,4,128)'", 2, 1, "", DATA, 128, 20, True),
+               ("step_gpt", "'gpt(4,4,128)'", 2, 1, "", text, 32, 12, True))
     runs = []
     for label, model, ranks, threads, extra, data, batch, steps, targeted in layouts:
         name = f"reproducible_{label}_r{ranks}"
@@ -373,6 +374,8 @@ EXTRA = {
     "tta_cnn_lightning": "Lightning's fp32 time to 91 % (its bf16-mixed run, the target's peer, stays)",
     "tta_cnn_torch": "PyTorch's fp32 time to 91 % (the fp32-only comparison; the target compares each "
                      "side's best precision, against its bf16 run)",
+    **{f"cluster{nodes}n_L_250mbit": "DDP at 3 and 4 nodes on the 250 Mbit/s link (the ring's scaling is "
+                                      "checked at 1 Gbit/s; 2 nodes run at both rates)" for nodes in (3, 4)},
     **{f"tta_vit_{side}": "the ViT's time to 88 % at 2x1 against a PyTorch DDP loop, each at its best "
                           "precision (about an hour in all on 2 cores)" for side in VIT_TTA_SIDES},
 }
