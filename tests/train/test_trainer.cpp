@@ -761,3 +761,55 @@ TEST(TrainerMetrics, RowsAppendedToAnOlderFileFollowItsHeader) {
   EXPECT_EQ(header, "type,epoch,step,loss");
   EXPECT_EQ(second, "epoch,2,12,0.25");
 }
+
+// The BLAS thread count that the tuner changes between steps changes no bit
+// of the result: a run that switches between two threads and one every few
+// steps ends with the weights of a run at two threads and of one at one. The
+// products are large enough for the BLAS to split them between its threads.
+TEST(Trainer, ChangingTheBlasThreadsBetweenStepsChangesNoBit) {
+  ScopedBlasThreads two(2);
+  if (blas_threads() != 2) GTEST_SKIP() << "this BLAS's thread count cannot be set";
+  const auto train = [](BlasThreadTuner::Options tuning) {
+    manual_seed(11);
+    auto model =
+        std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(64, 256), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(256, 256), std::make_shared<nn::ReLU>(),
+            std::make_shared<nn::Linear>(256, 10)});
+    auto data = data::synthetic_classification(512, 64, 10, 5);
+    data::DataLoaderOptions lo;
+    lo.batch_size = 128;
+    data::DataLoader loader(data, std::make_shared<data::RandomSampler>(data->size(), 3), lo);
+    optim::Adam opt(model->named_parameters(), optim::AdamOptions{});
+    train::TrainerOptions t = quiet();
+    t.epochs = 3;
+    t.blas_tuning = tuning;
+    train::Trainer trainer(t, dist::Communicator::world());
+    nn::CrossEntropyLoss ce;
+    const train::FitResult r = trainer.fit(*model, std::ref(ce), opt, loader, nullptr, nullptr);
+    std::vector<std::vector<float>> params;
+    for (auto& [n, p] : model->named_parameters()) params.push_back(p.to_vector());
+    return std::make_pair(params, r.steps_on_one_blas_thread);
+  };
+  BlasThreadTuner::Options fixed;
+  fixed.enabled = false;
+  // A margin below -1 makes the other count win every comparison: the count
+  // changes every few steps.
+  BlasThreadTuner::Options switching;
+  switching.window = 1;
+  switching.period = 1;
+  switching.warm = 0;
+  switching.margin = -1e9;
+  const auto [at_two, none] = train(fixed);
+  const auto [switched, on_one] = train(switching);
+  EXPECT_EQ(blas_threads(), 2);  // the run set the rank's count back
+  std::vector<std::vector<float>> at_one;
+  {
+    ScopedBlasThreads one(1);
+    at_one = train(fixed).first;
+  }
+  EXPECT_EQ(none, 0);
+  EXPECT_GT(on_one, 0);
+  EXPECT_EQ(switched, at_two);
+  EXPECT_EQ(at_one, at_two);
+}
