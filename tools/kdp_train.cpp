@@ -143,12 +143,6 @@ void print_summary(const Options& o, const TrainingData& d, const train::FitResu
       figures.c_str(), text.c_str(), r.samples_per_s, r.wall_seconds,
       static_cast<long long>(r.epochs_completed), static_cast<long long>(r.global_step), ranks,
       o.devices, precision_name(r.precision));
-  if (r.steps_on_one_blas_thread > 0) {
-    std::printf(
-        "kdp-train: the BLAS ran on one thread for %lld of rank 0's %lld steps, where that was "
-        "faster than the rank's threads (--fixed-blas-threads keeps them)\n",
-        static_cast<long long>(r.steps_on_one_blas_thread), static_cast<long long>(r.global_step));
-  }
   if (!r.last_checkpoint.empty()) std::printf("checkpoint: %s\n", r.last_checkpoint.c_str());
   if (!r.best_checkpoint.empty()) std::printf("best checkpoint: %s\n", r.best_checkpoint.c_str());
   if (!o.metrics.empty()) std::printf("metrics: %s\n", o.metrics.c_str());

@@ -46,7 +46,6 @@ struct Options {
   double grad_clip = 0.0;
   int64_t accumulate = 1;
   bool no_anomaly_check = false;
-  bool fixed_blas_threads = false;
   std::string progress = "auto";
   int64_t log_every = 50;
   bool without_locks = false;

@@ -184,9 +184,6 @@ void add_run_options(CLI::App& app, Options& o) {
       ->check(cli::whole_number(1));
   app.add_flag("--no-anomaly-check", o.no_anomaly_check,
                "Do not check loss and gradients for NaN/Inf");
-  app.add_flag("--fixed-blas-threads", o.fixed_blas_threads,
-               "Keep the rank's BLAS threads (by default a rank with several tries one "
-               "thread now and then and keeps it while it is faster; the results are the same)");
   app.add_option("--progress", o.progress, "Progress display")
       ->check(CLI::IsMember({"auto", "bar", "lines"}));
   app.add_option("--log-every", o.log_every, "Log a line (and a metrics row) every N steps")

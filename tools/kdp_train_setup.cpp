@@ -235,7 +235,6 @@ train::TrainerOptions trainer_options(const Options& o, const Model& m, const Tr
   t.log_every_steps = o.log_every;
   t.progress = o.progress == "bar" ? 1 : (o.progress == "lines" ? 0 : -1);
   t.detect_anomaly = !o.no_anomaly_check;
-  t.blas_tuning.enabled = !o.fixed_blas_threads;
   t.precision = parse_precision(o.precision);
   t.require_locks = !o.without_locks;
   t.reproducible = o.reproducible;

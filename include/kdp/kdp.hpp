@@ -6,7 +6,6 @@
 #include "kdp/version.hpp"
 
 #include "kdp/core/binding.hpp"
-#include "kdp/core/blas_tuner.hpp"
 #include "kdp/core/caching_allocator.hpp"
 #include "kdp/core/checked_size.hpp"
 #include "kdp/core/closest_name.hpp"

@@ -15,7 +15,6 @@
 #include "kdp/autograd/grad_mode.hpp"
 #include "kdp/core/error.hpp"
 #include "kdp/core/stop_signal.hpp"
-#include "kdp/core/threads.hpp"
 #include "kdp/core/trace.hpp"
 #include "kdp/data/distributed_sampler.hpp"
 #include "kdp/io/run_directory_error.hpp"
@@ -156,7 +155,6 @@ FitResult FitRun::run() {
   agree_on_epoch();
   resume_or_start();
   start_trace();
-  start_blas_tuner();
   StopSignal stop;
   // A driver that installed the handler first (to catch a signal during its
   // start-up) keeps what arrived since; a Trainer on its own starts afresh.
@@ -285,7 +283,6 @@ FitRun::Next FitRun::train_epoch(int64_t epoch) {
   e.wait_before = loader.wait_seconds();
   e.comm_before = exchange_ != nullptr ? exchange_->comm_wait_seconds() : 0.0;
   e.start = Clock::now();
-  if (blas_tuner_) blas_tuner_->interrupted();  // the evaluation, the loader's start
   const int64_t accum = o_.accumulate_grad_batches;
   bool stopped = false;
   for (data::Batch& b : loader) {
@@ -346,7 +343,6 @@ FitRun::Next FitRun::train_step(Epoch& e) {
         /*set_to_none=*/exchange_ == nullptr || !exchange_->keeps_gradient_storage());
   }
   ++global_step_;
-  time_step();
   trace::set_step(global_step_ + 1);
   if (in_.scheduler != nullptr && o_.step_scheduler_per_batch) in_.scheduler->step();
   if (probe.show || probe.log_row) log_step(e, probe);
@@ -354,7 +350,6 @@ FitRun::Next FitRun::train_step(Epoch& e) {
   if (checkpoints_ && o_.checkpoint_every_steps > 0 &&
       global_step_ % o_.checkpoint_every_steps == 0 && e.batch < batches_) {
     save(e.index, e.batch);
-    if (blas_tuner_) blas_tuner_->interrupted();
   }
   if (o_.max_steps >= 0 && global_step_ >= o_.max_steps) {
     reached_max_ = true;
@@ -658,27 +653,6 @@ void FitRun::stop_if_metrics_failed(std::optional<std::pair<int64_t, int64_t>> s
   throw IOError(fmt::format("{}{}; training stopped at step {} ({})",
                             rank0_ ? "" : "rank 0 could not write its metrics: ", error,
                             global_step_, saved));
-}
-
-// The BLAS thread count follows the steps' speed (TrainerOptions::blas_tuning)
-// where the rank's one host device calls a BLAS of several threads. A
-// shard-by-shard strategy has set one thread already, and DataParallel's
-// devices divide the threads among themselves: both keep theirs.
-void FitRun::start_blas_tuner() {
-  const int threads = blas_threads();
-  if (!o_.blas_tuning.enabled || o_.devices.size() != 1 || o_.devices.front().gpu() >= 0 ||
-      threads < 2)
-    return;
-  blas_tuner_ = std::make_unique<BlasThreadTuner>(threads, o_.blas_tuning);
-  step_end_ = Clock::now();
-}
-
-void FitRun::time_step() {
-  if (!blas_tuner_) return;
-  const Clock::time_point now = Clock::now();
-  blas_tuner_->after_step(std::chrono::duration<double>(now - step_end_).count());
-  step_end_ = now;
-  result_.steps_on_one_blas_thread = blas_tuner_->steps_on_one_thread();
 }
 
 FitResult FitRun::finish() {

@@ -122,8 +122,6 @@ class FitRun {
   void agree_on_epoch();
   void start_trace();
   void write_trace();
-  void start_blas_tuner();
-  void time_step();
 
   Trainer& trainer_;
   TrainerOptions& o_;
@@ -156,8 +154,6 @@ class FitRun {
   int64_t start_epoch_ = 0, start_batch_ = 0, global_step_ = 0, bad_epochs_ = 0;
   int64_t samples_total_ = 0;
   double best_;
-  std::unique_ptr<BlasThreadTuner> blas_tuner_;  // null: the BLAS keeps its threads
-  Clock::time_point step_end_;                   // when the last step ended
   bool reached_max_ = false;
 };
 

@@ -37,7 +37,6 @@
 #include <utility>
 #include <vector>
 
-#include "kdp/core/blas_tuner.hpp"
 #include "kdp/core/precision.hpp"
 #include "kdp/data/data_loader.hpp"
 #include "kdp/dist/communicator.hpp"
@@ -122,12 +121,6 @@ struct ModeOptions {
   Precision precision = Precision::fp32;
   /// Check the loss and the gradients for NaN and Inf every step.
   bool detect_anomaly = true;
-  /// The BLAS thread count while the run trains: the rank's threads or one,
-  /// whichever makes the steps faster now (kdp::BlasThreadTuner; the results
-  /// are the same bits at either). On host devices, one device per rank,
-  /// where the rank's BLAS has more than one thread; `enabled = false`
-  /// keeps the rank's count (kdp-train --fixed-blas-threads).
-  BlasThreadTuner::Options blas_tuning;
 };
 
 /// Where checkpoints go and what they record, and how a run starts beside the
@@ -370,9 +363,6 @@ struct FitResult {
   /// model that keeps a batch's rows apart: every shard in one forward and
   /// backward), "together" (with SyncBatchNorm) or "one by one".
   std::string step_strategy;
-  /// Steps that ran with one BLAS thread where the rank has more (the
-  /// tuner found one faster at the time; options.blas_tuning).
-  int64_t steps_on_one_blas_thread = 0;
 };
 
 namespace detail {
