@@ -157,8 +157,11 @@ def compare(metrics, baseline, tolerance, absolute_tolerance):
                 regressions.append(f"{name}: {value:.4g} > highest recorded {hi:.4g} + "
                                    f"{absolute_tolerance:g} (absolute)")
             continue
-        if entry["better"] == "higher" and value < lo * (1 - tolerance):
+        # The tolerance is a share of the recorded value's size: a figure
+        # below zero (accuracy points lost, when a hook gained some) widens
+        # its spread outwards too.
+        if entry["better"] == "higher" and value < lo - tolerance * abs(lo):
             regressions.append(f"{name}: {value:.4g} < lowest recorded {lo:.4g} - {tolerance:.0%}")
-        if entry["better"] == "lower" and value > hi * (1 + tolerance):
+        if entry["better"] == "lower" and value > hi + tolerance * abs(hi):
             regressions.append(f"{name}: {value:.4g} > highest recorded {hi:.4g} + {tolerance:.0%}")
     return regressions

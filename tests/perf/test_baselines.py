@@ -89,6 +89,17 @@ class Baselines(unittest.TestCase):
         run["dataparallel_overhead_2_devices"]["value"] = 1.16 * 1.24
         self.assertEqual(baselines.compare(run, b, 0.25, 0.02), [])
 
+    def test_a_figure_below_zero_keeps_its_spread(self):
+        # Accuracy points lost by a hook, recorded at -0.14 (it gained): the
+        # same value again is no regression, a loss of 0.5 point is.
+        machine = {"key": "k", "cpu": "c", "cores": 2, "backend": "Serial"}
+        b = baselines.record(self.path, machine, {"hook_accuracy_points_lost_bf16": {
+            "value": -0.14, "target": 0.3, "better": "lower"}}, "one run")
+        same = {"hook_accuracy_points_lost_bf16": {"value": -0.14, "target": 0.3, "better": "lower"}}
+        self.assertEqual(baselines.compare(same, b, 0.25, 0.02), [])
+        worse = {"hook_accuracy_points_lost_bf16": {"value": 0.5, "target": 0.3, "better": "lower"}}
+        self.assertEqual(len(baselines.compare(worse, b, 0.25, 0.02)), 1)
+
     def test_a_small_share_is_compared_in_absolute_terms(self):
         b = self.three_runs()
         run = copy.deepcopy(result("xeon-run1.json")["metrics"])
