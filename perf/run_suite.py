@@ -609,6 +609,41 @@ def attention_ratios(logs, metrics):
                 "value": min(theirs) / min(mine), "target": ATTENTION_TARGET, "better": "higher"}
 
 
+def round_trip(build, ms):
+    """A cache line's round trip between the first two CPUs in ns
+    (kdp_core_round_trip), or None (one CPU, the program not built)."""
+    program = os.path.join(build, "perf", "kdp_core_round_trip")
+    if not os.path.exists(program):
+        return None
+    try:
+        out = subprocess.run([program, "--ms", str(ms)], capture_output=True, text=True, timeout=30).stdout
+    except subprocess.TimeoutExpired:
+        return None
+    m = re.search(r"ROUND_TRIP ([\d.]+) ns", out)
+    return float(m[1]) if m else None
+
+
+# A round trip that changes by more than this during a run: the host moved the
+# CPUs (docs/performance.md, "Two speeds on machine D").
+MOVED = 2.0
+
+
+def moved_runs(round_trips):
+    """The runs during which the round trip between the first two CPUs changed
+    by more than MOVED times: their figures may compare two placements."""
+    return [name for name, (before, after) in round_trips.items()
+            if before and after and max(before, after) > MOVED * min(before, after)]
+
+
+def placement_note(round_trips):
+    moved = moved_runs(round_trips)
+    if not moved:
+        return ""
+    return (f" The host moved the first two CPUs apart or together during {len(moved)} run(s) (a cache "
+            f"line's round trip between them changed more than {MOVED:g}x), whose figures may compare two "
+            f"placements: {', '.join(moved)}.")
+
+
 def time_spent(wall, suite_s, longest=5):
     """The report's line on the run's length: minutes in all and the runs
     that took longest, for a user who reruns a part with --only."""
@@ -771,6 +806,8 @@ def main():
     out = args.out or os.path.join(HERE, "results", stamp)
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures, skipped, wall, retried = {}, {}, {}, [], [], {}, []
+    round_trips = {}  # run: [ns before, ns after]
+    trip_ms = 50 if args.quick else 200
     peers, tta, cnn_tta, vit_tta, versions = {}, {}, {}, {}, {}
     suite_start = time.monotonic()
     for name, cmd, env in runs:
@@ -786,6 +823,7 @@ def main():
         print(f"== {name}: {shown + ' ' if shown else ''}{' '.join(cmd)}", flush=True)
         if name == IMPORT:
             os.makedirs(os.path.dirname(DATA), exist_ok=True)
+        before = round_trip(build, trip_ms)
         try:
             launched = time.monotonic()
             proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env},
@@ -805,7 +843,10 @@ def main():
                                else (e.stdout or ""))
             wall[name] = timeout_s
             continue
-        print(f"   {wall_s:.1f} s", flush=True)
+        round_trips[name] = [before, round_trip(build, trip_ms)]
+        print(f"   {wall_s:.1f} s" + ("  (the round trip between the first two CPUs went from "
+                                    f"{round_trips[name][0]:.0f} to {round_trips[name][1]:.0f} ns)"
+                                    if moved_runs({name: round_trips[name]}) else ""), flush=True)
         text = uncoloured(proc.stdout + proc.stderr)
         logs[name] = text
         with open(os.path.join(out, f"{name}.log"), "w") as f:
@@ -930,7 +971,8 @@ def main():
               "time_to_88": tta, "time_to_91_cnn": cnn_tta,
               "time_to_88_vit": vit_tta, "peer_versions": versions,
               "regressions": regressions, "failures": failures, "skipped": skipped, "retried": retried,
-              "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start}
+              "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start,
+              "round_trip_ns": round_trips, "moved_runs": moved_runs(round_trips)}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
     pictures = charts(out, models, metrics) + peer_chart(out, peers)
@@ -945,7 +987,8 @@ def main():
                 else "none for this machine yet" if known else "none: the machine kind is unknown")
              + ". Peers: "
              + (", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "none ran")
-             + f" ({args.peer_python}). " + time_spent(wall, result["suite_s"]), "",
+             + f" ({args.peer_python}). " + time_spent(wall, result["suite_s"])
+             + placement_note(round_trips), "",
              "| metric | value | target | met | baseline |", "|---|---|---|---|---|"]
     for key, e in sorted(metrics.items()):
         ok = met(e)

@@ -222,6 +222,15 @@ class Suite(unittest.TestCase):
         self.assertEqual(line, "The run took 25.0 min; the longest runs: tta_cnn_kdp 1.7 min, ops 1.3 min.")
         self.assertIn("loader 0.1 min.", run_suite.time_spent(wall, 1500.0))
 
+    def test_the_report_names_the_runs_the_host_moved_apart(self):
+        trips = {"linear": [55.0, 60.0], "ops": [58.0, 330.0], "loader": [340.0, 52.0],
+                 "attention": [None, 60.0]}
+        self.assertEqual(run_suite.moved_runs(trips), ["ops", "loader"])
+        note = run_suite.placement_note(trips)
+        self.assertIn("during 2 run(s)", note)
+        self.assertTrue(note.endswith(": ops, loader."), note)
+        self.assertEqual(run_suite.placement_note({"linear": [55.0, 100.0]}), "")
+
     def test_the_vits_time_to_88_puts_each_side_at_its_best(self):
         vit, versions = {}, {}
         # kdp-train's epoch lines: 88 % (not the CNN's 91 %) is reached at epoch 2.
