@@ -163,9 +163,12 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     # ZeRO-1 against the replicated optimizer, side by side in one run.
     for ranks in (2, 4):
         runs.append((f"zero_r{ranks}", launch(ranks, p("kdp_bench_zero"), *q), {}))
+    # The models by layout, two repetitions each (the peer rounds below time
+    # 1x1 and 2x1 twice more).
+    reps2 = [] if quick else ["--benchmark_repetitions=2", "--benchmark_report_aggregates_only=true"]
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
-                     launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps), {}))
+                     launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps2), {}))
     if not quick:  # the quick suite (a CTest smoke test) makes no namespaces
         runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of L, 12 of D
         # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks, on an unshaped link.
@@ -807,7 +810,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     metrics, models, logs, failures, skipped, wall, retried = {}, {}, {}, [], [], {}, []
     round_trips = {}  # run: [ns before, ns after]
-    trip_ms = 50 if args.quick else 200
+    trip_ms = 50 if args.quick else 100  # thousands of round trips
     peers, tta, cnn_tta, vit_tta, versions = {}, {}, {}, {}, {}
     suite_start = time.monotonic()
     for name, cmd, env in runs:
