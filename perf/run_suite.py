@@ -110,17 +110,27 @@ def slug(text):
 
 
 # (name, command, extra description). {b} is the build directory.
+def repeated(quick, n, interleaved=False, min_time=None):
+    """Google Benchmark's flags for `n` repetitions reported as aggregates
+    (none in a quick run): `interleaved`, the benchmarks of one process take
+    turns; `min_time`, seconds each repetition runs at least."""
+    if quick:
+        return []
+    return [f"--benchmark_repetitions={n}",
+            *(["--benchmark_enable_random_interleaving=true"] if interleaved else []),
+            "--benchmark_report_aggregates_only=true",
+            *([f"--benchmark_min_time={min_time}"] if min_time else [])]
+
+
 def benchmarks(build, quick, python="/usr/bin/python3"):
     """(name, command, extra environment) of every run, in order."""
-    reps = [] if quick else ["--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+    reps = repeated(quick, 3)
     # In one process the reference and the measured benchmark take turns, so a
     # noisy neighbour slows both alike instead of one of them.
-    mixed = [] if quick else ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
-                              "--benchmark_report_aggregates_only=true"]
+    mixed = repeated(quick, 5, interleaved=True)
     # The convolutions' long runs take three turns (two minutes at five) of a
     # quarter second each: the turns, more than their length, give the spread.
-    mixed3 = [] if quick else ["--benchmark_repetitions=3", "--benchmark_enable_random_interleaving=true",
-                               "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.25"]
+    mixed3 = repeated(quick, 3, interleaved=True, min_time=0.25)
     short = ["--benchmark_min_time=0.05"] if quick else []
     q = ["--kdp_quick"] if quick else []
     p = lambda name: os.path.join(build, "perf", name)  # noqa: E731
@@ -164,11 +174,11 @@ def benchmarks(build, quick, python="/usr/bin/python3"):
     for ranks in (2, 4):
         runs.append((f"zero_r{ranks}", launch(ranks, p("kdp_bench_zero"), *q), {}))
     # The models by layout, two repetitions each (the peer rounds below time
-    # 1x1 and 2x1 twice more).
-    reps2 = [] if quick else ["--benchmark_repetitions=2", "--benchmark_report_aggregates_only=true"]
+    # the same configurations as 1x1 and 2x1, there 1xN and 2x1, twice more).
     for ranks, devs in ((1, 1), (1, 2), (2, 1)):
         runs.append((f"models_{ranks}x{devs}",
-                     launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q, *reps2), {}))
+                     launch(ranks, p("kdp_bench_models"), f"--kdp_devices={devs}", *q,
+                            *repeated(quick, 2)), {}))
     if not quick:  # the quick suite (a CTest smoke test) makes no namespaces
         runs += cluster_runs(p("kdp_bench_ddp"), q, [])  # one repetition: 30 steps of L, 12 of D
         # Accuracy after 10 epochs with each hook, 2 nodes x 2 ranks, on an unshaped link.
