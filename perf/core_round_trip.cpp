@@ -14,7 +14,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -74,8 +73,17 @@ double measure(int first, int second, int ms) {
 
 int main(int argc, char** argv) {
   int ms = 200;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--ms") == 0) ms = std::max(1, std::atoi(argv[i + 1]));
+  for (int i = 1; i < argc; ++i) {
+    char* end = nullptr;
+    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if (std::strcmp(argv[i], "--ms") != 0 || end == argv[i + 1] || *end != '\0' || v < 10 ||
+        v > 60000) {
+      std::fprintf(stderr, "usage: %s [--ms N]  (N: milliseconds to measure, 10 to 60000)\n",
+                   argv[0]);
+      return 2;
+    }
+    ms = static_cast<int>(v);
+    ++i;
   }
   cpu_set_t mask;
   CPU_ZERO(&mask);
