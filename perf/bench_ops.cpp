@@ -26,6 +26,7 @@
 #include "core/parallel_for.hpp"
 #include "kdp/kdp.hpp"
 #include "kernels/gemm.hpp"
+#include "kernels/native/row_gemm.hpp"
 #include "kernels/vendor/onednn.hpp"
 #include "perf_reporter.hpp"
 
@@ -70,6 +71,26 @@ void RawGemmBf16(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] =
       benchmark::Counter(2.0 * n * n * n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Reproducible mode's row-independent products (row_gemm, row_gemm_bf16) on
+// the calling thread, on L's 1024-wide layer at a batch of 240: the forward
+// (x W^T), the input gradient (dy W) and the weight gradient (dy^T x).
+void RowGemm(benchmark::State& state) {
+  const bool bf16 = state.range(0) != 0;
+  const auto product = state.range(1);
+  const int64_t rows = 240, width = 1024;
+  const bool ta = product == 2, tb = product == 0;
+  const int64_t m = ta ? width : rows, n = width, k = ta ? rows : width;
+  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
+      c(static_cast<size_t>(m * n));
+  const auto run = bf16 ? detail::row_gemm_bf16 : detail::row_gemm;
+  for (auto _ : state) {
+    run(ta, tb, m, n, k, 1.0f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void KdpMatmul(benchmark::State& state) {
@@ -295,6 +316,13 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark("elementwise/kdp", Elementwise)->Arg(op)->UseRealTime();
   }
   benchmark::RegisterBenchmark("gemm/raw_bf16", RawGemmBf16)->UseRealTime();
+  for (int64_t bf16 = 0; bf16 < 2; ++bf16) {
+    for (int64_t product = 0; product < 3; ++product) {
+      benchmark::RegisterBenchmark(bf16 != 0 ? "gemm/row_bf16" : "gemm/row_fp32", RowGemm)
+          ->Args({bf16, product})
+          ->UseRealTime();
+    }
+  }
   for (int64_t p = 0; p < 2; ++p) {
     benchmark::RegisterBenchmark("conv/forward_backward_E_conv2", ConvForwardBackward)
         ->Arg(p)

@@ -312,8 +312,8 @@ def reproducible_runs(train):
     (--no-reproducible), taking turns three times in one run (the better rate
     of each mode counts, so that a busy moment slows both alike): on
     Fashion-MNIST at a global batch of 240, L at 2 and 4 ranks (the target's
-    layouts), at 1 rank with the rank's threads and with 2 devices, and a CNN
-    with SyncBatchNorm at 2; the reference transformers at 2 ranks, the ViT on
+    layouts), at 1 rank with the rank's threads and with 2 devices, and in
+    bf16 at 2 ranks; a CNN with SyncBatchNorm at 2; the reference transformers at 2 ranks, the ViT on
     Fashion-MNIST (batch 128) and the GPT on byte windows of kdp's own docs
     (batch 32), which the run imports into a scratch folder and removes."""
     cnn = "'conv(16,3,1,1),batchnorm,relu,maxpool(2),flatten,linear(10)' --sync-batchnorm"
@@ -326,6 +326,7 @@ def reproducible_runs(train):
                ("step", mlp, 4, 1, "", DATA, 240, 60, True),
                ("step_threads", mlp, 1, cores, "", DATA, 240, 60, False),
                ("step_devices", mlp, 1, cores, "--devices 2", DATA, 240, 60, False),
+               ("step_bf16", mlp, 2, 1, "--precision bf16", DATA, 240, 60, True),
                ("step_sync_batchnorm_cnn", cnn, 2, 1, "", DATA, 240, 60, False),
                ("step_vit", "'vit(4,64,6,4,128)'", 2, 1, "", DATA, 128, 20, True),
                ("step_gpt", "'gpt(4,4,128)'", 2, 1, "", text, 32, 12, True))

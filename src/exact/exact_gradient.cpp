@@ -141,15 +141,16 @@ uint32_t largest_magnitude(const float* x, int64_t n) {
 }  // namespace
 
 void ExactGradient::defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
-                          const std::vector<int64_t>& starts, const std::vector<int>& ids) {
+                          Precision precision, const std::vector<int64_t>& starts,
+                          const std::vector<int>& ids) {
   if constexpr (!compat::host_accessible_memory()) {
-    (void)weight, (void)bias, (void)dy, (void)x;
+    (void)weight, (void)bias, (void)dy, (void)x, (void)precision;
     KDP_FAIL(StateError, "reproducible mode's one pass needs host memory");
   } else {
     KDP_CHECK(ids.size() + 1 == starts.size(), ValueError,
               "reproducible mode: {} shard ids for {} shards", ids.size(), starts.size() - 1);
     KDP_CHECK(one_pass_, StateError, "reproducible mode: products deferred outside a one pass");
-    deferred_.push_back({weight, bias, dy, x, starts, ids});
+    deferred_.push_back({weight, bias, dy, x, precision, starts, ids});
   }
 }
 
@@ -163,11 +164,12 @@ struct ShardPiece {
   const float *dy, *x;
 };
 
-// A linear layer's weight and bias (either kNone) and its rows from every
-// rank.
+// A linear layer's weight and bias (either kNone), the precision of its
+// weight's product, and its rows from every rank.
 struct PairRows {
   size_t weight = kNone, bias = kNone;
   int64_t out = 0, in = 0;
+  Precision precision = Precision::fp32;
   std::vector<ShardPiece> pieces;
 };
 using Pairs = std::map<std::pair<size_t, size_t>, PairRows>;
@@ -175,24 +177,29 @@ using Pairs = std::map<std::pair<size_t, size_t>, PairRows>;
 namespace {
 
 void add_piece(Pairs& pairs, size_t weight, size_t bias, int64_t out, int64_t in,
-               ShardPiece piece) {
+               Precision precision, ShardPiece piece) {
   PairRows& p = pairs[{weight, bias}];
   p.weight = weight;
   p.bias = bias;
   p.out = out;
   p.in = in;
+  p.precision = precision;
   p.pieces.push_back(piece);
 }
 
 // A deferred product's rows as every rank sends them: a header of int64s
-// (weight, bias, out, in, shards, then each shard's id and rows) after its
-// length, then dy's rows, then x's.
+// (weight, bias, out, in, precision, shards, then each shard's id and rows)
+// after its length, then dy's rows, then x's.
 void append_payload(std::vector<char>& out, size_t weight, size_t bias, int64_t cols_out,
-                    int64_t cols_in, const std::vector<int64_t>& starts,
+                    int64_t cols_in, Precision precision, const std::vector<int64_t>& starts,
                     const std::vector<int>& ids, const float* dy, const float* x) {
   const auto shards = static_cast<int64_t>(ids.size());
-  std::vector<int64_t> head{static_cast<int64_t>(weight), static_cast<int64_t>(bias), cols_out,
-                            cols_in, shards};
+  std::vector<int64_t> head{static_cast<int64_t>(weight),
+                            static_cast<int64_t>(bias),
+                            cols_out,
+                            cols_in,
+                            static_cast<int64_t>(precision),
+                            shards};
   for (int64_t t = 0; t < shards; ++t) {
     head.push_back(ids[static_cast<size_t>(t)]);
     head.push_back(starts[static_cast<size_t>(t) + 1] - starts[static_cast<size_t>(t)]);
@@ -225,17 +232,18 @@ void read_payload(const std::vector<char>& bytes, Pairs& pairs) {
     std::vector<int64_t> head(static_cast<size_t>(count));
     memcpy(head.data(), take(head.size() * sizeof(int64_t)), head.size() * sizeof(int64_t));
     const auto weight = static_cast<size_t>(head[0]), bias = static_cast<size_t>(head[1]);
-    const int64_t out = head[2], in = head[3], shards = head[4];
+    const int64_t out = head[2], in = head[3], shards = head[5];
+    const auto precision = static_cast<Precision>(head[4]);
     int64_t rows = 0;
-    for (int64_t t = 0; t < shards; ++t) rows += head[static_cast<size_t>(6 + 2 * t)];
+    for (int64_t t = 0; t < shards; ++t) rows += head[static_cast<size_t>(7 + 2 * t)];
     const auto* dy =
         reinterpret_cast<const float*>(take(static_cast<size_t>(rows * out) * sizeof(float)));
     const auto* x =
         reinterpret_cast<const float*>(take(static_cast<size_t>(rows * in) * sizeof(float)));
     for (int64_t t = 0, r = 0; t < shards; ++t) {
-      const auto id = static_cast<int>(head[static_cast<size_t>(5 + 2 * t)]);
-      const int64_t k = head[static_cast<size_t>(6 + 2 * t)];
-      add_piece(pairs, weight, bias, out, in, {id, k, dy + r * out, x + r * in});
+      const auto id = static_cast<int>(head[static_cast<size_t>(6 + 2 * t)]);
+      const int64_t k = head[static_cast<size_t>(7 + 2 * t)];
+      add_piece(pairs, weight, bias, out, in, precision, {id, k, dy + r * out, x + r * in});
       r += k;
     }
   }
@@ -290,7 +298,7 @@ std::map<std::pair<size_t, size_t>, PairRows> ExactGradient::deferred_rows(
       const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
       const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
       for (size_t t = 0; t + 1 < d.starts.size(); ++t) {
-        add_piece(pairs, d.weight, d.bias, out, in,
+        add_piece(pairs, d.weight, d.bias, out, in, d.precision,
                   {d.ids[t], d.starts[t + 1] - d.starts[t], d.dy.data() + d.starts[t] * out,
                    d.x.data() + d.starts[t] * in});
       }
@@ -301,7 +309,8 @@ std::map<std::pair<size_t, size_t>, PairRows> ExactGradient::deferred_rows(
   for (const Deferred& d : deferred_) {
     const int64_t rows = d.starts.back(), out = rows == 0 ? 0 : d.dy.numel() / rows;
     const int64_t in = rows == 0 ? 0 : d.x.numel() / rows;
-    append_payload(mine, d.weight, d.bias, out, in, d.starts, d.ids, d.dy.data(), d.x.data());
+    append_payload(mine, d.weight, d.bias, out, in, d.precision, d.starts, d.ids, d.dy.data(),
+                   d.x.data());
   }
   {
     trace::Region region("kdp::train::exact_sum allgather rows", "comm");
@@ -312,11 +321,13 @@ std::map<std::pair<size_t, size_t>, PairRows> ExactGradient::deferred_rows(
 }
 
 // The rows of weight `w`'s gradient [out, in] that hold elements of this
-// rank's part: dy's columns times x's over `rows` rows (row_gemm), over the
-// rank's threads, into `grad` (whole rows: the others' elements in them are
-// the values their owners make); the largest magnitude's bits.
+// rank's part: dy's columns times x's over `rows` rows (row_gemm, or
+// row_gemm_bf16 in bf16), over the rank's threads, into `grad` (whole rows:
+// the others' elements in them are the values their owners make); the
+// largest magnitude's bits.
 uint32_t ExactGradient::weight_part(size_t w, int64_t out, int64_t in, const float* dy,
-                                    const float* x, int64_t rows, float* grad) const {
+                                    const float* x, int64_t rows, Precision precision,
+                                    float* grad) const {
   const auto mine = part_range(part_);
   const int64_t offset = offset_[w];
   const int64_t first = std::max(mine.first, offset),
@@ -328,9 +339,10 @@ uint32_t ExactGradient::weight_part(size_t w, int64_t out, int64_t in, const flo
   std::vector<uint32_t> blocks(static_cast<size_t>((r1 - r0 + block - 1) / block), 0u);
   uint32_t* m = blocks.data();
   float* to = grad + offset + r0 * in;
+  const auto product =
+      precision == Precision::bf16 ? kdp::detail::row_gemm_bf16 : kdp::detail::row_gemm;
   kdp::detail::host_blocks(device_, threads_, r1 - r0, block, [=](int64_t b, int64_t e) {
-    kdp::detail::row_gemm(true, false, e - b, in, rows, 1.0f, dy + r0 + b, out, x, in, 0.0f,
-                          to + b * in, in);
+    product(true, false, e - b, in, rows, 1.0f, dy + r0 + b, out, x, in, 0.0f, to + b * in, in);
     m[b / block] = largest_magnitude(to + b * in, (e - b) * in);
   });
   return *std::max_element(blocks.begin(), blocks.end());
@@ -365,7 +377,7 @@ void ExactGradient::make_deferred(float* grad) {
   for (auto& [key, p] : pairs) {
     const RowsInOrder r = rows_in_order(p, dy_all, x_all);
     if (p.weight != npos) {
-      largest[p.weight] = weight_part(p.weight, p.out, p.in, r.dy, r.x, r.rows, grad);
+      largest[p.weight] = weight_part(p.weight, p.out, p.in, r.dy, r.x, r.rows, p.precision, grad);
     }
     if (p.bias != npos) largest[p.bias] = bias_part(p.bias, p.out, r.dy, r.rows, grad);
   }

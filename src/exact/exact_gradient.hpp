@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "kdp/core/precision.hpp"
 #include "kdp/core/tensor.hpp"
 #include "kdp/dist/communicator.hpp"
 #include "kdp/optim/optimizer.hpp"
@@ -42,11 +43,11 @@ class ExactGradient {
   /// rank's rows of these parameters gathered, shard after shard in the
   /// order of their ids (the same at every layout), and each element of the
   /// weight's gradient the chain of fused multiply-adds of dy's column times
-  /// x's over those rows in that order (row_gemm's), the bias's the sum of
-  /// dy's column in that order; each rank makes its own part of them. A
-  /// product over one order of the rows needs no rounding onto a grid, and
-  /// the products run at the rate of plain ones.
-  void defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x,
+  /// x's over those rows in that order (row_gemm's; in bf16, row_gemm_bf16's
+  /// pairs), the bias's the sum of dy's column in that order; each rank makes
+  /// its own part of them. A product over one order of the rows needs no
+  /// rounding onto a grid, and the products run at the rate of plain ones.
+  void defer(size_t weight, size_t bias, const Tensor& dy, const Tensor& x, Precision precision,
              const std::vector<int64_t>& starts, const std::vector<int>& ids);
   /// Makes reduce() take the deferred products (the one pass) at every step,
   /// on a rank whose batch had no rows too: every rank of the one pass must.
@@ -72,6 +73,7 @@ class ExactGradient {
   struct Deferred {
     size_t weight, bias;
     Tensor dy, x;
+    Precision precision;
     std::vector<int64_t> starts;
     std::vector<int> ids;
   };
@@ -80,7 +82,7 @@ class ExactGradient {
   std::map<std::pair<size_t, size_t>, PairRows> deferred_rows(
       std::vector<std::vector<char>>& received) const;
   uint32_t weight_part(size_t w, int64_t out, int64_t in, const float* dy, const float* x,
-                       int64_t rows, float* grad) const;
+                       int64_t rows, Precision precision, float* grad) const;
   uint32_t bias_part(size_t b, int64_t out, const float* dy, int64_t rows, float* grad) const;
   void make_deferred(float* grad);
   bool one_pass_part(float* grad, bool last);

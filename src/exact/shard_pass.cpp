@@ -8,6 +8,7 @@
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/sequential.hpp"
+#include "kernels/native/row_gemm.hpp"
 
 namespace kdp::exact {
 
@@ -60,7 +61,9 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
 }
 
 bool one_pass_precision(Precision precision) {
-  return compat::host_accessible_memory() && precision == Precision::fp32;
+  return compat::host_accessible_memory() &&
+         (precision == Precision::fp32 ||
+          (precision == Precision::bf16 && kdp::detail::row_gemm_bf16_fast()));
 }
 
 }  // namespace kdp::exact
@@ -88,7 +91,7 @@ ShardSlots::ShardSlots(std::vector<int64_t> starts, std::vector<int> ids, ExactG
 }
 
 bool ShardSlots::take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias,
-                                       const Tensor& dy, const Tensor& x) {
+                                       const Tensor& dy, const Tensor& x, Precision precision) {
   // Each leaf's index, or npos where the leaf's gradient is not kept here.
   const auto find = [&](const TensorImpl* leaf) {
     const auto it = leaf == nullptr ? index_.end() : index_.find(leaf);
@@ -98,7 +101,7 @@ bool ShardSlots::take_linear_gradients(const TensorImpl* weight, const TensorImp
   };
   const size_t w = find(weight), b = find(bias);
   if (w == ExactGradient::npos && b == ExactGradient::npos) return false;
-  exact_.defer(w, b, dy, x, starts(), ids_);
+  exact_.defer(w, b, dy, x, precision, starts(), ids_);
   return true;
 }
 

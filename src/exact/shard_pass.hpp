@@ -28,8 +28,10 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
                                                         const optim::NamedParameters& params,
                                                         int dims);
 
-/// Whether the one pass can run in `precision` here (fp32, on memory the
-/// host can address: its products are row_gemm's).
+/// Whether the one pass can run in `precision` here: on memory the host can
+/// address, in fp32 (its products are row_gemm's) or, where row_gemm_bf16
+/// runs on the CPU's bf16 dot products, in bf16 (else bf16's shards go one
+/// by one, through the faster vendor products).
 bool one_pass_precision(Precision precision);
 
 /// Where the backward of one pass hands its shards' products.
@@ -39,7 +41,7 @@ class ShardSlots : public ShardProducts {
   ShardSlots(std::vector<int64_t> starts, std::vector<int> ids, ExactGradient& exact,
              const std::map<const TensorImpl*, size_t>& index);
   bool take_linear_gradients(const TensorImpl* weight, const TensorImpl* bias, const Tensor& dy,
-                             const Tensor& x) override;
+                             const Tensor& x, Precision precision) override;
   /// Whether the backward handed the products of every parameter.
   bool all_written() const;
 

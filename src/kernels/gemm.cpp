@@ -45,9 +45,12 @@ void gemm_bf16_portable(const Device& device, bool trans_a, bool trans_b, float 
 // row_gemm over the threads the device and `policy` give (host_blocks), each
 // on a block of C's columns (or of its rows, for a narrow C): every element's
 // sum is the same whoever makes it, so the split leaves the bits as they are.
-void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool trans_a,
-                         bool trans_b, float alpha, ConstView2 a, ConstView2 b, float beta, View2 c,
-                         size_t inner) {
+// `rows` is row_gemm or row_gemm_bf16.
+using RowGemm = void (*)(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                         const float*, int64_t, float, float*, int64_t);
+void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, RowGemm rows,
+                         bool trans_a, bool trans_b, float alpha, ConstView2 a, ConstView2 b,
+                         float beta, View2 c, size_t inner) {
   const auto m = static_cast<int64_t>(c.extent(0)), n = static_cast<int64_t>(c.extent(1));
   const auto k = static_cast<int64_t>(inner);
   const auto lda = static_cast<int64_t>(a.stride(0)), ldb = static_cast<int64_t>(b.stride(0));
@@ -57,7 +60,7 @@ void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool
   const int threads = std::max(device.concurrency(), policy.threads());
   constexpr int64_t kWork = 1 << 20;  // multiply-adds below which one thread makes all
   if (threads <= 1 || m * n * std::max<int64_t>(k, 1) < kWork) {
-    return row_gemm(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
+    return rows(trans_a, trans_b, m, n, k, alpha, ad, lda, bd, ldb, beta, cd, ldc);
   }
   // Each thread's share of x, rounded up to a multiple of `to` (a tile's:
   // 12 rows is a whole number of tiles on every instruction set).
@@ -67,13 +70,13 @@ void row_gemm_on_threads(const Device& device, const ProductPolicy& policy, bool
   };
   if (n >= 64 * threads) {
     host_blocks(device, threads, n, share(n, 32), [=](int64_t j0, int64_t j1) {
-      row_gemm(trans_a, trans_b, m, j1 - j0, k, alpha, ad, lda, bd + (trans_b ? j0 * ldb : j0), ldb,
-               beta, cd + j0, ldc);
+      rows(trans_a, trans_b, m, j1 - j0, k, alpha, ad, lda, bd + (trans_b ? j0 * ldb : j0), ldb,
+           beta, cd + j0, ldc);
     });
   } else {
     host_blocks(device, threads, m, share(m, 12), [=](int64_t i0, int64_t i1) {
-      row_gemm(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda), lda, bd, ldb,
-               beta, cd + i0 * ldc, ldc);
+      rows(trans_a, trans_b, i1 - i0, n, k, alpha, ad + (trans_a ? i0 : i0 * lda), lda, bd, ldb,
+           beta, cd + i0 * ldc, ldc);
     });
   }
 }
@@ -127,17 +130,21 @@ void gemm(const Device& device, const char* ta, const char* tb, float alpha, Con
   if (c.extent(0) == 0 || c.extent(1) == 0) return;
   if (inner == 0) return scale_only(device, beta, c);
   const bool trans_a = ta[0] == 'T', trans_b = tb[0] == 'T';
-  if (precision == Precision::bf16) {
-    return gemm_bf16(device, trans_a, trans_b, alpha, to_bf16(device, a), to_bf16(device, b), beta,
-                     c);
-  }
   if constexpr (compat::host_accessible_memory()) {
     // Reproducible mode's whole batches: a row's bits must not depend on the
     // batch around it.
     if (const ProductPolicy* policy = product_policy()) {
       device.fence("kdp::gemm row-independent operands");
-      return row_gemm_on_threads(device, *policy, trans_a, trans_b, alpha, a, b, beta, c, inner);
+      return row_gemm_on_threads(device, *policy,
+                                 precision == Precision::bf16 ? row_gemm_bf16 : row_gemm, trans_a,
+                                 trans_b, alpha, a, b, beta, c, inner);
     }
+  }
+  if (precision == Precision::bf16) {
+    return gemm_bf16(device, trans_a, trans_b, alpha, to_bf16(device, a), to_bf16(device, b), beta,
+                     c);
+  }
+  if constexpr (compat::host_accessible_memory()) {
     // Small products (a small model's layers) skip the BLAS's fixed costs.
     if (small_gemm_preferred() &&
         small_gemm(trans_a, trans_b, static_cast<int64_t>(c.extent(0)),

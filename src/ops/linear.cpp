@@ -90,7 +90,7 @@ class LinearNodeBase : public autograd::Node {
               "{}: a batch of {} rows, but reproducible mode's shards hold {}", name(), rows,
               policy.batch_rows());
     return policy.take_linear_gradients(weight, bias, dy,
-                                        weight != nullptr ? x_.get(*this) : Tensor());
+                                        weight != nullptr ? x_.get(*this) : Tensor(), precision_);
   }
   // The leaf at edge `edge`, or null (the edge leads elsewhere).
   const TensorImpl* leaf(size_t edge) const {

@@ -13,6 +13,13 @@ namespace kdp::train {
 
 namespace {
 
+// Whether a BatchNorm layer of `model` is synchronised (SyncBatchNorm).
+bool synchronised(nn::Module& model) {
+  const auto bn = exact::batch_norms(model);
+  return std::any_of(bn.begin(), bn.end(),
+                     [](const auto& named) { return named.second->synchronizes_replicas(); });
+}
+
 // Why reproducible mode would cost more than DDP's step or change what the
 // run computes: what stands in its way for this model and request first,
 // else its cost on the CPUs measured (docs/performance.md: for the one pass
@@ -31,33 +38,38 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
   if (r.devices_per_rank > 1) {
     return fmt::format("it would compute on the first of the {} devices only", r.devices_per_rank);
   }
-  const auto bn = exact::batch_norms(model);
-  const bool synchronised = std::any_of(bn.begin(), bn.end(), [](const auto& named) {
-    return named.second->synchronizes_replicas();
-  });
-  if (synchronised) {
+  if (synchronised(model)) {
     return "with SyncBatchNorm its shards would go through copies of the model, which costs more";
   }
-  if (!bn.empty()) return "it would normalise each shard's samples apart in BatchNorm";
+  if (!exact::batch_norms(model).empty()) {
+    return "it would normalise each shard's samples apart in BatchNorm";
+  }
+  if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, Precision::fp32)) {
+    return "this model's shards would go one by one, which costs more (one pass takes Linear, "
+           "ReLU, LeakyReLU, Dropout and Flatten layers alone)";
+  }
   if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)) {
-    return precision != Precision::fp32
-               ? "its shards would go one by one in bf16, which costs more"
-               : "this model's shards would go one by one, which costs more (one pass takes "
-                 "Linear, ReLU, LeakyReLU, Dropout and Flatten layers alone)";
+    return "its shards would go one by one in bf16 on this CPU (no AVX512_BF16), which costs more";
   }
   return "its products cost up to 1.8x DDP's step at 2 threads a rank on some CPUs";
 }
 
-// "the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) ...".
-std::string on_line(int shards) {
+// "the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) ...", and how
+// a rank's shards go (make_shard_step's choice).
+std::string on_line(const ModeRequest& r, nn::Module& model, Precision precision) {
   std::vector<int> divisors;
-  for (int r = 1; r <= shards; ++r) {
-    if (shards % r == 0) divisors.push_back(r);
+  for (int ranks = 1; ranks <= r.shards; ++ranks) {
+    if (r.shards % ranks == 0) divisors.push_back(ranks);
   }
+  const char* how =
+      synchronised(model) ? "together, through copies of the model"
+      : reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)
+          ? "in one pass"
+          : "one by one";
   return fmt::format(
       "reproducible mode on: the same weights, bit for bit, at {} rank(s) with any devices and "
-      "threads",
-      fmt::join(divisors, ", "));
+      "threads (shards {})",
+      fmt::join(divisors, ", "), how);
 }
 
 }  // namespace
@@ -82,7 +94,7 @@ ModeDecision decide_modes(const ModeRequest& request, nn::Module& model, dist::C
       return d;
     case ReproducibleMode::On:
       d.reproducible = true;
-      d.reason = on_line(request.shards);
+      d.reason = on_line(request, model, d.precision);
       return d;
     case ReproducibleMode::Auto:
       break;

@@ -286,6 +286,7 @@ Tensor OnePass::pass(const MicroBatch& m, const std::vector<ShardRows>& shards, 
     autograd::GradModeGuard grad(true);
     trace::Region region("kdp::train::forward", "compute");
     env_.test.straggle();
+    autocast mixed(env_.precision);
     SampleDraws draws(env_.options.sampler_seed, keys);
     out = env_.in.model.forward(xs.size() == 1 ? xs.front() : cat(xs, 0));
     for (int t = 0; t < count; ++t) {

@@ -121,8 +121,8 @@ TEST(ExactGradient, ANonFiniteGradientNamesItsParameter) {
         std::vector<float> x(16, 0.25f), dy(12, 0.5f);
         (in_x ? x[9] : dy[4]) = bad;
         exact.use_one_pass();
-        exact.defer(0, 1, Tensor::from_host(dy, {4, 3}), Tensor::from_host(x, {4, 4}), {0, 2, 4},
-                    {0, 1});
+        exact.defer(0, 1, Tensor::from_host(dy, {4, 3}), Tensor::from_host(x, {4, 4}),
+                    Precision::fp32, {0, 2, 4}, {0, 1});
       });
       EXPECT_NE(got.find("the gradient of 'layer.weight' holds NaN or Inf"), std::string::npos)
           << got;
@@ -133,8 +133,8 @@ TEST(ExactGradient, ANonFiniteGradientNamesItsParameter) {
   EXPECT_EQ(message([&](ExactGradient& exact) {
               exact.use_one_pass();
               exact.defer(0, 1, Tensor::from_host(std::vector<float>(12, 0.5f), {4, 3}),
-                          Tensor::from_host(std::vector<float>(16, 0.25f), {4, 4}), {0, 2, 4},
-                          {0, 1});
+                          Tensor::from_host(std::vector<float>(16, 0.25f), {4, 4}), Precision::fp32,
+                          {0, 2, 4}, {0, 1});
             }),
             "no error");
   EXPECT_EQ(w.grad().to_vector(), std::vector<float>(12, 0.5f));

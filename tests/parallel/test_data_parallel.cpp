@@ -59,8 +59,8 @@ class NoProducts : public detail::ProductPolicy {
  public:
   int64_t batch_rows() const override { return 0; }
   int threads() const override { return 1; }
-  bool take_linear_gradients(const TensorImpl*, const TensorImpl*, const Tensor&,
-                             const Tensor&) override {
+  bool take_linear_gradients(const TensorImpl*, const TensorImpl*, const Tensor&, const Tensor&,
+                             Precision) override {
     return false;
   }
 };

@@ -80,6 +80,24 @@ for tagged in mlp:784,256,10 'conv:conv(8,3,1,1),relu,maxpool(2),flatten,linear(
 done
 echo "ok: products on the BLAS and a convolution: the same state at 1 thread, 2 threads and 2 ranks"
 
+# bf16 under autocast: in one pass where the CPU has AVX512_BF16's dot
+# products (row_gemm_bf16), else shard by shard; the same state at every
+# layout either way, with products split over a rank's threads and with
+# dropout. Capped below AVX512_BF16, the shards go one by one.
+bf_model=(--model 'flatten,linear(256),relu,dropout(0.2),linear(10)' --batch-size 240 --max-steps 5)
+bf16=(--precision bf16 "${bf_model[@]}")
+run bf1x1 1 "${bf16[@]}" --threads 1
+run bffp32 1 "${bf_model[@]}" --threads 1
+grep -Eq "reproducible mode on: .*\(shards (in one pass|one by one)\)" bf1x1.log ||
+  { head -3 bf1x1.log; fail "bf16: the log does not say how the shards go"; }
+[[ -f bffp32/ckpt-000000005.h5 && $(state_digest bf1x1/ckpt-000000005.h5) != "$(state_digest bffp32/ckpt-000000005.h5)" ]] ||
+  fail "bf16 gave fp32's state: --precision bf16 changed nothing"
+same_state bf1x1 5 " in bf16" "bf1x2 1 --devices 2" "bf2x1 2" "bf2x2 2 --devices 2" "bf3x1 3" \
+  "bf4x1 4" "bf1x1t2 1 --threads 2" -- "${bf16[@]}" --threads 1
+KDP_MAX_CPU_ISA=avx512 run bfcapped 1 "${bf16[@]}" --threads 1
+grep -q "(shards one by one)" bfcapped.log || { head -3 bfcapped.log; fail "bf16 without AVX512_BF16: not one by one"; }
+echo "ok: in bf16 ($(grep -o "shards [a-z ]*)" bf1x1.log | head -1), the same state after 5 steps at 1x1, 1x2, 2x1, 2x2, 3x1, 4x1 and 1 rank x 2 threads"
+
 # Gradient accumulation: 3 micro-batches per step (an epoch's last step has
 # fewer), summed in their order at every layout.
 run acc1x1 1 --threads 1 --max-steps 10 --accumulate 3
@@ -213,7 +231,12 @@ off 1 "normalise each shard's samples apart in BatchNorm" --model 'flatten,linea
 off 1 "with SyncBatchNorm its shards would go through copies of the model" --sync-batchnorm \
   --model 'flatten,linear(16),batchnorm,relu,linear(10)'
 off 1 "shards would go one by one, which costs more" --model 'conv(4,3),relu,flatten,linear(10)'
-off 1 "shards would go one by one in bf16" --precision bf16
+if grep -q "(shards in one pass)" bf1x1.log; then
+  off 1 "its products cost up to" --precision bf16
+else
+  off 1 "shards would go one by one in bf16" --precision bf16
+fi
+KDP_MAX_CPU_ISA=avx512 off 1 "shards would go one by one in bf16 on this CPU" --precision bf16
 off 1 "(--no-reproducible)" --no-reproducible
 "${plain[@]}" --reproducible --no-reproducible --max-steps 1 >both.log 2>&1 && fail "both flags were accepted"
 grep -q "excludes" both.log || { cat both.log; fail "both flags: no clear message"; }

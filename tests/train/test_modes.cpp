@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "core/cpu_isa.hpp"
+#include "kernels/native/row_gemm.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -59,7 +61,14 @@ TEST(DecideModes, AutoWeighsTheRequestAndTheModelsModules) {
   off_for(two, *net, "on the first of the 2 devices only");
   train::ModeRequest bf16 = ask;
   bf16.precision = Precision::bf16;
-  off_for(bf16, *net, "one by one in bf16");
+  // bf16 goes in one pass where row_gemm_bf16 has the CPU's bf16 dot
+  // products (then only the mode's cost stands in the way), else one by one.
+  {
+    const detail::CpuIsa before = detail::set_cpu_isa_limit(detail::CpuIsa::Avx512);
+    off_for(bf16, *net, "one by one in bf16 on this CPU (no AVX512_BF16)");
+    detail::set_cpu_isa_limit(before);
+  }
+  if (detail::row_gemm_bf16_fast()) off_for(bf16, *net, "its products cost up to 1.8x");
   EXPECT_EQ(decide(bf16, *net).precision, Precision::bf16);
   Normalised normalised;
   off_for(ask, normalised, "apart in BatchNorm");
@@ -80,7 +89,15 @@ TEST(DecideModes, AutoWeighsTheRequestAndTheModelsModules) {
   EXPECT_TRUE(on.why_off.empty());
   EXPECT_EQ(on.reason,
             "reproducible mode on: the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) "
-            "with any devices and threads");
+            "with any devices and threads (shards in one pass)");
+  asked.shards = 4;
+  EXPECT_EQ(decide(asked, *synced).reason,
+            "reproducible mode on: the same weights, bit for bit, at 1, 2, 4 rank(s) with any "
+            "devices and threads (shards together, through copies of the model)");
+  asked.shards = 12;
+  asked.input_dims = 4;
+  EXPECT_NE(decide(asked, conv).reason.find("(shards one by one)"), std::string::npos);
+  asked.input_dims = ask.input_dims;
   asked.reproducible = train::ReproducibleMode::Off;
   const train::ModeDecision off = decide(asked, *net);
   EXPECT_FALSE(off.reproducible);

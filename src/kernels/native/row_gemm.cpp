@@ -7,21 +7,13 @@
 #include <vector>
 
 #include "core/cpu_isa.hpp"
-
-#if defined(KDP_X86_KERNELS)
-#include <immintrin.h>
-#endif
+#include "kernels/native/row_gemm_parts.hpp"
 
 namespace kdp::detail {
 
 namespace {
 
-// op(A)(i, p) = data[i * row + p * col]; op(B) alike.
-struct Strided {
-  const float* data;
-  int64_t row, col;
-  float at(int64_t i, int64_t p) const { return data[i * row + p * col]; }
-};
+using row_gemm_parts::Strided;
 
 // C = the sums alone (alpha 1, beta 0), one element at a time.
 void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
@@ -41,27 +33,7 @@ void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float*
 // blocks, which a float holds exactly.
 constexpr int64_t kKc = 256;
 
-// dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
-// length ld): both kernels pack a transposed op(B) with it.
-__attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t ld, float* dst,
-                                                       int64_t ldd) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
-}
+using row_gemm_parts::transpose8;
 
 // AVX2 and FMA: 8 floats a vector.
 namespace avx2 {
@@ -151,30 +123,10 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
   if (m <= 0 || n <= 0) return;
   const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
   const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-  if (alpha == 1.0f && beta == 0.0f) {
-    if (k <= 0) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-      return;
-    }
-    return sums(m, n, k, sa, sb, c, ldc);
-  }
-  // The sums apart, then C = alpha sums + beta C in one rounding each (the
-  // same whichever path made the sums).
-  thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(m * n));
-  if (k > 0) {
-    sums(m, n, k, sa, sb, scratch.data(), n);
-  } else {
-    std::fill(scratch.begin(), scratch.end(), 0.0f);
-  }
-  for (int64_t i = 0; i < m; ++i) {
-    const float* s = scratch.data() + i * n;
-    float* ci = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j) {
-      const float scaled = alpha == 1.0f ? s[j] : alpha * s[j];
-      ci[j] = beta == 0.0f ? scaled : beta == 1.0f ? ci[j] + scaled : std::fma(beta, ci[j], scaled);
-    }
-  }
+  row_gemm_parts::scaled(m, n, alpha, beta, c, ldc, [&](float* out, int64_t ld) {
+    if (k > 0) return sums(m, n, k, sa, sb, out, ld);
+    for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld, out + i * ld + n, 0.0f);
+  });
 }
 
 }  // namespace kdp::detail

@@ -1,0 +1,72 @@
+#pragma once
+// What row_gemm's fp32 and bf16 kernels share: an operand as strides, the
+// 8 x 8 transposition that packs a stored-transposed operand, and C = alpha
+// sums + beta C from the sums alone.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu_isa.hpp"
+
+#if defined(KDP_X86_KERNELS)
+#include <immintrin.h>
+#endif
+
+namespace kdp::detail::row_gemm_parts {
+
+// op(A)(i, p) = data[i * row + p * col]; op(B) alike.
+template <class T>
+struct StridedOf {
+  const T* data;
+  int64_t row, col;
+  T at(int64_t i, int64_t p) const { return data[i * row + p * col]; }
+};
+using Strided = StridedOf<float>;
+
+#if defined(KDP_X86_KERNELS)
+// dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
+// length ld), bits moved as they are.
+__attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t ld, float* dst,
+                                                       int64_t ldd) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+#endif
+
+// C = alpha S + beta C, where sums(out, ld) writes S (m x n) to `out`: with
+// alpha 1 and beta 0 straight into C, else apart and then one rounding each
+// (the same whichever path made the sums).
+template <class Sums>
+void scaled(int64_t m, int64_t n, float alpha, float beta, float* c, int64_t ldc,
+            const Sums& sums) {
+  if (alpha == 1.0f && beta == 0.0f) return sums(c, ldc);
+  thread_local std::vector<float> scratch;
+  scratch.resize(static_cast<size_t>(m * n));
+  sums(scratch.data(), n);
+  for (int64_t i = 0; i < m; ++i) {
+    const float* s = scratch.data() + i * n;
+    float* ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j) {
+      const float v = alpha == 1.0f ? s[j] : alpha * s[j];
+      ci[j] = beta == 0.0f ? v : beta == 1.0f ? ci[j] + v : std::fma(beta, ci[j], v);
+    }
+  }
+}
+
+}  // namespace kdp::detail::row_gemm_parts

@@ -1,0 +1,199 @@
+// row_gemm_bf16: every element is its own chain over the bf16-rounded
+// operands, the inner dimension in pairs (the odd step first, each a fused
+// multiply-add whose subnormal result is flushed), on the vdpbf16ps and
+// portable paths alike; a row's bits do not depend on the rows around it.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/cpu_isa.hpp"
+#include "kernels/native/bf16.hpp"
+#include "kernels/native/row_gemm.hpp"
+
+using kdp::detail::CpuIsa;
+using kdp::detail::round_to_bf16;
+using kdp::detail::row_gemm_bf16;
+
+namespace {
+
+struct Case {
+  bool ta, tb;
+  int64_t m, n, k;
+};
+
+struct Operands {
+  int64_t lda, ldb, ldc;
+  std::vector<float> a, b, c;
+};
+
+// Values in [-1, 1) times 2^scale; a few subnormal floats among them (which
+// bf16 rounding makes zeros of their sign).
+Operands operands(const Case& s, int64_t pad, float beta, unsigned seed, int scale = 0) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const int64_t a_rows = s.ta ? s.k : s.m, a_cols = s.ta ? s.m : s.k;
+  const int64_t b_rows = s.tb ? s.n : s.k, b_cols = s.tb ? s.k : s.n;
+  Operands o{a_cols + pad, b_cols + pad, s.n + pad, {}, {}, {}};
+  o.a.resize(static_cast<size_t>(a_rows * o.lda));
+  o.b.resize(static_cast<size_t>(b_rows * o.ldb));
+  o.c.resize(static_cast<size_t>(s.m * o.ldc));
+  size_t count = 0;
+  const auto value = [&] {
+    if (++count % 97 == 0) return std::ldexp(u(gen), -130);  // subnormal
+    return std::ldexp(u(gen), scale);
+  };
+  for (float& x : o.a) x = value();
+  for (float& x : o.b) x = value();
+  for (float& x : o.c) x = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : u(gen);
+  return o;
+}
+
+float flushed(float x) {
+  return std::fabs(x) < FLT_MIN ? std::copysign(0.0f, x) : x;
+}
+
+// The promise, element by element: acc = 0; for each pair q, acc = flushed
+// fma(a(2q+1), b(2q+1), acc) (zero times zero past the end), then the same
+// with a(2q), b(2q), on the operands rounded to bf16; then alpha and beta as
+// row_gemm applies them.
+std::vector<float> promised(const Case& s, float alpha, float beta, const Operands& o) {
+  const auto a = [&](int64_t i, int64_t p) {
+    return round_to_bf16(s.ta ? o.a[static_cast<size_t>(p * o.lda + i)]
+                              : o.a[static_cast<size_t>(i * o.lda + p)]);
+  };
+  const auto b = [&](int64_t p, int64_t j) {
+    return round_to_bf16(s.tb ? o.b[static_cast<size_t>(j * o.ldb + p)]
+                              : o.b[static_cast<size_t>(p * o.ldb + j)]);
+  };
+  std::vector<float> out = o.c;
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < s.k; p += 2) {
+        acc = p + 1 < s.k ? flushed(std::fma(a(i, p + 1), b(p + 1, j), acc))
+                          : flushed(std::fma(0.0f, 0.0f, acc));
+        acc = flushed(std::fma(a(i, p), b(p, j), acc));
+      }
+      float& c = out[static_cast<size_t>(i * o.ldc + j)];
+      const float scaled = alpha == 1.0f ? acc : alpha * acc;
+      c = beta == 0.0f ? scaled : beta == 1.0f ? c + scaled : std::fma(beta, c, scaled);
+    }
+  }
+  return out;
+}
+
+bool same_bits(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+std::vector<float> run(const Case& s, float alpha, float beta, const Operands& o) {
+  std::vector<float> got = o.c;
+  row_gemm_bf16(s.ta, s.tb, s.m, s.n, s.k, alpha, o.a.data(), o.lda, o.b.data(), o.ldb, beta,
+                got.data(), o.ldc);
+  return got;
+}
+
+// Shapes across the kernel's tile (12 rows, 16 and 32 columns), its blocks
+// (512 inner steps, 512 columns) and odd inner lengths, each transposition.
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  const int64_t shapes[][3] = {{1, 1, 1},      {5, 17, 3},    {12, 32, 512}, {7, 15, 513},
+                               {13, 33, 1030}, {12, 530, 40}, {25, 10, 785}, {35, 47, 19}};
+  for (int t = 0; t < 4; ++t) {
+    for (const auto& sh : shapes) out.push_back({(t & 1) != 0, (t & 2) != 0, sh[0], sh[1], sh[2]});
+  }
+  return out;
+}
+
+template <class F>
+void with_isa(CpuIsa cap, const F& f) {
+  const CpuIsa before = kdp::detail::set_cpu_isa_limit(cap);
+  f();
+  kdp::detail::set_cpu_isa_limit(before);
+}
+
+}  // namespace
+
+TEST(RowGemmBf16, IsThePairedChainOfEveryElementOnEveryPath) {
+  // The uncapped path is vdpbf16ps where the CPU has AVX512_BF16; AVX-512
+  // and below take the portable loop.
+  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx512, CpuIsa::Baseline}) {
+    with_isa(cap, [&] {
+      unsigned seed = 1;
+      for (const Case& s : cases()) {
+        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
+          const Operands o = operands(s, 3, beta, seed++);
+          EXPECT_TRUE(same_bits(run(s, alpha, beta, o), promised(s, alpha, beta, o)))
+              << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')
+              << (s.tb ? 'T' : 'N') << " " << s.m << "x" << s.n << "x" << s.k << " alpha " << alpha
+              << " beta " << beta;
+        }
+      }
+    });
+  }
+}
+
+TEST(RowGemmBf16, FlushesSubnormalSumsAsPromised) {
+  // Operands near 2^-64: their products and sums fall below FLT_MIN, where
+  // the flush decides the bits.
+  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Baseline}) {
+    with_isa(cap, [&] {
+      for (int t = 0; t < 4; ++t) {
+        const Case s{(t & 1) != 0, (t & 2) != 0, 14, 40, 65};
+        const Operands o = operands(s, 0, 0.0f, 100 + static_cast<unsigned>(t), -64);
+        const std::vector<float> got = run(s, 1.0f, 0.0f, o);
+        EXPECT_TRUE(same_bits(got, promised(s, 1.0f, 0.0f, o)))
+            << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa());
+        size_t zeros = 0;
+        for (float x : got) zeros += x == 0.0f ? 1 : 0;
+        EXPECT_GT(zeros, 0u) << "no sum was flushed: the case tests nothing";
+      }
+    });
+  }
+}
+
+TEST(RowGemmBf16, IsCloseToTheProductOfTheRoundedOperands) {
+  // The promise could hold of a wrong kernel and a wrong reference alike:
+  // the sums are also within float rounding of the double product of the
+  // rounded operands.
+  const Case s{false, true, 13, 33, 600};
+  const Operands o = operands(s, 0, 0.0f, 7);
+  const std::vector<float> got = run(s, 1.0f, 0.0f, o);
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < s.k; ++p) {
+        sum += static_cast<double>(round_to_bf16(o.a[static_cast<size_t>(i * o.lda + p)])) *
+               round_to_bf16(o.b[static_cast<size_t>(j * o.ldb + p)]);
+      }
+      EXPECT_NEAR(got[static_cast<size_t>(i * o.ldc + j)], sum, 1e-6 * static_cast<double>(s.k));
+    }
+  }
+}
+
+TEST(RowGemmBf16, ARowHasTheSameBitsInAnyBatch) {
+  // Rows 5..11 of a 37-row product, and row 30 alone, as batches of their
+  // own; and the weight gradient's shape (op(A) stored transposed), whose
+  // rows are columns of the stored matrix.
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const Case s{ta, tb, 37, 40, 301};
+      const Operands o = operands(s, 0, 0.0f, 11);
+      const std::vector<float> whole = run(s, 1.0f, 0.0f, o);
+      for (const auto& [first, rows] : {std::pair<int64_t, int64_t>{5, 7}, {30, 1}}) {
+        std::vector<float> part(static_cast<size_t>(rows * o.ldc));
+        row_gemm_bf16(ta, tb, rows, s.n, s.k, 1.0f, o.a.data() + (ta ? first : first * o.lda),
+                      o.lda, o.b.data(), o.ldb, 0.0f, part.data(), o.ldc);
+        EXPECT_EQ(
+            std::memcmp(part.data(), whole.data() + first * o.ldc, part.size() * sizeof(float)), 0)
+            << "rows from " << first << ", " << rows << " of them, " << (ta ? 'T' : 'N')
+            << (tb ? 'T' : 'N');
+      }
+    }
+  }
+}
