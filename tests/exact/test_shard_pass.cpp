@@ -4,17 +4,20 @@
 // passes and in whatever order the passes come.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <map>
 
 #include "exact/shard_pass.hpp"
+#include "exact/shard_products.hpp"
 #include "kdp/nn/activation.hpp"
 #include "kdp/nn/conv.hpp"
 #include "kdp/nn/linear.hpp"
 #include "kdp/nn/sequential.hpp"
 #include "kdp/ops/loss.hpp"
 #include "kdp/ops/reduction.hpp"
+#include "kernels/native/bf16.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -78,11 +81,15 @@ namespace {
 // parameter's products handed to `exact`, none summed into .grad.
 void one_pass(nn::Module& model, const optim::NamedParameters& params, ExactGradient& exact,
               const std::map<const TensorImpl*, size_t>& index, const Tensor& x, const Tensor& y,
-              std::vector<int64_t> starts, std::vector<int> ids) {
+              std::vector<int64_t> starts, std::vector<int> ids, Precision precision) {
   const int64_t first = starts.front();
   for (int64_t& s : starts) s -= first;
   ShardSlots slots(starts, std::move(ids), exact, index);
-  const Tensor out = model.forward(x.slice(0, first, first + starts.back()));
+  Tensor out;
+  {
+    autocast mixed(precision);
+    out = model.forward(x.slice(0, first, first + starts.back()));
+  }
   Tensor loss;
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
     const Tensor l = shard_loss(out.slice(0, starts[t], starts[t + 1]),
@@ -102,9 +109,26 @@ std::vector<std::vector<float>> gradients(const optim::NamedParameters& params) 
   return out;
 }
 
+// The one pass's products (row_gemm, row_gemm_bf16) for a forward alone.
+class RowProducts : public exact::ShardProducts {
+ public:
+  using ShardProducts::ShardProducts;
+  bool take_linear_gradients(const TensorImpl*, const TensorImpl*, const Tensor&, const Tensor&,
+                             Precision) override {
+    return false;
+  }
+};
+
+float flushed(float v) {
+  return std::fabs(v) < FLT_MIN ? std::copysign(0.0f, v) : v;
+}
+
 // The one pass's gradients against each shard alone and, for the last layer,
-// against the chain over the rows in the shards' order (the test below).
-void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
+// against the chain over the rows in the shards' order (the test below): in
+// fp32 row_gemm's fused multiply-adds, in bf16 row_gemm_bf16's pairs of them
+// on the rounded operands.
+void check_one_pass(const std::shared_ptr<nn::Sequential>& model, Precision precision) {
+  const bool bf16 = precision == Precision::bf16;
   const optim::NamedParameters params = model->named_parameters();
   const auto index = one_pass_parameters(*model, params, 3);
   ASSERT_FALSE(index.empty());
@@ -117,21 +141,27 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   std::vector<std::vector<std::vector<float>>> want;  // [shard][param]
   for (size_t t = 0; t + 1 < starts.size(); ++t) {
     for (auto [name, p] : params) p.set_grad(Tensor());
-    shard_loss(model->forward(x.slice(0, starts[t], starts[t + 1])),
-               y.slice(0, starts[t], starts[t + 1]))
-        .backward();
+    Tensor out;
+    {
+      autocast mixed(precision);
+      out = model->forward(x.slice(0, starts[t], starts[t + 1]));
+    }
+    shard_loss(out, y.slice(0, starts[t], starts[t + 1])).backward();
     want.push_back(gradients(params));
   }
   for (auto [name, p] : params) p.set_grad(Tensor());
 
   // One pass: the rows together. Its gradient is the whole batch's.
-  one_pass(*model, params, exact, index, x, y, starts, {0, 1, 2});
+  one_pass(*model, params, exact, index, x, y, starts, {0, 1, 2}, precision);
   exact.reduce(12);
   const std::vector<std::vector<float>> together = gradients(params);
+  // Alone, a shard's bf16 products are the vendor's, whose sums may round
+  // an activation to the next bf16 value.
+  const double tolerance = bf16 ? 2e-2 : 1e-5;
   for (size_t i = 0; i < params.size(); ++i) {
     for (size_t e = 0; e < together[i].size(); ++e) {
       const double sum = double{want[0][i][e]} + want[1][i][e] + want[2][i][e];
-      ASSERT_NEAR(together[i][e], sum, 1e-5 * (1.0 + std::fabs(sum)))
+      ASSERT_NEAR(together[i][e], sum, tolerance * (1.0 + std::fabs(sum)))
           << params[i].first << "[" << e << "]";
     }
   }
@@ -140,20 +170,33 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   // from zero; its bias: dy's column summed in that order.
   {
     NoGradGuard no_grad;
+    RowProducts rows({0, 9});  // the pass's products, row by row
+    autocast mixed(precision);
     const Tensor h = (*model)[2]->forward((*model)[1]->forward((*model)[0]->forward(x)));
     const Tensor out = (*model)[3]->forward(h);
     const std::vector<float> hv = h.to_vector(), ov = out.to_vector(), yv = y.to_vector();
+    const auto operand = [&](float v) { return bf16 ? kdp::detail::round_to_bf16(v) : v; };
     const size_t w = params.size() - (together.size() == 4 ? 2 : 1);
     for (int64_t i = 0; i < 3; ++i) {
       float bias = 0.0f;
       for (int64_t j = 0; j < 7; ++j) {
+        const auto dy = [&](int64_t r) {
+          return 2.0f * (ov[static_cast<size_t>(r * 3 + i)] - yv[static_cast<size_t>(r * 3 + i)]);
+        };
+        const auto term = [&](int64_t r) {
+          return std::pair{operand(dy(r)), operand(hv[static_cast<size_t>(r * 7 + j)])};
+        };
         float acc = 0.0f;
-        for (int64_t r = 0; r < 9; ++r) {
-          const float dy =
-              2.0f * (ov[static_cast<size_t>(r * 3 + i)] - yv[static_cast<size_t>(r * 3 + i)]);
-          acc = std::fma(dy, hv[static_cast<size_t>(r * 7 + j)], acc);
-          if (j == 0) bias += dy;
+        if (!bf16) {
+          for (int64_t r = 0; r < 9; ++r) acc = std::fma(term(r).first, term(r).second, acc);
+        } else {
+          for (int64_t r = 0; r < 9; r += 2) {  // pairs, the odd row first; the 10th is zero
+            const auto [dy1, h1] = r + 1 < 9 ? term(r + 1) : std::pair{0.0f, 0.0f};
+            acc = flushed(std::fma(dy1, h1, acc));
+            acc = flushed(std::fma(term(r).first, term(r).second, acc));
+          }
         }
+        for (int64_t r = 0; r < 9 && j == 0; ++r) bias += dy(r);
         EXPECT_EQ(together[w][static_cast<size_t>(i * 7 + j)], acc)
             << "weight [" << i << ", " << j << "]";
       }
@@ -168,7 +211,8 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
   // the shards' order, whichever pass brought them.
   for (auto [name, p] : params) p.set_grad(Tensor());
   for (const size_t t : {2u, 0u, 1u}) {
-    one_pass(*model, params, exact, index, x, y, {starts[t], starts[t + 1]}, {static_cast<int>(t)});
+    one_pass(*model, params, exact, index, x, y, {starts[t], starts[t + 1]}, {static_cast<int>(t)},
+             precision);
   }
   exact.reduce(12);
   const std::vector<std::vector<float>> apart = gradients(params);
@@ -181,7 +225,12 @@ void check_one_pass(const std::shared_ptr<nn::Sequential>& model) {
 }  // namespace
 
 TEST(ShardPass, MakesEachGradientOverTheShardsRowsInTheirOrder) {
-  check_one_pass(mlp());
+  check_one_pass(mlp(), Precision::fp32);
   // A linear layer without a bias hands over its weight's products alone.
-  check_one_pass(mlp(false));
+  check_one_pass(mlp(false), Precision::fp32);
+}
+
+TEST(ShardPass, MakesBf16GradientsAsPairsOverTheShardsRowsInTheirOrder) {
+  check_one_pass(mlp(), Precision::bf16);
+  check_one_pass(mlp(false), Precision::bf16);
 }
