@@ -240,6 +240,14 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 
 #endif  // KDP_X86_KERNELS
 
+// The sums on the widest path here (row_gemm_bf16_fast: the header's).
+void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
+#if defined(KDP_X86_KERNELS)
+  if (row_gemm_bf16_fast()) return dot::sums(m, n, k, a, b, c, ldc);
+#endif
+  sums_portable(m, n, k, a, b, c, ldc);
+}
+
 }  // namespace
 
 bool row_gemm_bf16_fast() {
@@ -253,19 +261,7 @@ bool row_gemm_bf16_fast() {
 void row_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
-  const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-  row_gemm_parts::scaled(m, n, alpha, beta, c, ldc, [&](float* out, int64_t ld) {
-    if (k <= 0) {
-      for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld, out + i * ld + n, 0.0f);
-      return;
-    }
-#if defined(KDP_X86_KERNELS)
-    if (row_gemm_bf16_fast()) return dot::sums(m, n, k, sa, sb, out, ld);
-#endif
-    sums_portable(m, n, k, sa, sb, out, ld);
-  });
+  row_gemm_parts::product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sums);
 }
 
 }  // namespace kdp::detail

@@ -1,7 +1,7 @@
 #pragma once
 // What row_gemm's fp32 and bf16 kernels share: an operand as strides, the
 // 8 x 8 transposition that packs a stored-transposed operand, and C = alpha
-// sums + beta C from the sums alone.
+// op(A) op(B) + beta C from a kernel's sums.
 
 #include <algorithm>
 #include <cmath>
@@ -49,16 +49,25 @@ __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t
 }
 #endif
 
-// C = alpha S + beta C, where sums(out, ld) writes S (m x n) to `out`: with
-// alpha 1 and beta 0 straight into C, else apart and then one rounding each
-// (the same whichever path made the sums).
+// C = alpha op(A) op(B) + beta C (row_gemm's arguments), where sums(m, n,
+// k, a, b, out, ld) writes the sums S (m x n, k > 0) to `out`: with alpha 1
+// and beta 0 straight into C, else apart and then one rounding each (the
+// same whichever path made the sums).
 template <class Sums>
-void scaled(int64_t m, int64_t n, float alpha, float beta, float* c, int64_t ldc,
-            const Sums& sums) {
-  if (alpha == 1.0f && beta == 0.0f) return sums(c, ldc);
+void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+             int64_t ldc, const Sums& sums) {
+  if (m <= 0 || n <= 0) return;
+  const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
+  const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  const auto into = [&](float* out, int64_t ld) {
+    if (k > 0) return sums(m, n, k, sa, sb, out, ld);
+    for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld, out + i * ld + n, 0.0f);
+  };
+  if (alpha == 1.0f && beta == 0.0f) return into(c, ldc);
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(m * n));
-  sums(scratch.data(), n);
+  into(scratch.data(), n);
   for (int64_t i = 0; i < m; ++i) {
     const float* s = scratch.data() + i * n;
     float* ci = c + i * ldc;
