@@ -649,13 +649,31 @@ def moved_runs(round_trips):
             if before and after and max(before, after) > MOVED * min(before, after)]
 
 
+def far_runs(round_trips):
+    """The runs with the first two CPUs apart throughout: both round trips
+    more than MOVED times the fastest of the whole run (none where the host
+    never moved them). Their figures of two threads or ranks may compare
+    another placement than the baseline's."""
+    trips = [t for pair in round_trips.values() for t in pair if t]
+    if not trips:
+        return []
+    fastest = min(trips)
+    return [name for name, (before, after) in round_trips.items()
+            if before and after and min(before, after) > MOVED * fastest]
+
+
 def placement_note(round_trips):
-    moved = moved_runs(round_trips)
-    if not moved:
-        return ""
-    return (f" The host moved the first two CPUs apart or together during {len(moved)} run(s) (a cache "
-            f"line's round trip between them changed more than {MOVED:g}x), whose figures may compare two "
-            f"placements: {', '.join(moved)}.")
+    moved, far = moved_runs(round_trips), far_runs(round_trips)
+    note = ""
+    if moved:
+        note += (f" The host moved the first two CPUs apart or together during {len(moved)} run(s) (a "
+                 f"cache line's round trip between them changed more than {MOVED:g}x), whose figures may "
+                 f"compare two placements: {', '.join(moved)}.")
+    if far:
+        note += (f" The first two CPUs were apart throughout {len(far)} run(s) (a round trip more than "
+                 f"{MOVED:g}x the run's fastest), whose figures of two threads or ranks may be their "
+                 f"slower placement's: {', '.join(far)}.")
+    return note
 
 
 def time_spent(wall, suite_s, longest=5):
@@ -986,7 +1004,8 @@ def main():
               "time_to_88_vit": vit_tta, "peer_versions": versions,
               "regressions": regressions, "failures": failures, "skipped": skipped, "retried": retried,
               "tolerance": args.tolerance, "wall_s": wall, "suite_s": time.monotonic() - suite_start,
-              "round_trip_ns": round_trips, "moved_runs": moved_runs(round_trips)}
+              "round_trip_ns": round_trips, "moved_runs": moved_runs(round_trips),
+              "far_runs": far_runs(round_trips)}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(result, f, indent=2)
     pictures = charts(out, models, metrics) + peer_chart(out, peers)

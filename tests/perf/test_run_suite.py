@@ -231,6 +231,19 @@ class Suite(unittest.TestCase):
         self.assertTrue(note.endswith(": ops, loader."), note)
         self.assertEqual(run_suite.placement_note({"linear": [55.0, 100.0]}), "")
 
+    def test_the_report_names_the_runs_with_the_cpus_apart_throughout(self):
+        trips = {"linear": [55.0, 60.0], "models_1x2": [586.0, 337.0], "ops": [58.0, 330.0],
+                 "loader": [None, 400.0]}
+        self.assertEqual(run_suite.far_runs(trips), ["models_1x2"])
+        note = run_suite.placement_note(trips)
+        self.assertIn("during 1 run(s)", note)
+        self.assertTrue(note.endswith("apart throughout 1 run(s) (a round trip more than 2x the run's "
+                                      "fastest), whose figures of two threads or ranks may be their slower "
+                                      "placement's: models_1x2."), note)
+        # A host that never moves them: nothing is far, however slow its round trip.
+        self.assertEqual(run_suite.far_runs({"linear": [300.0, 310.0], "ops": [320.0, 305.0]}), [])
+        self.assertEqual(run_suite.far_runs({}), [])
+
     def test_the_vits_time_to_88_puts_each_side_at_its_best(self):
         vit, versions = {}, {}
         # kdp-train's epoch lines: 88 % (not the CNN's 91 %) is reached at epoch 2.
