@@ -2,8 +2,9 @@
 /// \file
 /// Reproducible mode's product policy for a whole batch of shards
 /// (docs/architecture.md "Reproducible mode"). While a ShardProducts lives,
-/// it is the calling thread's ProductPolicy: kdp's fp32 host products go to
-/// row_gemm (a sample's row has the same bits whatever batch it is in), and
+/// it is the calling thread's ProductPolicy: kdp's host products go to
+/// row_gemm, or row_gemm_bf16 under bf16 autocast (a sample's row has the same
+/// bits whatever batch it is in), and
 /// the backward of a linear layer hands the products that make the gradients
 /// of its weight and bias to it instead of summing the batch: each shard's
 /// gradient is its sum over its own rows alone, so a rank's shards go forward

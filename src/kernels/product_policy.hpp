@@ -6,9 +6,8 @@
 /// (fp32) or row_gemm_bf16 (bf16 under autocast), whose rows' bits do not
 /// depend on the batch around them, on the policy's threads, and a linear
 /// layer's backward offers the policy the products of its weight and bias
-/// gradients before it sums the batch. The
-/// ops know this interface alone; reproducible mode's wing (src/exact/)
-/// implements it.
+/// gradients before it sums the batch. The ops know this interface alone;
+/// reproducible mode's wing (src/exact/) implements it.
 
 #include <cstdint>
 
