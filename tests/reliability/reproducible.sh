@@ -5,8 +5,8 @@
 # last batch of 2 samples leaves ranks without a share) are the same bits at
 # 1 x 1, 1 x 2, 1 x 4, 2 x 1, 2 x 2, 3 x 1 and 4 x 1 ranks x devices, and at one rank
 # with 2 threads (also with products the BLAS splits over its threads, and a
-# convolution); with gradient accumulation, dropout, BatchNorm and
-# SyncBatchNorm too; a run stopped at 4 ranks and resumed at 3 ends with them
+# convolution); in bf16 (in one pass on a CPU with AVX512_BF16), with
+# gradient accumulation, dropout, BatchNorm and SyncBatchNorm too; a run stopped at 4 ranks and resumed at 3 ends with them
 # too.
 #
 #   reproducible.sh TOOLS_DIR TESTS_SOURCE_DIR
