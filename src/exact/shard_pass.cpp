@@ -66,6 +66,12 @@ bool one_pass_precision(Precision precision) {
           (precision == Precision::bf16 && kdp::detail::row_gemm_bf16_fast()));
 }
 
+bool one_pass_precision(Precision precision, dist::Communicator& comm) {
+  int64_t able = one_pass_precision(precision) ? 1 : 0;
+  if (comm.size() > 1) comm.allreduce(&able, 1, dist::ReduceOp::Min);
+  return able == 1;
+}
+
 }  // namespace kdp::exact
 
 namespace kdp::train {

@@ -13,6 +13,7 @@
 #include "exact/exact_gradient.hpp"
 #include "exact/shard_products.hpp"
 #include "kdp/core/precision.hpp"
+#include "kdp/dist/communicator.hpp"
 #include "kdp/nn/module.hpp"
 #include "kdp/optim/optimizer.hpp"
 
@@ -33,6 +34,10 @@ std::map<const TensorImpl*, size_t> one_pass_parameters(nn::Module& model,
 /// runs on the CPU's bf16 dot products, in bf16 (else bf16's shards go one
 /// by one, through the faster vendor products).
 bool one_pass_precision(Precision precision);
+/// The same on every rank of `comm`: true where every rank's is (ranks on
+/// CPUs of different kinds must not choose different steps). Every rank calls
+/// it together.
+bool one_pass_precision(Precision precision, dist::Communicator& comm);
 
 /// Where the backward of one pass hands its shards' products.
 class ShardSlots : public ShardProducts {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exact/shard_batch_norm.hpp"
+#include "exact/shard_pass.hpp"
 #include "kdp/exact/one_pass.hpp"
 #include "kdp/nn/batch_norm.hpp"
 
@@ -28,7 +29,7 @@ bool synchronised(nn::Module& model) {
 // between threads), which is more than a default may cost (1.10x) on every
 // CPU and layout.
 std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ranks,
-                                 Precision precision) {
+                                 bool in_one_pass_everywhere) {
   if (!r.comm_hook.empty()) {
     return fmt::format("the comm hook {} reduces the gradients instead", r.comm_hook);
   }
@@ -48,22 +49,23 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
     return "this model's shards would go one by one, which costs more (one pass takes Linear, "
            "ReLU, LeakyReLU, Dropout and Flatten layers alone)";
   }
-  if (!reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)) {
-    return "its shards would go one by one in bf16 on this CPU (no AVX512_BF16), which costs more";
+  if (!in_one_pass_everywhere) {
+    return "its shards would go one by one in bf16 on a CPU without AVX512_BF16, which costs more";
   }
   return "its products cost up to 1.8x DDP's step at 2 threads a rank on some CPUs";
 }
 
 // "the same weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) ...", and how
 // a rank's shards go (make_shard_step's choice).
-std::string on_line(const ModeRequest& r, nn::Module& model, Precision precision) {
+std::string on_line(const ModeRequest& r, nn::Module& model, bool in_one_pass_everywhere) {
   std::vector<int> divisors;
   for (int ranks = 1; ranks <= r.shards; ++ranks) {
     if (r.shards % ranks == 0) divisors.push_back(ranks);
   }
   const char* how =
       synchronised(model) ? "together, through copies of the model"
-      : reproducible_in_one_pass(model, model.named_parameters(), r.input_dims, precision)
+      : in_one_pass_everywhere && reproducible_in_one_pass(model, model.named_parameters(),
+                                                           r.input_dims, Precision::fp32)
           ? "in one pass"
           : "one by one";
   return fmt::format(
@@ -88,19 +90,20 @@ ModeDecision decide_modes(const ModeRequest& request, nn::Module& model, dist::C
                           const Device& device) {
   ModeDecision d;
   d.precision = agree_precision(request.precision, device, comm);
-  switch (request.reproducible) {
-    case ReproducibleMode::Off:
-      d.reason = "reproducible mode off (asked)";
-      return d;
-    case ReproducibleMode::On:
-      d.reproducible = true;
-      d.reason = on_line(request, model, d.precision);
-      return d;
-    case ReproducibleMode::Auto:
-      break;
+  if (request.reproducible == ReproducibleMode::Off) {
+    d.reason = "reproducible mode off (asked)";
+    return d;
+  }
+  // Whether every rank could take the one pass in this precision (the
+  // Trainer agrees on it as well).
+  const bool everywhere = exact::one_pass_precision(d.precision, comm);
+  if (request.reproducible == ReproducibleMode::On) {
+    d.reproducible = true;
+    d.reason = on_line(request, model, everywhere);
+    return d;
   }
   // Off on every rank alike; the reason is this rank's (rank 0's is printed).
-  d.why_off = why_not_reproducible(request, model, comm.size(), d.precision);
+  d.why_off = why_not_reproducible(request, model, comm.size(), everywhere);
   d.reason = "reproducible mode off: " + d.why_off;
   return d;
 }

@@ -366,7 +366,7 @@ std::unique_ptr<StepStrategy> make_shard_step(const StepEnv& env, const EpochLay
   check_shard_sizes(env, layout, synchronised);
   const int threads = blas_threads();
   if (synchronised) return std::make_unique<Together>(env, threads);
-  if (exact::one_pass_precision(env.precision)) {
+  if (exact::one_pass_precision(env.precision, env.comm)) {
     // A batch's features are [rows, the dataset's sample shape].
     const int dims = env.in.train_loader.dataset().sample_shape().rank() + 1;
     auto parameters = exact::one_pass_parameters(env.bare, env.in.optimizer.parameters(), dims);

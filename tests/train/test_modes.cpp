@@ -65,7 +65,7 @@ TEST(DecideModes, AutoWeighsTheRequestAndTheModelsModules) {
   // products (then only the mode's cost stands in the way), else one by one.
   {
     const detail::CpuIsa before = detail::set_cpu_isa_limit(detail::CpuIsa::Avx512);
-    off_for(bf16, *net, "one by one in bf16 on this CPU (no AVX512_BF16)");
+    off_for(bf16, *net, "one by one in bf16 on a CPU without AVX512_BF16");
     detail::set_cpu_isa_limit(before);
   }
   if (detail::row_gemm_bf16_fast()) off_for(bf16, *net, "its products cost up to 1.8x");

@@ -13,9 +13,11 @@ namespace kdp::train {
 /// Whether reproducible mode takes `model`'s shards of batches with
 /// `input_dims` dimensions in one pass, where it costs about the default
 /// mode's step: an MLP (Sequential, Linear, ReLU, LeakyReLU, Dropout and
-/// Flatten modules, every parameter a linear layer's) in fp32 on memory the
-/// host can address. Other models take each shard forward and back on its own,
-/// which costs more (docs/architecture.md, "Reproducible mode").
+/// Flatten modules, every parameter a linear layer's) on memory the host can
+/// address, in fp32, or in bf16 where this CPU has AVX512_BF16 (and every
+/// rank's does: the Trainer agrees). Other models take each shard forward and
+/// back on its own, which costs more (docs/architecture.md, "Reproducible
+/// mode").
 bool reproducible_in_one_pass(nn::Module& model, const optim::NamedParameters& params,
                               int input_dims, Precision precision);
 
