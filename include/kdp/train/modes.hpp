@@ -57,13 +57,15 @@ struct ModeDecision {
   std::string why_off;
   /// One line saying which mode runs and why: "reproducible mode on: the same
   /// weights, bit for bit, at 1, 2, 3, 4, 6, 12 rank(s) with any devices and
-  /// threads" (asked for), "reproducible mode off: 5 ranks do not divide its
+  /// threads (shards in one pass)" (asked for; or "one by one", "together,
+  /// through copies of the model"), "reproducible mode off: 5 ranks do not divide its
   /// 12 shards", "reproducible mode off (asked)".
   std::string reason;
 };
 
-/// Decides from the request and `model`'s modules (BatchNorm and
-/// SyncBatchNorm layers, the layer types the one pass takes). Every rank of
+/// Decides from the request, `model`'s modules (BatchNorm and SyncBatchNorm
+/// layers, the layer types the one pass takes) and every rank's CPU (bf16's
+/// one pass needs AVX512_BF16 on all of them). Every rank of
 /// `comm` calls it together; `device` is the rank's first device.
 ModeDecision decide_modes(const ModeRequest& request, nn::Module& model, dist::Communicator& comm,
                           const Device& device = get_default_device());
