@@ -43,7 +43,9 @@ wait_until() {  # wait_until SECONDS COMMAND...
 job_field() { scontrol show job "$job" -o 2>/dev/null | grep -o "$1=[^ ]*" | cut -d= -f2; }
 
 "$bin/kdp-data" import-fashion-mnist --out "$work/fm.h5" >/dev/null || fail "import"
-args=(--data "$work/fm.h5" --epochs 2 --threads 1 --batch-size 128 --seed 3)
+# Four epochs (about 5 s at two ranks): the signal must reach the ranks before
+# the run ends, and through mpirun it took more than the 2 s two epochs left.
+args=(--data "$work/fm.h5" --epochs 4 --threads 1 --batch-size 128 --seed 3)
 
 # The uninterrupted reference, same ranks and threads.
 mpi_flags=(--oversubscribe)
@@ -66,7 +68,7 @@ interrupted_run() {  # LAUNCHER SIGNAL TARGET (batch: the batch shell; launcher:
     --checkpoint-every 100) || fail "sbatch"
   echo "submitted job $job ($launcher)"
 
-  # Once the first checkpoint exists (step 100 of 938), send the signal.
+  # Once the first checkpoint exists (step 100 of 1876), send the signal.
   wait_until 120 bash -c "ls '$run'/checkpoints/ckpt-*.h5 >/dev/null 2>&1" ||
     fail "no checkpoint appeared"
   if [[ $target == batch ]]; then
