@@ -17,13 +17,11 @@
 namespace kdp::detail::row_gemm_parts {
 
 // op(A)(i, p) = data[i * row + p * col]; op(B) alike.
-template <class T>
-struct StridedOf {
-  const T* data;
+struct Strided {
+  const float* data;
   int64_t row, col;
-  T at(int64_t i, int64_t p) const { return data[i * row + p * col]; }
+  float at(int64_t i, int64_t p) const { return data[i * row + p * col]; }
 };
-using Strided = StridedOf<float>;
 
 #if defined(KDP_X86_KERNELS)
 // dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
