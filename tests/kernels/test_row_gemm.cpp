@@ -170,7 +170,8 @@ TEST(RowGemm, IsTheFusedSumOfEveryElementOnEveryPath) {
     with_isa(cap, [&] {
       unsigned seed = 1;
       for (const Case& s : cases(kShapes)) {
-        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
+        for (const auto& [alpha, beta] :
+             {std::pair{1.0f, 0.0f}, {0.125f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
           const Operands o = operands(s, 3, beta, seed++);
           EXPECT_TRUE(same_bits(run(s, alpha, beta, o), promised(s, alpha, beta, o)))
               << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')
@@ -225,7 +226,8 @@ TEST(RowGemmBf16, IsThePairedChainOfEveryElementOnEveryPath) {
     with_isa(cap, [&] {
       unsigned seed = 1;
       for (const Case& s : cases(kBf16Shapes)) {
-        for (const auto& [alpha, beta] : {std::pair{1.0f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
+        for (const auto& [alpha, beta] :
+             {std::pair{1.0f, 0.0f}, {0.125f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
           const Operands o = operands(s, 3, beta, seed++, 0, true);
           EXPECT_TRUE(same_bits(run_bf16(s, alpha, beta, o), promised_bf16(s, alpha, beta, o)))
               << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')

@@ -13,25 +13,27 @@ namespace kdp::detail {
 
 namespace {
 
+using row_gemm_parts::Scale;
 using row_gemm_parts::Strided;
-
-// C = the sums alone (alpha 1, beta 0), one element at a time.
-void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      float acc = 0.0f;
-      for (int64_t p = 0; p < k; ++p) acc = std::fma(a.at(i, p), b.at(p, j), acc);
-      c[i * ldc + j] = acc;
-    }
-  }
-}
-
-#if defined(KDP_X86_KERNELS)
 
 // The product's inner dimension is walked in blocks of kKc (a fixed length,
 // so that no sum's order depends on m or n); C keeps the partial sums between
 // blocks, which a float holds exactly.
 constexpr int64_t kKc = 256;
+
+// C from the sums, one element at a time.
+void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
+                   Scale scale) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) acc = std::fma(a.at(i, p), b.at(p, j), acc);
+      c[i * ldc + j] = scale.apply(acc, c + i * ldc + j);
+    }
+  }
+}
+
+#if defined(KDP_X86_KERNELS)
 
 using row_gemm_parts::transpose8;
 
@@ -65,6 +67,15 @@ KDP_RG_TARGET inline Vec zero() {
 }
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
+}
+KDP_RG_TARGET inline Vec mul(Vec a, Vec b) {
+  return _mm256_mul_ps(a, b);
+}
+KDP_RG_TARGET inline Vec add(Vec a, Vec b) {
+  return _mm256_add_ps(a, b);
+}
+KDP_RG_TARGET inline Vec set1(float x) {
+  return _mm256_set1_ps(x);
 }
 #include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
@@ -101,18 +112,28 @@ KDP_RG_TARGET inline Vec zero() {
 KDP_RG_TARGET inline Vec fma(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
+KDP_RG_TARGET inline Vec mul(Vec a, Vec b) {
+  return _mm512_mul_ps(a, b);
+}
+KDP_RG_TARGET inline Vec add(Vec a, Vec b) {
+  return _mm512_add_ps(a, b);
+}
+KDP_RG_TARGET inline Vec set1(float x) {
+  return _mm512_set1_ps(x);
+}
 #include "kernels/native/row_gemm_kernels.inc"
 #undef KDP_RG_TARGET
 }  // namespace avx512
 
 #endif  // KDP_X86_KERNELS
 
-void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
+void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
+          Scale scale) {
 #if defined(KDP_X86_KERNELS)
-  if (cpu_isa() >= CpuIsa::Avx512) return avx512::sums(m, n, k, a, b, c, ldc);
-  if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc);
+  if (cpu_isa() >= CpuIsa::Avx512) return avx512::sums(m, n, k, a, b, c, ldc, scale);
+  if (cpu_isa() >= CpuIsa::Avx2) return avx2::sums(m, n, k, a, b, c, ldc, scale);
 #endif
-  sums_portable(m, n, k, a, b, c, ldc);
+  sums_portable(m, n, k, a, b, c, ldc, scale);
 }
 
 }  // namespace
@@ -120,7 +141,8 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
               int64_t ldc) {
-  row_gemm_parts::product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sums);
+  row_gemm_parts::product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sums,
+                          kKc);
 }
 
 }  // namespace kdp::detail

@@ -20,7 +20,12 @@ namespace kdp::detail {
 
 namespace {
 
+using row_gemm_parts::Scale;
 using row_gemm_parts::Strided;
+
+// Inner steps a block of the AVX512_BF16 kernel: even, so no pair straddles
+// two.
+constexpr int64_t kKc = 512;
 
 // One half of a pair's step: acc + x y rounded once, a subnormal result
 // flushed to a zero of its sign.
@@ -30,7 +35,8 @@ inline float fma_flushed(float x, float y, float acc) {
 }
 
 // The sums one element at a time, from copies of the operands rounded to bf16.
-void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
+void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
+                   Scale scale) {
   std::vector<float> ra(static_cast<size_t>(m * k)), rb(static_cast<size_t>(k * n));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t p = 0; p < k; ++p) ra[static_cast<size_t>(i * k + p)] = round_to_bf16(a.at(i, p));
@@ -48,7 +54,7 @@ void sums_portable(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float*
                           odd ? rb[static_cast<size_t>((p + 1) * n + j)] : 0.0f, acc);
         acc = fma_flushed(ai[p], rb[static_cast<size_t>(p * n + j)], acc);
       }
-      c[i * ldc + j] = acc;
+      c[i * ldc + j] = scale.apply(acc, c + i * ldc + j);
     }
   }
 }
@@ -61,7 +67,6 @@ namespace dot {
 
 constexpr int kMr = 12;       // rows of C's tile: 24 accumulators of 32 registers
 constexpr int kNr = 32;       // its columns: two vectors
-constexpr int64_t kKc = 512;  // inner steps a block: even, so no pair straddles two
 constexpr int64_t kNc = 512;  // columns of op(B) packed at once
 
 // A pair of the inner dimension as one 32-bit lane: the even step's bf16 in
@@ -76,12 +81,21 @@ KDP_BF_TARGET inline __mmask16 lanes_below(int64_t width) {
                       : __mmask16((1u << width) - 1u);
 }
 
+// C's value from the sums `acc` of its lanes in `m` at c, as `s` says.
+KDP_BF_TARGET inline __m512 scaled(__m512 acc, const float* c, __mmask16 m, const Scale& s) {
+  const __m512 v = s.alpha == 1.0f ? acc : _mm512_mul_ps(acc, _mm512_set1_ps(s.alpha));
+  if (s.beta == 0.0f) return v;
+  const __m512 old = _mm512_maskz_loadu_ps(m, c);
+  return s.beta == 1.0f ? _mm512_add_ps(old, v) : _mm512_fmadd_ps(_mm512_set1_ps(s.beta), old, v);
+}
+
 // R rows x kNr columns of C (`width` real), from 0 (`first`) or from C's
 // partial sums, over kq pairs: `ap` holds the rows' pairs as [q][kMr], `bp`
-// the columns' as [q][kNr].
+// the columns' as [q][kNr]. `finish`, on the last block: what C becomes from
+// the sums (none: the sums themselves).
 template <int R>
 KDP_BF_TARGET void tile(int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
-                        int64_t width, bool first) {
+                        int64_t width, bool first, const Scale* finish) {
   __m512 acc[R][2];
   const __mmask16 m0 = lanes_below(width), m1 = lanes_below(width - 16);
 #pragma GCC unroll 12
@@ -100,13 +114,21 @@ KDP_BF_TARGET void tile(int64_t kq, const uint32_t* ap, const uint32_t* bp, floa
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
   }
+  if (finish != nullptr) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = scaled(acc[r][0], c + r * ldc, m0, *finish);
+      acc[r][1] = scaled(acc[r][1], c + r * ldc + 16, m1, *finish);
+    }
+  }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm512_mask_storeu_ps(c + r * ldc, m0, acc[r][0]);
     _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc[r][1]);
   }
 }
-using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int64_t, bool);
+using Tile = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, int64_t, bool,
+                      const Scale*);
 template <size_t... R>
 constexpr std::array<Tile, sizeof...(R) + 1> tiles(std::index_sequence<R...>) {
   return {nullptr, &tile<static_cast<int>(R) + 1>...};
@@ -207,7 +229,8 @@ KDP_BF_TARGET void pack_b(Strided b, int64_t p0, int64_t kc, int64_t j0, int64_t
   }
 }
 
-void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
+KDP_BF_TARGET void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c,
+                        int64_t ldc, Scale scale) {
   thread_local std::vector<uint32_t> packed_a, packed_b;
   thread_local std::vector<uint16_t> even, odd;
   packed_b.resize(static_cast<size_t>(kKc / 2 * kNc));
@@ -215,6 +238,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   for (int64_t pc = 0; pc < k; pc += kKc) {
     const int64_t kc = std::min(kKc, k - pc), kq = (kc + 1) / 2;
     pack_a(a, m, pc, kc, packed_a, even, odd);
+    const Scale* finish = pc + kc >= k && !scale.identity() ? &scale : nullptr;
     for (int64_t jc = 0; jc < n; jc += kNc) {
       const int64_t nc = std::min(kNc, n - jc);
       pack_b(b, pc, kc, jc, nc, packed_b.data(), even);
@@ -223,11 +247,11 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
         const uint32_t* bp = packed_b.data() + jr * kq;
         float* cb = c + jc + jr;
         for (int64_t i = 0; i < whole; i += kMr) {
-          tile<kMr>(kq, packed_a.data() + i * kq, bp, cb + i * ldc, ldc, width, pc == 0);
+          tile<kMr>(kq, packed_a.data() + i * kq, bp, cb + i * ldc, ldc, width, pc == 0, finish);
         }
         if (m > whole) {
           kTiles[m - whole](kq, packed_a.data() + whole * kq, bp, cb + whole * ldc, ldc, width,
-                            pc == 0);
+                            pc == 0, finish);
         }
       }
     }
@@ -241,11 +265,12 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 #endif  // KDP_X86_KERNELS
 
 // The sums on the widest path here (row_gemm_bf16_fast: the header's).
-void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc) {
+void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
+          Scale scale) {
 #if defined(KDP_X86_KERNELS)
-  if (row_gemm_bf16_fast()) return dot::sums(m, n, k, a, b, c, ldc);
+  if (row_gemm_bf16_fast()) return dot::sums(m, n, k, a, b, c, ldc, scale);
 #endif
-  sums_portable(m, n, k, a, b, c, ldc);
+  sums_portable(m, n, k, a, b, c, ldc, scale);
 }
 
 }  // namespace
@@ -261,7 +286,8 @@ bool row_gemm_bf16_fast() {
 void row_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
-  row_gemm_parts::product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sums);
+  row_gemm_parts::product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sums,
+                          kKc);
 }
 
 }  // namespace kdp::detail

@@ -25,11 +25,14 @@ struct Strided {
 
 #if defined(KDP_X86_KERNELS)
 // dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
-// length ld), bits moved as they are.
+// length ld), bits moved as they are. With `height` < 8, src has only that
+// many rows and each row of dst gets that many floats (nothing past them is
+// read or written).
 __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t ld, float* dst,
-                                                       int64_t ldd) {
+                                                       int64_t ldd, int height = 8) {
   __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * ld);
+  for (int i = 0; i < 8; ++i)
+    r[i] = i < height ? _mm256_loadu_ps(src + i * ld) : _mm256_setzero_ps();
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
@@ -40,39 +43,60 @@ __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t
     r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
     r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(height), lanes);
   for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+    const __m256 lo = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    const __m256 hi = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+    if (height == 8) {
+      _mm256_storeu_ps(dst + i * ldd, lo);
+      _mm256_storeu_ps(dst + (i + 4) * ldd, hi);
+    } else {
+      _mm256_maskstore_ps(dst + i * ldd, mask, lo);
+      _mm256_maskstore_ps(dst + (i + 4) * ldd, mask, hi);
+    }
   }
 }
 #endif
 
+// What an element of C becomes from its sum s: alpha s, one rounding, then
+// with beta 0 that alone, with beta 1 C + it, else fma(beta, C, it). C is not
+// read with beta 0.
+struct Scale {
+  float alpha = 1.0f, beta = 0.0f;
+  bool identity() const { return alpha == 1.0f && beta == 0.0f; }
+  float scaled(float s) const { return alpha == 1.0f ? s : alpha * s; }
+  float apply(float s, const float* c) const {
+    const float v = scaled(s);
+    return beta == 0.0f ? v : beta == 1.0f ? *c + v : std::fma(beta, *c, v);
+  }
+};
+
 // C = alpha op(A) op(B) + beta C (row_gemm's arguments), where sums(m, n,
-// k, a, b, out, ld) writes the sums S (m x n, k > 0) to `out`: with alpha 1
-// and beta 0 straight into C, else apart and then one rounding each (the
-// same whichever path made the sums).
+// k, a, b, c, ldc, scale) makes each element of C from its sum S as `scale`
+// says (k > 0). A kernel keeps partial sums in C between blocks of
+// `block_k` inner steps, which would overwrite C before beta reads it: with
+// beta != 0 and a longer k, the sums go apart first and then one rounding
+// each, the same bits.
 template <class Sums>
 void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
              const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
-             int64_t ldc, const Sums& sums) {
+             int64_t ldc, const Sums& sums, int64_t block_k) {
   if (m <= 0 || n <= 0) return;
   const Strided sa{a, trans_a ? 1 : lda, trans_a ? lda : 1};
   const Strided sb{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
-  const auto into = [&](float* out, int64_t ld) {
-    if (k > 0) return sums(m, n, k, sa, sb, out, ld);
-    for (int64_t i = 0; i < m; ++i) std::fill(out + i * ld, out + i * ld + n, 0.0f);
-  };
-  if (alpha == 1.0f && beta == 0.0f) return into(c, ldc);
+  const Scale scale{alpha, beta};
+  if (k > 0 && (beta == 0.0f || k <= block_k)) return sums(m, n, k, sa, sb, c, ldc, scale);
   thread_local std::vector<float> scratch;
   scratch.resize(static_cast<size_t>(m * n));
-  into(scratch.data(), n);
+  if (k > 0) {
+    sums(m, n, k, sa, sb, scratch.data(), n, Scale{});
+  } else {
+    std::fill(scratch.begin(), scratch.end(), 0.0f);
+  }
   for (int64_t i = 0; i < m; ++i) {
-    const float* s = scratch.data() + i * n;
-    float* ci = c + i * ldc;
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = alpha == 1.0f ? s[j] : alpha * s[j];
-      ci[j] = beta == 0.0f ? v : beta == 1.0f ? ci[j] + v : std::fma(beta, ci[j], v);
-    }
+    for (int64_t j = 0; j < n; ++j)
+      c[i * ldc + j] = scale.apply(scratch[i * n + j], c + i * ldc + j);
   }
 }
 
