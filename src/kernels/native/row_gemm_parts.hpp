@@ -24,6 +24,25 @@ struct Strided {
 };
 
 #if defined(KDP_X86_KERNELS)
+// dst[0, count) = v's first `count` (< 8) lanes, in plain stores of 4, 2
+// and 1 (masked stores are microcoded on some CPUs).
+__attribute__((target("avx2"))) inline void store_first(float* dst, __m256 v, int count) {
+  __m128 part = _mm256_castps256_ps128(v);
+  if (count >= 4) {
+    _mm_storeu_ps(dst, part);
+    part = _mm256_extractf128_ps(v, 1);
+    dst += 4;
+    count -= 4;
+  }
+  if (count >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst), part);
+    part = _mm_movehl_ps(part, part);
+    dst += 2;
+    count -= 2;
+  }
+  if (count == 1) _mm_store_ss(dst, part);
+}
+
 // dst's 8 rows (row length ldd) = the columns of src's 8 x 8 block (row
 // length ld), bits moved as they are. With `height` < 8, src has only that
 // many rows and each row of dst gets that many floats (nothing past them is
@@ -43,8 +62,6 @@ __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t
     r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
     r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
   }
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(height), lanes);
   for (int i = 0; i < 4; ++i) {
     const __m256 lo = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
     const __m256 hi = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
@@ -52,8 +69,8 @@ __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t
       _mm256_storeu_ps(dst + i * ldd, lo);
       _mm256_storeu_ps(dst + (i + 4) * ldd, hi);
     } else {
-      _mm256_maskstore_ps(dst + i * ldd, mask, lo);
-      _mm256_maskstore_ps(dst + (i + 4) * ldd, mask, hi);
+      store_first(dst + i * ldd, lo, height);
+      store_first(dst + (i + 4) * ldd, hi, height);
     }
   }
 }
