@@ -44,7 +44,7 @@ bool amd() {
   unsigned a = 0, b = 0, c = 0, d = 0;
   __cpuid(0, a, b, c, d);
   constexpr unsigned kAuth = 0x68747541u, kEnti = 0x69746e65u, kCamd = 0x444d4163u;
-  return b == kAuth && d == kEnti && c == kCamd;
+  return a >= 1 && b == kAuth && d == kEnti && c == kCamd;  // a: the highest leaf
 }
 
 CpuIsa detect() {
