@@ -1,18 +1,25 @@
 #!/usr/bin/python3
-"""kdp's autocast(bf16) against PyTorch's torch.autocast("cpu", torch.bfloat16)
-on the same inputs: linear, matmul and two convolutions, forward, input,
-weight and bias gradients (kdp_autocast_probe writes kdp's side).
+"""kdp's autocast(bf16) against the exact result of autocast's rounding
+rules and against PyTorch's torch.autocast("cpu", torch.bfloat16) on the same
+inputs: linear, matmul and two convolutions, forward, input, weight and bias
+gradients (kdp_autocast_probe writes kdp's side).
 
-Both round the operands of each product to bf16 (8 significant bits: a
-relative rounding error of at most u = 2^-8) and accumulate in fp32; the
-differences that remain, which set the tolerances:
-  - PyTorch rounds each product's result to bf16 (it returns bf16 tensors),
-    kdp keeps fp32: u / (1 - u) |torch|, relative to PyTorch's rounded value;
-  - the order of fp32 additions: K 2^-22 S, where K is the reduction length
-    and S the sum of |products| (float64, from the rounded operands);
-  - PyTorch's bias is rounded to bf16 before it is added: u |bias|;
-  - kdp sums the bias gradient from the unrounded output gradient, PyTorch
-    from the rounded one: u sum |gy|.
+The rules: each product's operands (inputs, weights, output gradients) are
+rounded to bf16 (8 significant bits: a relative rounding error of at most
+u = 2^-8) and accumulated in fp32. The reference is that product in float64
+from the rounded operands; S is the sum of |products| of each result, and K
+the reduction length.
+
+  - kdp against the reference: only fp32's additions differ, at most
+    K 2^-22 S, plus 2^-22 |bias| for the bias added in fp32 and, for the bias
+    gradient (summed from the unrounded output gradient), 2^-22 N sum |gy|.
+  - kdp against PyTorch, which also rounds each product's result to bf16
+    (u / (1 - u) |torch|), rounds the bias before it adds it (u |bias|) and
+    sums the bias gradient from the rounded output gradient (u sum |gy|).
+    This comparison needs PyTorch's own products to accumulate in fp32. Some
+    PyTorch builds accumulate bf16 products in bf16 on some CPUs; where
+    PyTorch itself is beyond those bounds from the reference, the comparison
+    is reported and left out, and the reference check above still holds kdp.
 
     autocast_vs_torch.py PROBE_EXECUTABLE WORKDIR
 
@@ -21,6 +28,35 @@ Exit 77 (skipped) without PyTorch.
 import sys
 
 from probe_arrays import run_probe
+
+U = 2.0 ** -8
+ROUNDING = U / (1.0 - U)
+FP32_SUM = 2.0 ** -22
+
+
+def worst(diff, tol):
+    """(excess over the tolerance, worst ratio to it)."""
+    return (diff - tol).max().item(), (diff / tol.clamp_min(1e-30)).max().item()
+
+
+def reference(op, a, b, bias, gy):
+    """autocast's rules in float64: the result, its gradients, and the sums of
+    |products| behind each of them."""
+    import torch
+    r = lambda t: t.detach().bfloat16().double()  # noqa: E731
+    with torch.enable_grad():
+        a64, b64 = r(a).requires_grad_(), r(b).requires_grad_()
+        y = op(a64, b64, None)
+        y.backward(r(gy))
+        abs_a, abs_b = a64.detach().abs().requires_grad_(), b64.detach().abs().requires_grad_()
+        s = op(abs_a, abs_b, None)
+        s.backward(r(gy).abs())
+    if bias is not None:
+        shape = [1, -1, 1, 1] if y.dim() == 4 else [1, -1]
+        y = y + bias.double().reshape(shape)
+    exact = {"y": y.detach(), "ga": a64.grad, "gb": b64.grad}
+    sums = {"y": s.detach(), "ga": abs_a.grad, "gb": abs_b.grad}
+    return exact, sums
 
 
 def main():
@@ -40,9 +76,7 @@ def main():
         "conv": (lambda a, b, c: F.conv2d(a, b, c, stride=1, padding=1), 8 * 9),
         "conv_strided": (lambda a, b, c: F.conv2d(a, b, c, stride=2, padding=0), 3 * 25),
     }
-    u = 2.0 ** -8
-    rounding = u / (1.0 - u)
-    failures = []
+    failures, unmet = [], []
     for name, (op, k) in ops.items():
         a = arrays[name + ".a"].clone().requires_grad_()
         b = arrays[name + ".b"].clone().requires_grad_()
@@ -53,33 +87,43 @@ def main():
             y = op(a, b, c)
         assert y.dtype == torch.bfloat16, f"{name}: PyTorch's autocast did not run in bf16"
         y.backward(gy)
-        # S: the sums of |products| of each result, from the rounded operands.
-        r = lambda t: t.detach().bfloat16().double().abs()  # noqa: E731
-        with torch.enable_grad():
-            a64, b64 = r(a).requires_grad_(), r(b).requires_grad_()
-            s = op(a64, b64, None)
-            s.backward(r(gy))
-        sums = {"y": s.detach(), "ga": a64.grad, "gb": b64.grad}
+        exact, sums = reference(op, a, b, bias, gy)
         theirs = {"y": y.detach().float(), "ga": a.grad, "gb": b.grad}
         if c is not None:
+            dims = [d for d in range(gy.dim()) if d != 1] if gy.dim() == 4 else [0]
+            exact["gbias"] = gy.double().sum(dims)
+            sums["gbias"] = gy.double().abs().sum(dims)
             theirs["gbias"] = c.grad
+        shape = [1, -1, 1, 1] if y.dim() == 4 else [1, -1]
         for what, t in theirs.items():
-            mine = arrays[f"{name}.{what}"]
-            t = t.double()
+            mine, t, ref = arrays[f"{name}.{what}"].double(), t.double(), exact[what]
             if what == "gbias":
-                dims = [d for d in range(gy.dim()) if d != 1] if gy.dim() == 4 else [0]
-                tol = rounding * t.abs() + u * gy.double().abs().sum(dims)
+                n = gy.numel() // gy.shape[1]
+                own = n * FP32_SUM * sums[what]
+                peer = ROUNDING * t.abs() + U * sums[what]
             else:
-                tol = rounding * t.abs() + k * 2.0 ** -22 * sums[what]
+                own = k * FP32_SUM * sums[what]
+                peer = ROUNDING * t.abs() + own
                 if what == "y" and bias is not None:
-                    shape = [1, -1, 1, 1] if y.dim() == 4 else [1, -1]
-                    tol = tol + u * bias.double().abs().reshape(shape)
-            excess = ((mine.double() - t).abs() - tol).max().item()
-            worst = ((mine.double() - t).abs() / tol.clamp_min(1e-30)).max().item()
-            print(f"{name} {what}: worst |kdp - torch| / tolerance = {worst:.3f}")
+                    own = own + FP32_SUM * bias.double().abs().reshape(shape)
+                    peer = peer + U * bias.double().abs().reshape(shape)
+            excess, ratio = worst((mine - ref).abs(), own)
+            print(f"{name} {what}: worst |kdp - exact| / tolerance = {ratio:.3f}")
             if excess > 0:
-                failures.append(f"{name} {what}: beyond the tolerance by {excess:.3g}")
+                failures.append(f"{name} {what}: kdp beyond the exact result's tolerance by {excess:.3g}")
+            # PyTorch against the same reference, with its own rounding allowed.
+            torch_excess, torch_ratio = worst((t - ref).abs(), peer)
+            if torch_excess > 0:
+                unmet.append(f"{name} {what}: PyTorch's own result is {torch_ratio:.1f}x the tolerance "
+                             "from the exact one (its bf16 products do not accumulate in fp32 here)")
+                continue
+            excess, ratio = worst((mine - t).abs(), peer)
+            print(f"{name} {what}: worst |kdp - torch| / tolerance = {ratio:.3f}")
+            if excess > 0:
+                failures.append(f"{name} {what}: kdp beyond PyTorch's tolerance by {excess:.3g}")
     print(f"PyTorch {torch.__version__}")
+    if unmet:
+        print("compared with the exact result only:\n" + "\n".join(unmet))
     if failures:
         print("\n".join(failures))
         return 1
