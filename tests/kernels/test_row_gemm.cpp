@@ -36,6 +36,14 @@ struct Operands {
   std::vector<float> a, b, c;
 };
 
+// A row length for `cols` columns: `pad` more, or with kAligned the next
+// multiple of 128 floats (512 bytes: rows that share the L1 cache's sets,
+// which row_gemm packs where it reads others in place).
+constexpr int64_t kAligned = -1;
+int64_t row_length(int64_t cols, int64_t pad) {
+  return pad == kAligned ? (cols + 127) / 128 * 128 : cols + pad;
+}
+
 // Values in [-1, 1) times 2^scale; with bf16 in mind, every 97th a subnormal
 // float (which bf16 rounding makes a zero of its sign).
 Operands operands(const Case& s, int64_t pad, float beta, unsigned seed, int scale = 0,
@@ -44,7 +52,7 @@ Operands operands(const Case& s, int64_t pad, float beta, unsigned seed, int sca
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int64_t a_rows = s.ta ? s.k : s.m, a_cols = s.ta ? s.m : s.k;
   const int64_t b_rows = s.tb ? s.n : s.k, b_cols = s.tb ? s.k : s.n;
-  Operands o{a_cols + pad, b_cols + pad, s.n + pad, {}, {}, {}};
+  Operands o{row_length(a_cols, pad), row_length(b_cols, pad), row_length(s.n, pad), {}, {}, {}};
   o.a.resize(static_cast<size_t>(a_rows * o.lda));
   o.b.resize(static_cast<size_t>(b_rows * o.ldb));
   o.c.resize(static_cast<size_t>(s.m * o.ldc));
@@ -103,10 +111,11 @@ std::vector<Case> cases(const std::vector<std::array<int64_t, 3>>& shapes) {
 }
 
 // Shapes across every edge of the fp32 kernels' tiles (6 rows with AVX2, 12
-// with AVX-512; 16 and 32 columns) and blocks (256 inner steps, 512 columns).
+// with AVX-512; 16 and 32 columns: whole panels of op(B), which it may read
+// in place, and partial ones) and blocks (256 inner steps, 512 columns).
 const std::vector<std::array<int64_t, 3>> kShapes = {{1, 1, 1},     {5, 17, 3},    {6, 16, 256},
                                                      {7, 15, 257},  {13, 33, 600}, {12, 530, 40},
-                                                     {20, 10, 784}, {35, 47, 19}};
+                                                     {20, 10, 784}, {35, 47, 19},  {13, 64, 300}};
 
 // Runs f with cpu_isa() capped at `cap`, then restores the cap.
 template <class F>
@@ -170,13 +179,15 @@ TEST(RowGemm, IsTheFusedSumOfEveryElementOnEveryPath) {
     with_isa(cap, [&] {
       unsigned seed = 1;
       for (const Case& s : cases(kShapes)) {
-        for (const auto& [alpha, beta] :
-             {std::pair{1.0f, 0.0f}, {0.125f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
-          const Operands o = operands(s, 3, beta, seed++);
-          EXPECT_TRUE(same_bits(run(s, alpha, beta, o), promised(s, alpha, beta, o)))
-              << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')
-              << (s.tb ? 'T' : 'N') << " " << s.m << "x" << s.n << "x" << s.k << " alpha " << alpha
-              << " beta " << beta;
+        for (const int64_t pad : {int64_t{3}, kAligned}) {
+          for (const auto& [alpha, beta] :
+               {std::pair{1.0f, 0.0f}, {0.125f, 0.0f}, {1.0f, 1.0f}, {-0.5f, 0.25f}}) {
+            const Operands o = operands(s, pad, beta, seed++);
+            EXPECT_TRUE(same_bits(run(s, alpha, beta, o), promised(s, alpha, beta, o)))
+                << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " " << (s.ta ? 'T' : 'N')
+                << (s.tb ? 'T' : 'N') << " " << s.m << "x" << s.n << "x" << s.k << " alpha "
+                << alpha << " beta " << beta << " row lengths " << o.lda << ", " << o.ldb;
+          }
         }
       }
     });
