@@ -304,10 +304,11 @@ KDP_HOST_KERNEL(score_grads, score_grads_body,
                 (dp, w, rows, n, ld, delta))
 
 // The additive mask and the causal mask on the scores s[r, c] (rows x n,
-// row length n) of queries i0 + r and keys c: -inf where a key is hidden.
-void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) {
+// row length ld) of queries i0 + r and keys c: -inf where a key is hidden.
+void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, int64_t ld,
+               float* s) {
   for (int64_t r = 0; r < rows; ++r) {
-    float* row = s + r * n;
+    float* row = s + r * ld;
     if (p.mask != nullptr) {
       const float* m = p.mask + b * p.mask_stride + (i0 + r) * p.s;
       for (int64_t c = 0; c < n; ++c) row[c] += m[c];
@@ -318,21 +319,24 @@ void mask_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n,
   }
 }
 
-// keep[r, c] (rows x n) = the dropout factor of (query i0 + r, key c), with
-// dropout.
-void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, float* keep) {
+// keep[r, c] (rows x n, row length ld) = the dropout factor of (query i0 + r,
+// key c), with dropout.
+void keep_tile(const Problem& p, int64_t b, int64_t i0, int64_t rows, int64_t n, int64_t ld,
+               float* keep) {
   if (!p.dropout) return;
   const random::Stream stream(p.seeds(b / p.per_seed));
   for (int64_t r = 0; r < rows; ++r) {
     const uint64_t c0 = p.base + static_cast<uint64_t>(((b % p.per_seed) * p.t + i0 + r) * p.s);
-    kdp::detail::dropout_factors(keep + r * n, n, c0, stream, p.threshold, p.keep_scale);
+    kdp::detail::dropout_factors(keep + r * ld, n, c0, stream, p.threshold, p.keep_scale);
   }
 }
 
-// x[e] *= keep[e] for the `size` elements of a tile, with dropout.
-void drop_tile(const Problem& p, float* x, const float* keep, int64_t size) {
+// x[r, c] *= keep[r, c] over a tile (rows x n, row length ld), with dropout.
+void drop_tile(const Problem& p, float* x, const float* keep, int64_t rows, int64_t n, int64_t ld) {
   if (!p.dropout) return;
-  for (int64_t e = 0; e < size; ++e) x[e] *= keep[e];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < n; ++c) x[r * ld + c] *= keep[r * ld + c];
+  }
 }
 
 // The keys query block [i0, i0 + rows) sees: all, or up to its last row.
@@ -394,7 +398,17 @@ struct HostRows {
     float *s, *dp, *keep;
     uint16_t* bits;
   };
-  int64_t tile() const { return kRows * p.s; }
+  // The row length of a block's tiles with n keys: n, or in fp32 n rounded
+  // up to 16 floats and 16 more where that is a multiple of 128. Rows a
+  // multiple of 512 bytes apart share a few sets of the L1 cache: row_gemm
+  // then packs the weights and dS where dv and dk read them transposed, and
+  // reads them in place otherwise.
+  static int64_t ld(int64_t n) {
+    if constexpr (bf16) return n;
+    const int64_t up = (n + 15) / 16 * 16;
+    return up % 128 == 0 ? up + 16 : up;
+  }
+  int64_t tile() const { return kRows * ld(p.s); }
   int64_t fp32_tiles() const { return p.dropout ? 3 : 2; }
   int64_t scratch_floats() const { return fp32_tiles() * tile() + (bf16 ? (tile() + 1) / 2 : 0); }
   Scratch scratch(float* base) const {
@@ -423,11 +437,11 @@ struct HostRows {
       kdp::detail::row_gemm(ta, tb, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
     }
   }
-  // s[r, c] (row length n) = scale q_(i0+r) . k_c + mask, -inf where hidden.
+  // s[r, c] (row length ld(n)) = scale q_(i0+r) . k_c + mask, -inf where hidden.
   void scores(int64_t b, int64_t i0, int64_t rows, int64_t n, float* s) const {
     product(false, true, rows, n, p.d, p.scale, q + (b * p.t + i0) * p.d, p.d, k + b * p.s * p.d,
-            p.d, 0.0f, s, n);
-    mask_tile(p, b, i0, rows, n, s);
+            p.d, 0.0f, s, ld(n));
+    mask_tile(p, b, i0, rows, n, ld(n), s);
   }
   void forward(int64_t b, float* work, float* out, float* lse) const;
   void backward(int64_t b, float* work, const T* dout, const float* lse, const float* delta,
@@ -464,17 +478,18 @@ void HostRows<T>::forward(int64_t b, float* work, float* out, float* lse) const 
       std::fill(lse + first, lse + first + rows, p.inf);
       continue;
     }
+    const int64_t l = ld(n);
     scores(b, i0, rows, n, w.s);
     std::fill(top, top + rows, -p.inf);
-    row_max(w.s, rows, n, n, top);
+    row_max(w.s, rows, n, l, top);
     // A row without a key shifts by +inf: its weights are 0.
     for (int64_t r = 0; r < rows; ++r) shift[r] = top[r] == -p.inf ? p.inf : top[r];
-    exp_rows(w.s, rows, n, n, shift, -p.inf);
-    row_sums(w.s, rows, n, n, sums);
-    keep_tile(p, b, i0, rows, n, w.keep);
-    drop_tile(p, w.s, w.keep, rows * n);
+    exp_rows(w.s, rows, n, l, shift, -p.inf);
+    row_sums(w.s, rows, n, l, sums);
+    keep_tile(p, b, i0, rows, n, l, w.keep);
+    drop_tile(p, w.s, w.keep, rows, n, l);
     float* o = out + first * p.dv;
-    product(false, false, rows, p.dv, n, 1.0f, operand(w.s, w.bits, rows * n), n,
+    product(false, false, rows, p.dv, n, 1.0f, operand(w.s, w.bits, rows * l), l,
             v + b * p.s * p.dv, p.dv, 0.0f, o, p.dv);
     for (int64_t r = 0; r < rows; ++r) {
       const bool none = sums[r] == 0.0f;
@@ -501,26 +516,27 @@ void HostRows<T>::backward(int64_t b, float* work, const T* dout, const float* l
       if (dq != nullptr) std::fill(dq + first * p.d, dq + (first + rows) * p.d, 0.0f);
       continue;
     }
+    const int64_t l = ld(n);
     scores(b, i0, rows, n, w.s);
-    exp_rows(w.s, rows, n, n, lse + first, -p.inf);
+    exp_rows(w.s, rows, n, l, lse + first, -p.inf);
     product(false, true, rows, n, p.dv, 1.0f, dout + first * p.dv, p.dv, v + b * p.s * p.dv, p.dv,
-            0.0f, w.dp, n);
-    keep_tile(p, b, i0, rows, n, w.keep);
-    drop_tile(p, w.dp, w.keep, rows * n);
-    score_grads(w.dp, w.s, rows, n, n, delta + first);
+            0.0f, w.dp, l);
+    keep_tile(p, b, i0, rows, n, l, w.keep);
+    drop_tile(p, w.dp, w.keep, rows, n, l);
+    score_grads(w.dp, w.s, rows, n, l, delta + first);
     if (dv != nullptr) {
-      drop_tile(p, w.s, w.keep, rows * n);
-      product(true, false, n, p.dv, rows, 1.0f, operand(w.s, w.bits, rows * n), n,
+      drop_tile(p, w.s, w.keep, rows, n, l);
+      product(true, false, n, p.dv, rows, 1.0f, operand(w.s, w.bits, rows * l), l,
               dout + first * p.dv, p.dv, 1.0f, dv + b * p.s * p.dv, p.dv);
     }
     if (dq == nullptr && dk == nullptr) continue;
-    const T* ds = operand(w.dp, w.bits, rows * n);
+    const T* ds = operand(w.dp, w.bits, rows * l);
     if (dq != nullptr) {
-      product(false, false, rows, p.d, n, p.scale, ds, n, k + b * p.s * p.d, p.d, 0.0f,
+      product(false, false, rows, p.d, n, p.scale, ds, l, k + b * p.s * p.d, p.d, 0.0f,
               dq + first * p.d, p.d);
     }
     if (dk != nullptr) {
-      product(true, false, n, p.d, rows, p.scale, ds, n, q + first * p.d, p.d, 1.0f,
+      product(true, false, n, p.d, rows, p.scale, ds, l, q + first * p.d, p.d, 1.0f,
               dk + b * p.s * p.d, p.d);
     }
   }
