@@ -59,6 +59,21 @@ def cpu_model(cpuinfo="/proc/cpuinfo"):
     return platform.processor() or platform.machine() or "unknown"
 
 
+def bf16_units(cpuinfo="/proc/cpuinfo"):
+    """Whether the CPU multiplies bf16 in hardware: AVX512_BF16 or AMX-BF16 on
+    x86-64, BF16 on Arm (True where the kernel does not say)."""
+    flags = set()
+    try:
+        with open(cpuinfo) as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip().lower() in ("flags", "features"):
+                    flags.update(value.split())
+    except OSError:
+        return True
+    return not flags or bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
 def slug(text):
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 

@@ -266,7 +266,63 @@ class Suite(unittest.TestCase):
         self.assertEqual((ratio["target"], ratio["better"]), (0.7, "lower"))
         self.assertTrue(all(name in run_suite.EXTRA for name in run_suite.LONG_RUN_TIMEOUT_S))
 
+    def test_bf16_units_are_read_from_the_cpus_flags(self):
+        cases = (("flags\t\t: fpu avx2 fma avx512f avx512_bf16\n", True),   # AMD Zen 4, Intel
+                 ("flags\t\t: fpu avx2 fma amx_bf16 amx_tile\n", True),
+                 ("flags\t\t: fpu sse4_2 avx avx2 fma\n", False),           # AMD Zen 3: emulated
+                 ("Features\t: fp asimd bf16 i8mm\n", True),                 # Arm with BF16
+                 ("Features\t: fp asimd crc32\n", False),
+                 ("processor\t: 0\n", True))                                # the kernel does not say
+        for text, expected in cases:
+            path = os.path.join(self.dir.name, "cpuinfo")
+            with open(path, "w") as f:
+                f.write(text)
+            self.assertEqual(run_suite.baselines.bf16_units(path), expected, text)
+
+    def test_a_cpu_without_bf16_units_times_the_fp32_peers_instead(self):
+        saved = run_suite.baselines.bf16_units
+        try:
+            run_suite.baselines.bf16_units = lambda: False
+            full = self.listed()
+            run_suite.baselines.bf16_units = lambda: True
+            with_units = self.listed()
+        finally:
+            run_suite.baselines.bf16_units = saved
+        emulated = [n for n in with_units if run_suite.emulated_bf16_run(n)]
+        # PyTorch's bf16 steps and every run to 91 % in bf16, where bf16 units exist.
+        self.assertIn("tta_cnn_torch_bf16", emulated)
+        self.assertTrue(any(n.startswith("peer_torch_1x1_") and n.endswith("_cnn_bf16") for n in emulated))
+        for name in emulated:
+            self.assertNotIn(name, full)
+        for name in run_suite.FP32_PEERS_TO_91:
+            self.assertIn(name, full)
+            self.assertNotIn(name, with_units)
+        # kdp's own bf16 steps (its models' benchmark) still run: they are its figures.
+        self.assertIn("reproducible_step_bf16_r2", full)
+
+    def test_the_cnns_time_to_91_puts_each_side_at_its_best(self):
+        metrics = {}
+        # A CPU without bf16 units: fp32 runs only, kdp's bf16 not timed.
+        run_suite.cnn_tta_metrics({"kdp": {"wall_s": 60.0}, "torch": {"wall_s": 150.0},
+                                   "lightning": {"wall_s": 120.0}}, metrics)
+        self.assertAlmostEqual(metrics["kdp_vs_torch_best_time_to_91_cnn"]["value"], 0.4)
+        self.assertAlmostEqual(metrics["kdp_vs_lightning_best_time_to_91_cnn"]["value"], 0.5)
+        self.assertEqual(metrics["kdp_vs_torch_best_time_to_91_cnn"]["target"], 0.7)
+        self.assertAlmostEqual(metrics["kdp_vs_torch_time_to_91_cnn"]["value"], 0.4)
+        # With bf16 units: the faster precision of each side; a run that never
+        # reached 91 % does not count.
+        metrics = {}
+        run_suite.cnn_tta_metrics({"kdp": {"wall_s": 90.0}, "kdp_bf16": {"wall_s": 60.0},
+                                   "torch_bf16": {"wall_s": 100.0}, "lightning": {"wall_s": None},
+                                   "lightning_bf16": {"wall_s": 200.0}}, metrics)
+        self.assertAlmostEqual(metrics["kdp_vs_torch_best_time_to_91_cnn"]["value"], 0.6)
+        self.assertAlmostEqual(metrics["kdp_vs_lightning_best_time_to_91_cnn"]["value"], 0.3)
+        self.assertNotIn("kdp_vs_torch_time_to_91_cnn", metrics)
+
     def test_a_full_run_leaves_the_extra_runs_to_only_and_extra(self):
+        saved = run_suite.baselines.bf16_units
+        run_suite.baselines.bf16_units = lambda: True  # EXTRA as it stands, whatever this CPU is
+        self.addCleanup(setattr, run_suite.baselines, "bf16_units", saved)
         full = self.listed()
         self.assertTrue(run_suite.EXTRA)
         for name in run_suite.EXTRA:
