@@ -518,6 +518,23 @@ def best_wall(runs, *sides):
     return min((v for v in (runs.get(s, {}).get("wall_s") for s in sides) if v), default=None)
 
 
+def best_peer_metrics(peers, metrics):
+    """kdp against PyTorch with each side at its better precision, where
+    PyTorch's bf16 autocast ran and at 1x1, where it would have (on a CPU
+    without bf16 units its fp32 runs alone, its best there)."""
+    layouts = set(peers.get("torch_bf16", {})) | ({"1x1"} & set(peers.get("torch", {})))
+    for layout in sorted(layouts):
+        models = set(peers.get("torch", {}).get(layout, {})) | set(peers.get("torch_bf16", {}).get(layout, {}))
+        for model in sorted(models):
+            best = lambda sides: max(peers.get(side, {}).get(layout, {}).get(model, 0.0)  # noqa: E731
+                                     for side in sides)
+            mine, theirs = best(("kdp", "kdp_bf16")), best(("torch", "torch_bf16"))
+            if mine > 0 and theirs > 0:
+                target = BEST_TARGETS.get(model) if layout == "1x1" else None
+                metrics[f"kdp_vs_torch_best_{model}_{layout}"] = {
+                    "value": mine / theirs, "target": target, "better": "higher" if target else "info"}
+
+
 def cnn_tta_metrics(cnn_tta, metrics):
     """The CNN's wall seconds to 91 % per run; kdp against PyTorch's and
     Lightning's fp32 runs, and each side at its best precision; the accuracy
@@ -966,15 +983,7 @@ def main():
             target = PEER_TARGETS.get((model, layout), PEER_TARGETS.get(model))
             metrics[f"kdp_vs_torch_{model}_{layout}"] = {
                 "value": sps / theirs, "target": target, "better": "higher" if target else "info"}
-    # Each side at its better precision, where PyTorch's bf16 autocast ran.
-    for layout, theirs_bf16 in sorted(peers.get("torch_bf16", {}).items()):
-        for model, t16 in sorted(theirs_bf16.items()):
-            t32 = peers.get("torch", {}).get(layout, {}).get(model, 0.0)
-            mine = max(peers.get(side, {}).get(layout, {}).get(model, 0.0) for side in ("kdp", "kdp_bf16"))
-            if mine > 0:
-                target = BEST_TARGETS.get(model) if layout == "1x1" else None
-                metrics[f"kdp_vs_torch_best_{model}_{layout}"] = {
-                    "value": mine / max(t16, t32), "target": target, "better": "higher" if target else "info"}
+    best_peer_metrics(peers, metrics)
     medians = {side: median_time(times) for side, times in tta.items()}
     for side in ("kdp", "torch"):
         if side in medians:

@@ -300,6 +300,18 @@ class Suite(unittest.TestCase):
         # kdp's own bf16 steps (its models' benchmark) still run: they are its figures.
         self.assertIn("reproducible_step_bf16_r2", full)
 
+    def test_best_against_best_takes_pytorchs_fp32_where_its_bf16_did_not_run(self):
+        peers = {"kdp": {"1x1": {"M": 100.0}, "2x1": {"M": 150.0}}, "kdp_bf16": {"1x1": {"M": 120.0}},
+                 "torch": {"1x1": {"M": 80.0}, "2x1": {"M": 90.0}}}
+        metrics = {}
+        run_suite.best_peer_metrics(peers, metrics)
+        self.assertAlmostEqual(metrics["kdp_vs_torch_best_M_1x1"]["value"], 120.0 / 80.0)
+        self.assertNotIn("kdp_vs_torch_best_M_2x1", metrics)  # no bf16 run is timed there
+        # Where PyTorch's bf16 ran, the faster of its two precisions.
+        peers["torch_bf16"] = {"1x1": {"M": 96.0}}
+        run_suite.best_peer_metrics(peers, metrics)
+        self.assertAlmostEqual(metrics["kdp_vs_torch_best_M_1x1"]["value"], 120.0 / 96.0)
+
     def test_the_cnns_time_to_91_puts_each_side_at_its_best(self):
         metrics = {}
         # A CPU without bf16 units: fp32 runs only, kdp's bf16 not timed.
