@@ -50,7 +50,7 @@ std::string why_not_reproducible(const ModeRequest& r, nn::Module& model, int ra
            "ReLU, LeakyReLU, Dropout and Flatten layers alone)";
   }
   if (!in_one_pass_everywhere) {
-    return "its shards would go one by one in bf16 on a CPU without AVX512_BF16, which costs more";
+    return "its shards would go one by one in bf16 on a CPU without AVX2, which costs more";
   }
   return "its products cost up to 1.8x DDP's step at 2 threads a rank on some CPUs";
 }

@@ -221,7 +221,7 @@ TEST(TrainerLayouts, ReproducibleSyncBatchNormInAUserModelMeetsAcrossShards) {
 
 // The step strategy is chosen once for the model and the options: a model
 // that keeps a batch's rows apart goes in one pass (in bf16 where the CPU
-// has AVX512_BF16's dot products), with SyncBatchNorm the shards go
+// has AVX2), with SyncBatchNorm the shards go
 // together, any other model one by one.
 TEST(TrainerLayouts, TheStepStrategyFitsTheModel) {
   dist::Communicator comm = dist::Communicator::world();
@@ -250,7 +250,7 @@ TEST(TrainerLayouts, TheStepStrategyFitsTheModel) {
   EXPECT_EQ(fit(make_model(), true, Precision::bf16),
             kdp::detail::row_gemm_bf16_fast() ? "one pass" : "one by one");
   {
-    const auto before = kdp::detail::set_cpu_isa_limit(kdp::detail::CpuIsa::Avx512);
+    const auto before = kdp::detail::set_cpu_isa_limit(kdp::detail::CpuIsa::Baseline);
     EXPECT_EQ(fit(make_model(), true, Precision::bf16), "one by one");
     kdp::detail::set_cpu_isa_limit(before);
   }

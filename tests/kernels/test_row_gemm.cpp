@@ -3,7 +3,8 @@
 // around it), on the AVX-512, AVX2 and portable paths alike. row_gemm_bf16:
 // every element its own chain over the bf16-rounded operands, the inner
 // dimension in pairs (the odd step first, each a fused multiply-add whose
-// subnormal result is flushed), on the vdpbf16ps and portable paths alike.
+// subnormal result is flushed), on the vdpbf16ps, fp32-chain and portable
+// paths alike.
 #include "kernels/native/row_gemm.hpp"
 
 #include <gtest/gtest.h>
@@ -232,8 +233,9 @@ TEST(RowGemm, ARowHasTheSameBitsInAnyBatch) {
 
 TEST(RowGemmBf16, IsThePairedChainOfEveryElementOnEveryPath) {
   // The uncapped path is vdpbf16ps where the CPU has AVX512_BF16; AVX-512
-  // and below take the portable loop.
-  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx512, CpuIsa::Baseline}) {
+  // and AVX2 take row_gemm's fp32 chains on the rounded operands, baseline
+  // the portable loop.
+  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx512, CpuIsa::Avx2, CpuIsa::Baseline}) {
     with_isa(cap, [&] {
       unsigned seed = 1;
       for (const Case& s : cases(kBf16Shapes)) {
@@ -252,8 +254,9 @@ TEST(RowGemmBf16, IsThePairedChainOfEveryElementOnEveryPath) {
 
 TEST(RowGemmBf16, FlushesSubnormalSumsAsPromised) {
   // Operands near 2^-64: their products and sums fall below FLT_MIN, where
-  // the flush decides the bits.
-  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Baseline}) {
+  // the flush decides the bits (the fp32 chains see it and leave these sums
+  // to the portable loop).
+  for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx2, CpuIsa::Baseline}) {
     with_isa(cap, [&] {
       for (int t = 0; t < 4; ++t) {
         const Case s{(t & 1) != 0, (t & 2) != 0, 14, 40, 65};

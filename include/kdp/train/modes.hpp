@@ -65,7 +65,7 @@ struct ModeDecision {
 
 /// Decides from the request, `model`'s modules (BatchNorm and SyncBatchNorm
 /// layers, the layer types the one pass takes) and every rank's CPU (bf16's
-/// one pass needs AVX512_BF16 on all of them). Every rank of
+/// one pass needs AVX2 on all of them). Every rank of
 /// `comm` calls it together; `device` is the rank's first device.
 ModeDecision decide_modes(const ModeRequest& request, nn::Module& model, dist::Communicator& comm,
                           const Device& device = get_default_device());

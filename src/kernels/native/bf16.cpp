@@ -62,6 +62,34 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void round_bf16_avx512(cons
   for (; i < n; ++i) out[i] = round_to_bf16(in[i]);
 }
 
+// Eight floats rounded to bf16 with AVX2's integer operations, as
+// from_bf16(to_bf16()), as floats' bits.
+__attribute__((target("avx2"))) inline __m256i eight_rounded(__m256 v) {
+  const __m256i u = _mm256_castps_si256(v);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i r =
+      _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), high);
+  const __m256i magnitude = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+  const __m256i nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+  const __m256i quiet = _mm256_or_si256(_mm256_and_si256(u, high), _mm256_set1_epi32(0x00400000));
+  r = _mm256_blendv_epi8(r, quiet, nan);
+  const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7f800000)),
+                                          _mm256_setzero_si256());  // zero exponent
+  const __m256i sign = _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm256_blendv_epi8(r, sign, tiny);
+}
+
+// out = in rounded to bf16, as floats.
+__attribute__((target("avx2"))) void round_bf16_avx2(const float* in, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        eight_rounded(_mm256_loadu_ps(in + i)));
+  }
+  for (; i < n; ++i) out[i] = round_to_bf16(in[i]);
+}
+
 // vcvtne2ps2bf16 rounds as to_bf16() does (ties to even, denormals to zero,
 // NaN quiet); 32 floats per instruction.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void to_bf16_avx512bf16(
@@ -91,6 +119,7 @@ void to_bf16_host(const float* in, uint16_t* out, int64_t n) {
 void round_to_bf16_host(const float* in, float* out, int64_t n) {
 #if defined(KDP_X86_KERNELS)
   if (cpu_isa() >= CpuIsa::Avx512) return round_bf16_avx512(in, out, n);
+  if (cpu_isa() >= CpuIsa::Avx2) return round_bf16_avx2(in, out, n);
 #endif
   for (int64_t i = 0; i < n; ++i) out[i] = round_to_bf16(in[i]);
 }

@@ -27,14 +27,17 @@ void row_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float
 /// AVX512_BF16's vdpbf16ps makes it: acc + a(i, 2q+1) b(2q+1, j), then + a(i,
 /// 2q) b(2q, j), each one fused multiply-add whose subnormal result is
 /// flushed to a zero of its sign. One vdpbf16ps per pair where cpu_isa()
-/// allows it, else a portable loop with the same arithmetic: the same bits
-/// on both paths.
+/// allows it; with AVX2, row_gemm's fp32 chains on the rounded operands taken
+/// in that order (where a sum on the way is subnormal, the portable loop
+/// instead); else a portable loop with the same arithmetic: the same bits on
+/// every path.
 void row_gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc);
 
-/// Whether row_gemm_bf16 runs on vdpbf16ps here (else its portable loop,
-/// which is for tests and for correctness, not for speed).
+/// Whether row_gemm_bf16 runs on vector kernels here (vdpbf16ps, or AVX2's
+/// fp32 chains; else its portable loop, which is for tests and for
+/// correctness, not for speed).
 bool row_gemm_bf16_fast();
 
 }  // namespace kdp::detail

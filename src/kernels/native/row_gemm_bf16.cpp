@@ -2,7 +2,9 @@
 // element of C is its own chain whatever the rows around it: the inner
 // dimension in pairs from p = 0, each pair as AVX512_BF16's vdpbf16ps makes
 // it (acc + a(2q+1) b(2q+1), then + a(2q) b(2q), each a fused multiply-add
-// whose subnormal result becomes a zero of its sign).
+// whose subnormal result becomes a zero of its sign): vdpbf16ps where the
+// CPU has AVX512_BF16, row_gemm's fp32 chains where it has AVX2, else a
+// portable loop.
 #include <algorithm>
 #include <array>
 #include <cfloat>
@@ -262,13 +264,109 @@ KDP_BF_TARGET void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, f
 
 }  // namespace dot
 
+// Without AVX512_BF16: row_gemm's fp32 chains on copies of the operands
+// rounded to bf16, each pair of the inner dimension swapped (2q + 1 before
+// 2q, a zero before a missing last one), so that each element's chain is the
+// pairs' fused multiply-adds in vdpbf16ps's order. Where no sum on the way is
+// subnormal that is the promise. Where one is, the flush decides the bits:
+// the CPU raises its denormal flag when a later step reads such a sum and its
+// underflow flag when one was rounded, the last sums are looked at, and the
+// portable loop makes those products instead.
+namespace chains {
+
+// out[p ^ 1] = in[p] rounded, for p < k; a zero at k - 1 for an odd k.
+__attribute__((target("avx2"))) void swap_pairs(const float* in, int64_t k, float* out,
+                                                std::vector<float>& rounded) {
+  rounded.resize(static_cast<size_t>(k));
+  round_to_bf16_host(in, rounded.data(), k);
+  const float* r = rounded.data();
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) {
+    _mm256_storeu_ps(out + p, _mm256_permute_ps(_mm256_loadu_ps(r + p), 0xb1));  // 1 0 3 2
+  }
+  for (; p < k; ++p) out[p ^ 1] = r[p];
+  if (k % 2 != 0) out[k - 1] = 0.0f;
+}
+
+// An operand rounded and pair-swapped, as row_gemm reads it: `lines` x k2
+// with the inner steps side by side, or k2 x `lines` stored transposed.
+struct Copy {
+  std::vector<float> data;
+  int64_t ld = 0;
+  bool steps_side_by_side = true;
+};
+
+// The `lines` lines (rows of op(A), columns of op(B)) of k inner steps, line
+// i's step p at data[i * line + p * step] (line or step 1).
+void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t k, Copy& out,
+          std::vector<float>& rounded) {
+  const int64_t k2 = k + k % 2;
+  out.steps_side_by_side = step == 1;
+  if (out.steps_side_by_side) {
+    out.ld = k2;
+    out.data.resize(static_cast<size_t>(lines * k2));
+    for (int64_t i = 0; i < lines; ++i) {
+      swap_pairs(data + i * line, k, out.data.data() + i * k2, rounded);
+    }
+    return;
+  }
+  // Step p's lines side by side as stored row p ^ 1, in rows a length off a
+  // multiple of 512 bytes apart (which row_gemm reads in place).
+  out.ld = lines % 128 == 0 ? lines + 16 : lines;
+  out.data.resize(static_cast<size_t>(k2 * out.ld));
+  for (int64_t p = 0; p < k; ++p) {
+    round_to_bf16_host(data + p * step, out.data.data() + (p ^ 1) * out.ld, lines);
+  }
+  if (k % 2 != 0) std::fill_n(out.data.data() + (k - 1) * out.ld, lines, 0.0f);
+}
+
+// The fp32 chains into s (m x n), a call of its own so that the CPU's flags
+// are read after every step of them.
+__attribute__((noinline)) void chain(int64_t m, int64_t n, int64_t k2, const Copy& a, const Copy& b,
+                                     float* s) {
+  row_gemm(!a.steps_side_by_side, b.steps_side_by_side, m, n, k2, 1.0f, a.data.data(), a.ld,
+           b.data.data(), b.ld, 0.0f, s, n);
+}
+
+bool any_subnormal(const std::vector<float>& s) {
+  return std::any_of(s.begin(), s.end(),
+                     [](float x) { return x != 0.0f && std::fabs(x) < FLT_MIN; });
+}
+
+void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
+          Scale scale) {
+  thread_local Copy ca, cb;
+  thread_local std::vector<float> s, rounded;
+  copy(a.data, a.row, a.col, m, k, ca, rounded);
+  copy(b.data, b.col, b.row, n, k, cb, rounded);
+  s.resize(static_cast<size_t>(m * n));
+  // The chains with the flags clear, rounding to nearest and gradual
+  // underflow, whatever the caller set; its state back afterwards.
+  constexpr unsigned kFlags = _MM_EXCEPT_DENORM | _MM_EXCEPT_UNDERFLOW;
+  constexpr unsigned kModes = _MM_ROUND_MASK | _MM_FLUSH_ZERO_MASK | _MM_DENORMALS_ZERO_MASK;
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr & ~(kFlags | kModes));
+  chain(m, n, k + k % 2, ca, cb, s.data());
+  const bool flushed = (_mm_getcsr() & kFlags) != 0 || any_subnormal(s);
+  _mm_setcsr(csr);
+  if (flushed) return sums_portable(m, n, k, a, b, c, ldc, scale);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      c[i * ldc + j] = scale.apply(s[static_cast<size_t>(i * n + j)], c + i * ldc + j);
+    }
+  }
+}
+
+}  // namespace chains
+
 #endif  // KDP_X86_KERNELS
 
 // The sums on the widest path here (row_gemm_bf16_fast: the header's).
 void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
           Scale scale) {
 #if defined(KDP_X86_KERNELS)
-  if (row_gemm_bf16_fast()) return dot::sums(m, n, k, a, b, c, ldc, scale);
+  if (cpu_isa() >= CpuIsa::Avx512Bf16) return dot::sums(m, n, k, a, b, c, ldc, scale);
+  if (cpu_isa() >= CpuIsa::Avx2) return chains::sums(m, n, k, a, b, c, ldc, scale);
 #endif
   sums_portable(m, n, k, a, b, c, ldc, scale);
 }
@@ -277,7 +375,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
 
 bool row_gemm_bf16_fast() {
 #if defined(KDP_X86_KERNELS)
-  return cpu_isa() >= CpuIsa::Avx512Bf16;
+  return cpu_isa() >= CpuIsa::Avx2;
 #else
   return false;
 #endif
