@@ -4,6 +4,7 @@
 #include <random>
 
 #include "io/hdf5.hpp"
+#include "temp_dir.hpp"
 #include "test_util.hpp"
 
 using namespace kdp;
@@ -11,8 +12,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// Files under one directory for the whole run, removed when the binary exits,
+// also where a test fails before its own clean-up.
 std::string temp_file(const std::string& name) {
-  return (fs::temp_directory_path() / ("kdp-" + std::to_string(::getpid()) + "-" + name)).string();
+  static const kdp::test::TempDir dir;
+  return dir.file(name);
 }
 
 // Values that deflate compresses but not to nothing: runs of random lengths.
