@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu_isa.hpp"
@@ -258,15 +259,27 @@ TEST(RowGemmBf16, FlushesSubnormalSumsAsPromised) {
   // to the portable loop).
   for (CpuIsa cap : {CpuIsa::Amx, CpuIsa::Avx2, CpuIsa::Baseline}) {
     with_isa(cap, [&] {
-      for (int t = 0; t < 4; ++t) {
-        const Case s{(t & 1) != 0, (t & 2) != 0, 14, 40, 65};
-        const Operands o = operands(s, 0, 0.0f, 100 + static_cast<unsigned>(t), -64, true);
-        const std::vector<float> got = run_bf16(s, 1.0f, 0.0f, o);
-        EXPECT_TRUE(same_bits(got, promised_bf16(s, 1.0f, 0.0f, o)))
-            << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa());
-        size_t zeros = 0;
-        for (float x : got) zeros += x == 0.0f ? 1 : 0;
-        EXPECT_GT(zeros, 0u) << "no sum was flushed: the case tests nothing";
+      // C as the sums themselves (alpha 1, beta 0: the chains write C in
+      // place, padded rows or not) and scaled (the sums apart first).
+      for (const auto& [alpha, beta, pad] : {std::tuple{1.0f, 0.0f, int64_t{0}},
+                                             {1.0f, 0.0f, int64_t{3}},
+                                             {0.5f, 0.0f, int64_t{3}}}) {
+        for (int t = 0; t < 4; ++t) {
+          const Case s{(t & 1) != 0, (t & 2) != 0, 14, 40, 65};
+          const Operands o = operands(s, pad, beta, 100 + static_cast<unsigned>(t), -64, true);
+          const std::vector<float> got = run_bf16(s, alpha, beta, o);
+          EXPECT_TRUE(same_bits(got, promised_bf16(s, alpha, beta, o)))
+              << kdp::detail::cpu_isa_name(kdp::detail::cpu_isa()) << " alpha " << alpha << " beta "
+              << beta << " pad " << pad;
+          const std::vector<float> sums = run_bf16(
+              s, 1.0f, 0.0f, operands(s, pad, 0.0f, 100 + static_cast<unsigned>(t), -64, true));
+          size_t zeros = 0;
+          for (int64_t i = 0; i < s.m; ++i) {
+            for (int64_t j = 0; j < s.n; ++j)
+              zeros += sums[static_cast<size_t>(i * o.ldc + j)] == 0.0f ? 1 : 0;
+          }
+          EXPECT_GT(zeros, 0u) << "no sum was flushed: the case tests nothing";
+        }
       }
     });
   }

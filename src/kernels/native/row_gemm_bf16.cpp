@@ -274,17 +274,20 @@ KDP_BF_TARGET void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, f
 // portable loop makes those products instead.
 namespace chains {
 
-// out[p ^ 1] = in[p] rounded, for p < k; a zero at k - 1 for an odd k.
-__attribute__((target("avx2"))) void swap_pairs(const float* in, int64_t k, float* out,
-                                                std::vector<float>& rounded) {
-  rounded.resize(static_cast<size_t>(k));
-  round_to_bf16_host(in, rounded.data(), k);
-  const float* r = rounded.data();
-  int64_t p = 0;
-  for (; p + 8 <= k; p += 8) {
-    _mm256_storeu_ps(out + p, _mm256_permute_ps(_mm256_loadu_ps(r + p), 0xb1));  // 1 0 3 2
+// out[p ^ 1] = in[p] rounded, for p < k; a zero at k - 1 for an odd k. A
+// stretch at a time, rounded into a buffer that stays in the L1 cache.
+__attribute__((target("avx2"))) void swap_pairs(const float* in, int64_t k, float* out) {
+  constexpr int64_t kStretch = 512;  // even, so that no pair straddles two
+  alignas(32) float r[kStretch];
+  for (int64_t p0 = 0; p0 < k; p0 += kStretch) {
+    const int64_t len = std::min(kStretch, k - p0);
+    round_to_bf16_host(in + p0, r, len);
+    int64_t p = 0;
+    for (; p + 8 <= len; p += 8) {
+      _mm256_storeu_ps(out + p0 + p, _mm256_permute_ps(_mm256_load_ps(r + p), 0xb1));  // 1 0 3 2
+    }
+    for (; p < len; ++p) out[p0 + (p ^ 1)] = r[p];
   }
-  for (; p < k; ++p) out[p ^ 1] = r[p];
   if (k % 2 != 0) out[k - 1] = 0.0f;
 }
 
@@ -298,15 +301,14 @@ struct Copy {
 
 // The `lines` lines (rows of op(A), columns of op(B)) of k inner steps, line
 // i's step p at data[i * line + p * step] (line or step 1).
-void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t k, Copy& out,
-          std::vector<float>& rounded) {
+void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t k, Copy& out) {
   const int64_t k2 = k + k % 2;
   out.steps_side_by_side = step == 1;
   if (out.steps_side_by_side) {
     out.ld = k2;
     out.data.resize(static_cast<size_t>(lines * k2));
     for (int64_t i = 0; i < lines; ++i) {
-      swap_pairs(data + i * line, k, out.data.data() + i * k2, rounded);
+      swap_pairs(data + i * line, k, out.data.data() + i * k2);
     }
     return;
   }
@@ -320,40 +322,54 @@ void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t 
   if (k % 2 != 0) std::fill_n(out.data.data() + (k - 1) * out.ld, lines, 0.0f);
 }
 
-// The fp32 chains into s (m x n), a call of its own so that the CPU's flags
-// are read after every step of them.
+// The fp32 chains into s (m x n, row length lds), a call of its own so that
+// the CPU's flags are read after every step of them.
 __attribute__((noinline)) void chain(int64_t m, int64_t n, int64_t k2, const Copy& a, const Copy& b,
-                                     float* s) {
+                                     float* s, int64_t lds) {
   row_gemm(!a.steps_side_by_side, b.steps_side_by_side, m, n, k2, 1.0f, a.data.data(), a.ld,
-           b.data.data(), b.ld, 0.0f, s, n);
+           b.data.data(), b.ld, 0.0f, s, lds);
 }
 
-bool any_subnormal(const std::vector<float>& s) {
-  return std::any_of(s.begin(), s.end(),
-                     [](float x) { return x != 0.0f && std::fabs(x) < FLT_MIN; });
+// Whether any of s's m x n sums (row length lds) is subnormal: every one
+// looked at, with no early exit, so that the loop vectorizes.
+__attribute__((target("avx2"))) bool any_subnormal(const float* s, int64_t m, int64_t n,
+                                                   int64_t lds) {
+  int found = 0;
+  for (int64_t i = 0; i < m; ++i) {
+    const float* row = s + i * lds;
+    for (int64_t j = 0; j < n; ++j) {
+      found |= static_cast<int>(row[j] != 0.0f) & static_cast<int>(std::fabs(row[j]) < FLT_MIN);
+    }
+  }
+  return found != 0;
 }
 
 void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64_t ldc,
           Scale scale) {
   thread_local Copy ca, cb;
-  thread_local std::vector<float> s, rounded;
-  copy(a.data, a.row, a.col, m, k, ca, rounded);
-  copy(b.data, b.col, b.row, n, k, cb, rounded);
-  s.resize(static_cast<size_t>(m * n));
+  thread_local std::vector<float> scratch;
+  copy(a.data, a.row, a.col, m, k, ca);
+  copy(b.data, b.col, b.row, n, k, cb);
+  // With alpha 1 and beta 0 the sums are C itself (the portable loop
+  // overwrites them where one was flushed); else they go apart first, since
+  // beta reads C.
+  const bool in_place = scale.identity();
+  if (!in_place) scratch.resize(static_cast<size_t>(m * n));
+  float* s = in_place ? c : scratch.data();
+  const int64_t lds = in_place ? ldc : n;
   // The chains with the flags clear, rounding to nearest and gradual
   // underflow, whatever the caller set; its state back afterwards.
   constexpr unsigned kFlags = _MM_EXCEPT_DENORM | _MM_EXCEPT_UNDERFLOW;
   constexpr unsigned kModes = _MM_ROUND_MASK | _MM_FLUSH_ZERO_MASK | _MM_DENORMALS_ZERO_MASK;
   const unsigned csr = _mm_getcsr();
   _mm_setcsr(csr & ~(kFlags | kModes));
-  chain(m, n, k + k % 2, ca, cb, s.data());
-  const bool flushed = (_mm_getcsr() & kFlags) != 0 || any_subnormal(s);
+  chain(m, n, k + k % 2, ca, cb, s, lds);
+  const bool flushed = (_mm_getcsr() & kFlags) != 0 || any_subnormal(s, m, n, lds);
   _mm_setcsr(csr);
   if (flushed) return sums_portable(m, n, k, a, b, c, ldc, scale);
+  if (in_place) return;
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      c[i * ldc + j] = scale.apply(s[static_cast<size_t>(i * n + j)], c + i * ldc + j);
-    }
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = scale.apply(s[i * n + j], c + i * ldc + j);
   }
 }
 
