@@ -306,7 +306,7 @@ void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t 
   out.steps_side_by_side = step == 1;
   if (out.steps_side_by_side) {
     out.ld = k2;
-    out.data.resize(static_cast<size_t>(lines * k2));
+    row_gemm_parts::room(out.data, lines * k2);
     for (int64_t i = 0; i < lines; ++i) {
       swap_pairs(data + i * line, k, out.data.data() + i * k2);
     }
@@ -315,7 +315,7 @@ void copy(const float* data, int64_t line, int64_t step, int64_t lines, int64_t 
   // Step p's lines side by side as stored row p ^ 1, in rows a length off a
   // multiple of 512 bytes apart (which row_gemm reads in place).
   out.ld = lines % 128 == 0 ? lines + 16 : lines;
-  out.data.resize(static_cast<size_t>(k2 * out.ld));
+  row_gemm_parts::room(out.data, k2 * out.ld);
   for (int64_t p = 0; p < k; ++p) {
     round_to_bf16_host(data + p * step, out.data.data() + (p ^ 1) * out.ld, lines);
   }
@@ -354,8 +354,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   // overwrites them where one was flushed); else they go apart first, since
   // beta reads C.
   const bool in_place = scale.identity();
-  if (!in_place) scratch.resize(static_cast<size_t>(m * n));
-  float* s = in_place ? c : scratch.data();
+  float* s = in_place ? c : row_gemm_parts::room(scratch, m * n);
   const int64_t lds = in_place ? ldc : n;
   // The chains with the flags clear, rounding to nearest and gradual
   // underflow, whatever the caller set; its state back afterwards.

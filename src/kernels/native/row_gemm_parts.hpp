@@ -76,6 +76,14 @@ __attribute__((target("avx2"))) inline void transpose8(const float* src, int64_t
 }
 #endif
 
+// Room for n floats in v: grown where it is short and never shrunk, so that
+// a buffer reused by products of changing sizes is not zero-filled again at
+// each call (resize value-initializes what it adds, within capacity too).
+inline float* room(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
 // What an element of C becomes from its sum s: alpha s, one rounding, then
 // with beta 0 that alone, with beta 1 C + it, else fma(beta, C, it). C is not
 // read with beta 0.
@@ -105,15 +113,14 @@ void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
   const Scale scale{alpha, beta};
   if (k > 0 && (beta == 0.0f || k <= block_k)) return sums(m, n, k, sa, sb, c, ldc, scale);
   thread_local std::vector<float> scratch;
-  scratch.resize(static_cast<size_t>(m * n));
+  float* s = room(scratch, m * n);
   if (k > 0) {
-    sums(m, n, k, sa, sb, scratch.data(), n, Scale{});
+    sums(m, n, k, sa, sb, s, n, Scale{});
   } else {
-    std::fill(scratch.begin(), scratch.end(), 0.0f);
+    std::fill(s, s + m * n, 0.0f);
   }
   for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j)
-      c[i * ldc + j] = scale.apply(scratch[i * n + j], c + i * ldc + j);
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = scale.apply(s[i * n + j], c + i * ldc + j);
   }
 }
 
