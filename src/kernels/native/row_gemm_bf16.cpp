@@ -366,10 +366,7 @@ void sums(int64_t m, int64_t n, int64_t k, Strided a, Strided b, float* c, int64
   const bool flushed = (_mm_getcsr() & kFlags) != 0 || any_subnormal(s, m, n, lds);
   _mm_setcsr(csr);
   if (flushed) return sums_portable(m, n, k, a, b, c, ldc, scale);
-  if (in_place) return;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = scale.apply(s[i * n + j], c + i * ldc + j);
-  }
+  if (!in_place) row_gemm_parts::scale_into(scale, s, m, n, c, ldc);
 }
 
 }  // namespace chains

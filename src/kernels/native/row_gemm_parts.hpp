@@ -97,6 +97,14 @@ struct Scale {
   }
 };
 
+// C (m x n, row length ldc) from the sums s (row length n), as `scale` says.
+inline void scale_into(const Scale& scale, const float* s, int64_t m, int64_t n, float* c,
+                       int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = scale.apply(s[i * n + j], c + i * ldc + j);
+  }
+}
+
 // C = alpha op(A) op(B) + beta C (row_gemm's arguments), where sums(m, n,
 // k, a, b, c, ldc, scale) makes each element of C from its sum S as `scale`
 // says (k > 0). A kernel keeps partial sums in C between blocks of
@@ -119,9 +127,7 @@ void product(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
   } else {
     std::fill(s, s + m * n, 0.0f);
   }
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = scale.apply(s[i * n + j], c + i * ldc + j);
-  }
+  scale_into(scale, s, m, n, c, ldc);
 }
 
 }  // namespace kdp::detail::row_gemm_parts
